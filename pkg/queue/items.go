@@ -1,0 +1,71 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// ApplyItem stores an item's state from waitroom.items when its version is
+// newer than the stored one; applied is false for a stale or repeated version.
+func (l *Line) ApplyItem(ctx context.Context, s topics.ItemState) (applied bool, err error) {
+	args := []any{
+		strconv.FormatInt(s.Version, 10),
+		"name", s.Name,
+		"stock", strconv.FormatInt(s.Stock, 10),
+		"enabled", strconv.FormatBool(s.Enabled),
+		"ratePerSecond", strconv.FormatFloat(s.Policy.RatePerSecond, 'f', -1, 64),
+		"maxActive", strconv.FormatInt(s.Policy.MaxActive, 10),
+		"sessionTTLSeconds", strconv.FormatInt(s.Policy.SessionTTLSeconds, 10),
+		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
+	}
+	n, err := applyItemScript.Run(ctx, l.rdb, []string{KeysFor(s.ItemID).State}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("apply item %s v%d: %w", s.ItemID, s.Version, err)
+	}
+	return n == 1, nil
+}
+
+// DeleteItem removes an item's state (a tombstone on waitroom.items).
+func (l *Line) DeleteItem(ctx context.Context, item string) error {
+	if err := l.rdb.Del(ctx, KeysFor(item).State).Err(); err != nil {
+		return fmt.Errorf("delete item %s: %w", item, err)
+	}
+	return nil
+}
+
+// Item reads an item's stored state; ok is false when none is stored.
+func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bool, err error) {
+	m, err := l.rdb.HGetAll(ctx, KeysFor(item).State).Result()
+	if err != nil && err != redis.Nil {
+		return s, false, fmt.Errorf("read item %s: %w", item, err)
+	}
+	if len(m) == 0 {
+		return s, false, nil
+	}
+	s = topics.ItemState{V: topics.Version, ItemID: item, Name: m["name"]}
+	var perr error
+	parse := func(k string, bits int) int64 {
+		v, err := strconv.ParseInt(m[k], 10, bits)
+		if err != nil && perr == nil {
+			perr = fmt.Errorf("field %s: %w", k, err)
+		}
+		return v
+	}
+	s.Version = parse("version", 64)
+	s.Stock = parse("stock", 64)
+	s.Policy.MaxActive = parse("maxActive", 64)
+	s.Policy.SessionTTLSeconds = parse("sessionTTLSeconds", 64)
+	s.UpdatedAt = parse("updatedAt", 64)
+	s.Enabled = m["enabled"] == "true"
+	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
+		perr = fmt.Errorf("field ratePerSecond: %w", err)
+	}
+	if perr != nil {
+		return s, false, fmt.Errorf("read item %s: %w", item, perr)
+	}
+	return s, true, nil
+}

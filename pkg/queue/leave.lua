@@ -1,0 +1,21 @@
+-- leave: apply one leave record of waitroom.registrations: the user's place is gone.
+-- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
+-- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("L:"..tokenId once the user left)
+-- KEYS[3] wr:{item}:waiting   ZSET tokenId scored by seq
+-- KEYS[4] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
+-- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
+-- Returns {outcome, 0, tokenId}: LEFT with the tokenId removed; NOT_IN_LINE when the
+-- user holds no place; REPLAY when the offset was applied before.
+local last = redis.call('HGET', KEYS[1], ARGV[1])
+if last and tonumber(last) >= tonumber(ARGV[2]) then
+  return {'REPLAY', 0, ''}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local cur = redis.call('HGET', KEYS[2], ARGV[4])
+if not cur or string.sub(cur, 1, 2) == 'L:' then
+  return {'NOT_IN_LINE', 0, ''}
+end
+redis.call('ZREM', KEYS[3], cur)
+redis.call('ZREM', KEYS[4], cur)
+redis.call('HSET', KEYS[2], ARGV[4], 'L:' .. cur)
+return {'LEFT', 0, cur}

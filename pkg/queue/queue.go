@@ -1,0 +1,253 @@
+// Package queue owns an item's waiting line in Redis: the keys, and the Lua
+// scripts that change them, one script per state change so no crash can leave
+// half a move. Every write is keyed by the Kafka offset it applies, so replays
+// are no-ops.
+package queue
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Keys of one item; all share the {item} hash tag so one item lives in one
+// Redis Cluster slot and a script may touch them together.
+type Keys struct {
+	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch string
+}
+
+// KeysFor returns the keys of item.
+func KeysFor(item string) Keys {
+	p := "wr:{" + item + "}:"
+	return Keys{
+		Seq: p + "seq", Waiting: p + "waiting", Admitted: p + "admitted", Users: p + "users",
+		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
+	}
+}
+
+// ActiveItems is the registry of items with a live line: the scheduler's work
+// list, so nothing ever needs KEYS or SCAN.
+const ActiveItems = "wr:items:active"
+
+var (
+	//go:embed enqueue.lua
+	enqueueSrc string
+	//go:embed leave.lua
+	leaveSrc string
+	//go:embed mark.lua
+	markSrc string
+	//go:embed status.lua
+	statusSrc string
+	//go:embed apply_item.lua
+	applyItemSrc string
+
+	enqueueScript   = redis.NewScript(enqueueSrc)
+	leaveScript     = redis.NewScript(leaveSrc)
+	markScript      = redis.NewScript(markSrc)
+	statusScript    = redis.NewScript(statusSrc)
+	applyItemScript = redis.NewScript(applyItemSrc)
+
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript}
+)
+
+// OpKind says what an Op does to the line.
+type OpKind uint8
+
+const (
+	// OpRegister puts a user at the back of the line (unless already in it).
+	OpRegister OpKind = iota + 1
+	// OpLeave removes the user's place.
+	OpLeave
+	// OpMark records the offset as consumed without touching the line (a record sent to the DLQ).
+	OpMark
+)
+
+// Op is one registrations record to apply, identified by its Kafka position.
+type Op struct {
+	Kind      OpKind
+	ItemID    string
+	TokenID   string
+	UserID    string
+	Partition int32
+	Offset    int64
+}
+
+// Outcome of applying one Op.
+type Outcome string
+
+// Outcomes.
+const (
+	Added     Outcome = "ADDED"       // a new place at the back, Seq set
+	Duplicate Outcome = "DUPLICATE"   // the user already holds a place (TokenID names it)
+	Left      Outcome = "LEFT"        // the user's place was removed
+	NotInLine Outcome = "NOT_IN_LINE" // a leave for a user without a place
+	Marked    Outcome = "MARKED"      // offset recorded, line unchanged
+	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
+)
+
+// Result of applying one Op.
+type Result struct {
+	Outcome Outcome
+	Seq     int64
+	TokenID string
+}
+
+// Line is the Redis view of every item's waiting line.
+type Line struct {
+	rdb redis.UniversalClient
+}
+
+// New returns a Line over rdb.
+func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
+
+// Load loads every script into Redis so pipelines can use EVALSHA. Apply calls
+// it again by itself when Redis answers NOSCRIPT (after a restart or flush).
+func (l *Line) Load(ctx context.Context) error {
+	for _, s := range append(writeScripts, statusScript, applyItemScript) {
+		if err := s.Load(ctx, l.rdb).Err(); err != nil {
+			return fmt.Errorf("load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Apply applies ops in order in one pipelined round trip and registers their
+// items as active. Each op is one atomic script; a failed round can be retried
+// whole, since applied offsets make a second application a no-op.
+func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	res, err := l.apply(ctx, ops)
+	if err != nil && isNoScript(err) {
+		if lerr := l.Load(ctx); lerr != nil {
+			return nil, errors.Join(err, lerr)
+		}
+		res, err = l.apply(ctx, ops)
+	}
+	return res, err
+}
+
+func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
+	cmds := make([]*redis.Cmd, len(ops))
+	seen := make(map[string]struct{}, 4)
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, op := range ops {
+			k := KeysFor(op.ItemID)
+			part, off := strconv.FormatInt(int64(op.Partition), 10), strconv.FormatInt(op.Offset, 10)
+			switch op.Kind {
+			case OpRegister:
+				if _, ok := seen[op.ItemID]; !ok {
+					seen[op.ItemID] = struct{}{}
+					p.SAdd(ctx, ActiveItems, op.ItemID)
+				}
+				cmds[i] = enqueueScript.EvalSha(ctx, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+			case OpLeave:
+				cmds[i] = leaveScript.EvalSha(ctx, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+			case OpMark:
+				cmds[i] = markScript.EvalSha(ctx, p, []string{k.Applied}, part, off)
+			default:
+				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
+	}
+	out := make([]Result, len(ops))
+	for i, c := range cmds {
+		vals, err := c.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("apply op %d: %w", i, err)
+		}
+		r, err := parseResult(vals)
+		if err != nil {
+			return nil, fmt.Errorf("apply op %d: %w", i, err)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func parseResult(v []any) (Result, error) {
+	if len(v) != 3 {
+		return Result{}, fmt.Errorf("script returned %d values, want 3", len(v))
+	}
+	o, _ := v[0].(string)
+	seq, _ := v[1].(int64)
+	tok, _ := v[2].(string)
+	return Result{Outcome: Outcome(o), Seq: seq, TokenID: tok}, nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "NOSCRIPT")
+}
+
+// State of a queue token, as Status reads it from Redis.
+type State string
+
+// States.
+const (
+	Pending  State = "PENDING"  // accepted by Kafka, not yet applied to the line
+	Waiting  State = "WAITING"  // in the line
+	Admitted State = "ADMITTED" // let through; Status.ExpiresAtMs says until when
+	LeftLine State = "LEFT"     // the user left the line
+	Gone     State = "GONE"     // the place ended (admission expired or completed)
+	Rejected State = "REJECTED" // applied but never placed (sent to the DLQ)
+)
+
+// Status is where a token stands.
+type Status struct {
+	State        State
+	Position     int64  // 1-based, when Waiting
+	WaitingTotal int64  // when Waiting
+	ExpiresAtMs  int64  // when Admitted
+	TokenID      string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+}
+
+// Status reads where the registration at (partition, offset) of user stands,
+// in one round trip.
+func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
+	k := KeysFor(item)
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied},
+		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
+	if err != nil {
+		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
+	}
+	if len(v) != 4 {
+		return Status{}, fmt.Errorf("status of %s in %s: script returned %d values", user, item, len(v))
+	}
+	s := Status{}
+	st, _ := v[0].(string)
+	s.State = State(st)
+	a, _ := v[1].(int64)
+	b, _ := v[2].(int64)
+	s.TokenID, _ = v[3].(string)
+	switch s.State {
+	case Waiting:
+		s.Position, s.WaitingTotal = a, b
+	case Admitted:
+		s.ExpiresAtMs = a
+	}
+	return s, nil
+}
+
+// Waiting returns the tokenIds of item's line in order, from the front; at
+// most limit of them (limit <= 0: all).
+func (l *Line) Waiting(ctx context.Context, item string, limit int64) ([]string, error) {
+	stop := limit - 1
+	if limit <= 0 {
+		stop = -1
+	}
+	ids, err := l.rdb.ZRange(ctx, KeysFor(item).Waiting, 0, stop).Result()
+	if err != nil {
+		return nil, fmt.Errorf("waiting of %s: %w", item, err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,164 @@
+// Package token issues and checks waitroom's signed tokens (JWT): the queue
+// token a user gets on registration, signed with HMAC-SHA256 or Ed25519.
+package token
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Errors Parse returns; HTTP maps both to 401.
+var (
+	ErrInvalid = errors.New("token invalid")
+	ErrExpired = errors.New("token expired")
+)
+
+const (
+	issuer        = "waitroom"
+	audienceQueue = "waitroom-queue"
+)
+
+// Algorithms a Signer can use.
+const (
+	HS256 = "HS256"
+	EdDSA = "EdDSA"
+)
+
+// Queue is what a queue token says: whose registration it is and where the
+// broker put it (partition and offset), which tells a pending registration
+// from one that was applied.
+type Queue struct {
+	TokenID   string
+	ItemID    string
+	UserID    string
+	Partition int32
+	Offset    int64
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+}
+
+type queueClaims struct {
+	Item      string `json:"itm"`
+	Partition int32  `json:"p"`
+	Offset    int64  `json:"o"`
+	jwt.RegisteredClaims
+}
+
+// Signer signs and verifies tokens with one key. It is safe for concurrent use.
+type Signer struct {
+	method    jwt.SigningMethod
+	signKey   any
+	verifyKey any
+	kid       string
+	parser    *jwt.Parser
+	now       func() time.Time
+}
+
+// NewHMAC returns a Signer using HMAC-SHA256; secret must be at least 32 bytes.
+func NewHMAC(secret []byte, kid string) (*Signer, error) {
+	if len(secret) < 32 {
+		return nil, fmt.Errorf("hmac secret is %d bytes, need at least 32", len(secret))
+	}
+	return newSigner(jwt.SigningMethodHS256, secret, secret, kid), nil
+}
+
+// NewEd25519 returns a Signer using Ed25519 (EdDSA); verifiers need only the public key.
+func NewEd25519(priv ed25519.PrivateKey, kid string) (*Signer, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("ed25519 private key is %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
+	}
+	return newSigner(jwt.SigningMethodEdDSA, priv, priv.Public(), kid), nil
+}
+
+// New builds a Signer from configuration: alg HS256 with key the secret
+// (base64 or raw text of at least 32 bytes), or EdDSA with key the base64
+// Ed25519 seed (32 bytes).
+func New(alg, key, kid string) (*Signer, error) {
+	switch alg {
+	case HS256:
+		if b, err := base64.StdEncoding.DecodeString(key); err == nil && len(b) >= 32 {
+			return NewHMAC(b, kid)
+		}
+		return NewHMAC([]byte(key), kid)
+	case EdDSA:
+		seed, err := base64.StdEncoding.DecodeString(key)
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("EdDSA key must be a base64 Ed25519 seed of %d bytes", ed25519.SeedSize)
+		}
+		return NewEd25519(ed25519.NewKeyFromSeed(seed), kid)
+	default:
+		return nil, fmt.Errorf("token algorithm %q is not %s or %s", alg, HS256, EdDSA)
+	}
+}
+
+func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
+	s := &Signer{method: m, signKey: sign, verifyKey: verify, kid: kid, now: time.Now}
+	s.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{m.Alg()}),
+		jwt.WithIssuer(issuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(5*time.Second),
+		jwt.WithTimeFunc(func() time.Time { return s.now() }),
+	)
+	return s
+}
+
+// Alg names the signing algorithm.
+func (s *Signer) Alg() string { return s.method.Alg() }
+
+// IssueQueue signs a queue token for q that is valid for ttl.
+func (s *Signer) IssueQueue(q Queue, ttl time.Duration) (string, error) {
+	now := s.now()
+	c := queueClaims{
+		Item: q.ItemID, Partition: q.Partition, Offset: q.Offset,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer: issuer, Subject: q.UserID, Audience: jwt.ClaimStrings{audienceQueue}, ID: q.TokenID,
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		},
+	}
+	t := jwt.NewWithClaims(s.method, c)
+	if s.kid != "" {
+		t.Header["kid"] = s.kid
+	}
+	out, err := t.SignedString(s.signKey)
+	if err != nil {
+		return "", fmt.Errorf("sign queue token: %w", err)
+	}
+	return out, nil
+}
+
+// ParseQueue verifies a queue token's signature, issuer, audience and expiry
+// and returns what it says. Any failure is ErrInvalid or ErrExpired.
+func (s *Signer) ParseQueue(raw string) (Queue, error) {
+	if len(raw) > 4096 {
+		return Queue{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
+	}
+	var c queueClaims
+	_, err := s.parser.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.verifyKey, nil })
+	if err != nil {
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			return Queue{}, ErrExpired
+		}
+		return Queue{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !audienceIs(c.Audience, audienceQueue) {
+		return Queue{}, fmt.Errorf("%w: not a queue token", ErrInvalid)
+	}
+	if c.ID == "" || c.Item == "" || c.Subject == "" || c.Offset < 0 || c.Partition < 0 {
+		return Queue{}, fmt.Errorf("%w: missing claims", ErrInvalid)
+	}
+	return Queue{
+		TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, Partition: c.Partition, Offset: c.Offset,
+		IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time,
+	}, nil
+}
+
+func audienceIs(aud jwt.ClaimStrings, want string) bool {
+	return len(aud) == 1 && aud[0] == want
+}

@@ -1,0 +1,199 @@
+package topics
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the message version every producer writes today.
+const Version = 1
+
+// Errors a decoder returns; callers branch on them with errors.Is to pick the
+// DLQ error-type.
+var (
+	// ErrMalformed: the bytes are not a message of a known version (PARSING_ERROR).
+	ErrMalformed = errors.New("malformed message")
+	// ErrInvalid: a well-formed message whose fields break the contract (VALIDATION_ERROR).
+	ErrInvalid = errors.New("invalid message")
+)
+
+// Kinds of registration events.
+const (
+	KindRegister = "register"
+	KindLeave    = "leave"
+)
+
+// RegistrationEvent is a record of waitroom.registrations: a user joining or
+// leaving an item's line. Key: itemId.
+type RegistrationEvent struct {
+	V           int         `json:"v"`
+	Kind        string      `json:"kind"`
+	TokenID     string      `json:"tokenId"`
+	ItemID      string      `json:"itemId"`
+	UserID      string      `json:"userId"`
+	RequestedAt int64       `json:"requestedAt"` // unix milliseconds, set by the API
+	Client      *ClientMeta `json:"client,omitempty"`
+}
+
+// ClientMeta is what the API saw of the client, kept for audit and abuse review.
+type ClientMeta struct {
+	IP        string `json:"ip,omitempty"`
+	UserAgent string `json:"userAgent,omitempty"`
+}
+
+// Validate checks the fields against the contract.
+func (e *RegistrationEvent) Validate() error {
+	switch {
+	case e.Kind != KindRegister && e.Kind != KindLeave:
+		return fmt.Errorf("%w: kind %q is not register or leave", ErrInvalid, e.Kind)
+	case !ValidID(e.ItemID):
+		return fmt.Errorf("%w: itemId %q is not %s", ErrInvalid, e.ItemID, IDRule)
+	case !ValidID(e.UserID):
+		return fmt.Errorf("%w: userId %q is not %s", ErrInvalid, e.UserID, IDRule)
+	case !ValidID(e.TokenID):
+		return fmt.Errorf("%w: tokenId %q is not %s", ErrInvalid, e.TokenID, IDRule)
+	case e.RequestedAt <= 0:
+		return fmt.Errorf("%w: requestedAt %d is not a positive unix-ms time", ErrInvalid, e.RequestedAt)
+	}
+	return nil
+}
+
+// DecodeRegistration decodes and validates a registrations record value.
+func DecodeRegistration(b []byte) (RegistrationEvent, error) {
+	var e RegistrationEvent
+	if err := decodeStrict(b, &e); err != nil {
+		return RegistrationEvent{}, err
+	}
+	return e, e.Validate()
+}
+
+// AdmissionPolicy says how fast and how many people an item lets through.
+type AdmissionPolicy struct {
+	// RatePerSecond is how many people are admitted per second; 0 pauses admission.
+	RatePerSecond float64 `json:"ratePerSecond"`
+	// MaxActive caps how many admitted people may be active at once; 0 means no cap.
+	MaxActive int64 `json:"maxActive"`
+	// SessionTTLSeconds is how long an admission lasts.
+	SessionTTLSeconds int64 `json:"sessionTTLSeconds"`
+}
+
+// Unlimited is the Stock of an item without a stock limit.
+const Unlimited = -1
+
+// ItemState is a record of waitroom.items (compacted): the whole state of an
+// item as the product service (or an operator override) publishes it. Key:
+// itemId; a nil value (tombstone) deletes the item. A consumer applies a state
+// only when its Version is higher than the one it holds.
+type ItemState struct {
+	V         int             `json:"v"`
+	ItemID    string          `json:"itemId"`
+	Name      string          `json:"name"`
+	Stock     int64           `json:"stock"` // Unlimited (-1) or how many are left
+	Enabled   bool            `json:"enabled"`
+	Policy    AdmissionPolicy `json:"policy"`
+	Version   int64           `json:"version"`
+	UpdatedAt int64           `json:"updatedAt"` // unix milliseconds
+}
+
+// SoldOut reports whether nothing is left to sell.
+func (s *ItemState) SoldOut() bool { return s.Stock == 0 }
+
+// Validate checks the fields against the contract.
+func (s *ItemState) Validate() error {
+	switch {
+	case !ValidID(s.ItemID):
+		return fmt.Errorf("%w: itemId %q is not %s", ErrInvalid, s.ItemID, IDRule)
+	case len(s.Name) > 200:
+		return fmt.Errorf("%w: name longer than 200 bytes", ErrInvalid)
+	case s.Stock < Unlimited:
+		return fmt.Errorf("%w: stock %d is below -1 (unlimited)", ErrInvalid, s.Stock)
+	case s.Version <= 0:
+		return fmt.Errorf("%w: version %d is not positive", ErrInvalid, s.Version)
+	case s.Policy.RatePerSecond < 0 || s.Policy.RatePerSecond > 1e6:
+		return fmt.Errorf("%w: ratePerSecond %v is not in 0..1000000", ErrInvalid, s.Policy.RatePerSecond)
+	case s.Policy.MaxActive < 0:
+		return fmt.Errorf("%w: maxActive %d is negative", ErrInvalid, s.Policy.MaxActive)
+	case s.Policy.SessionTTLSeconds < 0 || s.Policy.SessionTTLSeconds > 86400:
+		return fmt.Errorf("%w: sessionTTLSeconds %d is not in 0..86400", ErrInvalid, s.Policy.SessionTTLSeconds)
+	}
+	return nil
+}
+
+// DecodeItem decodes and validates an items record value.
+func DecodeItem(b []byte) (ItemState, error) {
+	var s ItemState
+	if err := decodeStrict(b, &s); err != nil {
+		return ItemState{}, err
+	}
+	return s, s.Validate()
+}
+
+// AdmissionEvent is a record of waitroom.admissions: what one scheduler tick did
+// to one item. Key: itemId.
+type AdmissionEvent struct {
+	V        int      `json:"v"`
+	ItemID   string   `json:"itemId"`
+	Admitted []string `json:"admitted"` // tokenIds, in admission order
+	Head     int64    `json:"head"`     // highest sequence admitted so far
+	Waiting  int64    `json:"waiting"`
+	Active   int64    `json:"active"`
+	Epoch    int64    `json:"epoch"` // the leader's fencing epoch
+	At       int64    `json:"at"`    // unix milliseconds
+}
+
+// Validate checks the fields against the contract.
+func (a *AdmissionEvent) Validate() error {
+	if !ValidID(a.ItemID) {
+		return fmt.Errorf("%w: itemId %q is not %s", ErrInvalid, a.ItemID, IDRule)
+	}
+	if a.Head < 0 || a.Waiting < 0 || a.Active < 0 {
+		return fmt.Errorf("%w: negative head or count", ErrInvalid)
+	}
+	return nil
+}
+
+// DecodeAdmission decodes and validates an admissions record value.
+func DecodeAdmission(b []byte) (AdmissionEvent, error) {
+	var a AdmissionEvent
+	if err := decodeStrict(b, &a); err != nil {
+		return AdmissionEvent{}, err
+	}
+	return a, a.Validate()
+}
+
+// Encode marshals a message; the message types above never fail to marshal.
+func Encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("topics: encoding %T: %v", v, err)) // unreachable: plain structs
+	}
+	return b
+}
+
+// decodeStrict checks the version first, so a future version is reported as
+// such rather than as an unknown field, then decodes with unknown fields refused.
+func decodeStrict(b []byte, into any) error {
+	var probe struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if probe.V == nil {
+		return fmt.Errorf("%w: no version field \"v\"", ErrMalformed)
+	}
+	if *probe.V != Version {
+		return fmt.Errorf("%w: unsupported version %d", ErrMalformed, *probe.V)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the message", ErrMalformed)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package topics
+
+import "strconv"
+
+// Topic names. Every topic is keyed by itemId so one item's events keep their order.
+const (
+	// Registrations carries register and leave events; the order of one item's
+	// records is the order of its line.
+	Registrations = "waitroom.registrations"
+	// Items carries item state (stock, enabled, admission policy); compacted.
+	Items = "waitroom.items"
+	// Admissions carries the scheduler's admission decisions, one record per item per tick.
+	Admissions = "waitroom.admissions"
+)
+
+// DLQ returns the dead-letter topic of a source topic.
+func DLQ(source string) string { return source + ".dlq" }
+
+// DLQ headers: why a record was dead-lettered and where it came from.
+const (
+	HeaderErrorType       = "error-type"
+	HeaderError           = "error"
+	HeaderSourceTopic     = "source-topic"
+	HeaderSourcePartition = "source-partition"
+	HeaderSourceOffset    = "source-offset"
+	HeaderFailedAt        = "failed-at"
+	HeaderAttempts        = "attempts"
+	HeaderReplayedFrom    = "replayed-from"
+)
+
+// Values of the error-type header.
+const (
+	ErrorTypeParsing    = "PARSING_ERROR"
+	ErrorTypeValidation = "VALIDATION_ERROR"
+	ErrorTypeProcessing = "PROCESSING_ERROR"
+)
+
+// MaxIDLen is the longest itemId or userId accepted.
+const MaxIDLen = 64
+
+// ValidID reports whether s is a usable itemId or userId: 1..MaxIDLen characters
+// of [A-Za-z0-9._:-]. The grammar keeps ids safe inside Redis hash tags and URLs.
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// IDRule describes ValidID for error messages.
+var IDRule = "1-" + strconv.Itoa(MaxIDLen) + " characters of [A-Za-z0-9._:-]"

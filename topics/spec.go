@@ -1,0 +1,182 @@
+package topics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Spec is one topic as the contract wants it.
+type Spec struct {
+	Name       string
+	Partitions int32
+	// Configs that must hold on the topic (others are left to the cluster).
+	Configs map[string]string
+}
+
+// Options size the topics for a cluster.
+type Options struct {
+	// RegistrationPartitions is the partition count of waitroom.registrations
+	// and waitroom.admissions (default 12). It bounds consumer parallelism; it
+	// can never be changed on a live topic without reordering items.
+	RegistrationPartitions int32
+	// ReplicationFactor for created topics; -1 takes the broker default.
+	ReplicationFactor int16
+}
+
+// DefaultOptions are the sizes used when nothing is configured.
+func DefaultOptions() Options { return Options{RegistrationPartitions: 12, ReplicationFactor: -1} }
+
+const day = 24 * 60 * 60 * 1000
+
+// Specs lists every topic of the contract.
+func Specs(o Options) []Spec {
+	if o.RegistrationPartitions <= 0 {
+		o.RegistrationPartitions = DefaultOptions().RegistrationPartitions
+	}
+	return []Spec{
+		{Name: Registrations, Partitions: o.RegistrationPartitions, Configs: map[string]string{
+			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(7 * day)}},
+		{Name: DLQ(Registrations), Partitions: 3, Configs: map[string]string{
+			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(30 * day)}},
+		{Name: Items, Partitions: 3, Configs: map[string]string{
+			"cleanup.policy": "compact"}},
+		{Name: DLQ(Items), Partitions: 1, Configs: map[string]string{
+			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(30 * day)}},
+		{Name: Admissions, Partitions: o.RegistrationPartitions, Configs: map[string]string{
+			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(1 * day)}},
+		{Name: DLQ(Admissions), Partitions: 1, Configs: map[string]string{
+			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(30 * day)}},
+	}
+}
+
+// Status of one topic after Check or Ensure.
+type Status struct {
+	Topic    string
+	State    string   // "ok", "created", "updated", "missing" or "mismatch"
+	Problems []string // what differs from the spec, for missing and mismatch
+}
+
+// Check compares the cluster with the specs and changes nothing.
+func Check(ctx context.Context, adm *kadm.Client, specs []Spec) ([]Status, error) {
+	return reconcile(ctx, adm, specs, false, -1)
+}
+
+// Ensure creates missing topics and sets configs that differ. A partition count
+// that differs is reported, never changed: adding partitions would move items
+// to other partitions and break their order.
+func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec, replicationFactor int16) ([]Status, error) {
+	return reconcile(ctx, adm, specs, true, replicationFactor)
+}
+
+// Healthy reports whether every status is ok, created or updated.
+func Healthy(st []Status) bool {
+	for _, s := range st {
+		if s.State == "missing" || s.State == "mismatch" {
+			return false
+		}
+	}
+	return true
+}
+
+func reconcile(ctx context.Context, adm *kadm.Client, specs []Spec, fix bool, rf int16) ([]Status, error) {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	details, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	out := make([]Status, 0, len(specs))
+	var existing []string
+	for _, s := range specs {
+		d, ok := details[s.Name]
+		if !ok || errors.Is(d.Err, kerrUnknownTopic) {
+			if !fix {
+				out = append(out, Status{Topic: s.Name, State: "missing", Problems: []string{"topic does not exist"}})
+				continue
+			}
+			resp, err := adm.CreateTopic(ctx, s.Partitions, rf, ptrConfigs(s.Configs), s.Name)
+			if err == nil {
+				err = resp.Err
+			}
+			if err != nil && !errors.Is(err, kerrTopicExists) {
+				return nil, fmt.Errorf("create topic %s: %w", s.Name, err)
+			}
+			out = append(out, Status{Topic: s.Name, State: "created"})
+			continue
+		}
+		if d.Err != nil {
+			return nil, fmt.Errorf("describe topic %s: %w", s.Name, d.Err)
+		}
+		st := Status{Topic: s.Name, State: "ok"}
+		if n := int32(len(d.Partitions)); n != s.Partitions {
+			st.State = "mismatch"
+			st.Problems = append(st.Problems, fmt.Sprintf("has %d partitions, contract says %d (not changed: it would reorder items)", n, s.Partitions))
+		}
+		out = append(out, st)
+		existing = append(existing, s.Name)
+	}
+	if len(existing) == 0 {
+		return out, nil
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, existing...)
+	if err != nil {
+		return nil, fmt.Errorf("describe topic configs: %w", err)
+	}
+	for i := range out {
+		if !slices.Contains(existing, out[i].Topic) {
+			continue
+		}
+		rc, err := rcs.On(out[i].Topic, nil)
+		if err != nil {
+			return nil, fmt.Errorf("configs of %s: %w", out[i].Topic, err)
+		}
+		want := specs[slices.IndexFunc(specs, func(s Spec) bool { return s.Name == out[i].Topic })].Configs
+		var alter []kadm.AlterConfig
+		for k, v := range want {
+			got := ""
+			for _, c := range rc.Configs {
+				if c.Key == k {
+					got = c.MaybeValue()
+				}
+			}
+			if got == v {
+				continue
+			}
+			if !fix {
+				out[i].State = "mismatch"
+				out[i].Problems = append(out[i].Problems, fmt.Sprintf("%s is %q, contract says %q", k, got, v))
+				continue
+			}
+			val := v
+			alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &val})
+		}
+		if len(alter) > 0 {
+			resps, err := adm.AlterTopicConfigs(ctx, alter, out[i].Topic)
+			if err == nil {
+				_, err = resps.On(out[i].Topic, nil)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("alter configs of %s: %w", out[i].Topic, err)
+			}
+			if out[i].State == "ok" {
+				out[i].State = "updated"
+			}
+		}
+	}
+	return out, nil
+}
+
+func ptrConfigs(m map[string]string) map[string]*string {
+	out := make(map[string]*string, len(m))
+	for k, v := range m {
+		out[k] = &v
+	}
+	return out
+}
