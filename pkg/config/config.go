@@ -1,0 +1,80 @@
+// Package config loads a service's configuration from environment variables
+// into a struct with defaults in its tags, and renders it for the start-up log
+// with secrets masked.
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"go.uber.org/zap"
+)
+
+// Kafka is how a service reaches Kafka.
+type Kafka struct {
+	Brokers  []string `env:"WR_KAFKA_BROKERS" envDefault:"127.0.0.1:9092" envSeparator:","`
+	ClientID string   `env:"WR_KAFKA_CLIENT_ID" envDefault:"waitroom"`
+}
+
+// Redis is how a service reaches Redis.
+type Redis struct {
+	Addr     string `env:"WR_REDIS_ADDR" envDefault:"127.0.0.1:6379"`
+	Password string `env:"WR_REDIS_PASSWORD" secret:"true"`
+	DB       int    `env:"WR_REDIS_DB" envDefault:"0"`
+	PoolSize int    `env:"WR_REDIS_POOL_SIZE" envDefault:"64"`
+}
+
+// Log is how a service logs.
+type Log struct {
+	Level  string `env:"WR_LOG_LEVEL" envDefault:"info"`
+	Format string `env:"WR_LOG_FORMAT" envDefault:"json"` // json or console
+}
+
+// HTTP is a service's listener.
+type HTTP struct {
+	ShutdownTimeout time.Duration `env:"WR_SHUTDOWN_TIMEOUT" envDefault:"10s"`
+}
+
+// Load fills a T from the environment, defaults from its tags.
+func Load[T any]() (T, error) {
+	var c T
+	if err := env.Parse(&c); err != nil {
+		return c, fmt.Errorf("load config: %w", err)
+	}
+	return c, nil
+}
+
+// Field renders cfg for the start-up log, env names as keys, secrets masked.
+func Field(cfg any) zap.Field {
+	out := map[string]any{}
+	walk(reflect.ValueOf(cfg), out)
+	return zap.Any("config", out)
+}
+
+func walk(v reflect.Value, out map[string]any) {
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f, fv := t.Field(i), v.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Time{}) {
+			walk(fv, out)
+			continue
+		}
+		name := f.Tag.Get("env")
+		if name == "" {
+			continue
+		}
+		switch {
+		case f.Tag.Get("secret") == "true" && !fv.IsZero():
+			out[name] = "***"
+		case f.Type == reflect.TypeOf(time.Duration(0)):
+			out[name] = fv.Interface().(time.Duration).String()
+		default:
+			out[name] = fv.Interface()
+		}
+	}
+}

@@ -1,0 +1,140 @@
+// Package httpserver is the HTTP shell every waitroom service runs: a gin
+// engine with JSON errors, panic recovery, per-route Prometheus metrics,
+// /healthz, /readyz and /metrics, and a Serve that drains on shutdown.
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// ErrorBody is every error answer: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail names the problem: a stable code for programs, a message for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Abort answers status with the JSON error body and stops the handler chain.
+func Abort(c *gin.Context, status int, code, message string) {
+	c.AbortWithStatusJSON(status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
+}
+
+// Readiness is a flag a service sets once it can serve.
+type Readiness struct{ ok atomic.Bool }
+
+// Set marks the service ready (or not).
+func (r *Readiness) Set(ok bool) { r.ok.Store(ok) }
+
+// Ready reports the flag.
+func (r *Readiness) Ready() bool { return r.ok.Load() }
+
+// New returns a gin engine with recovery, request metrics (registered on reg),
+// JSON 404/405 and the health, readiness and metrics routes.
+func New(log *zap.Logger, reg *prometheus.Registry, ready *Readiness) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	m := newMetrics(reg)
+	e.Use(m.middleware, recovery(log))
+	e.NoRoute(func(c *gin.Context) { Abort(c, http.StatusNotFound, "NOT_FOUND", "no route "+c.Request.URL.Path) })
+	e.NoMethod(func(c *gin.Context) {
+		Abort(c, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+	})
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "alive"}) })
+	e.GET("/readyz", func(c *gin.Context) {
+		if !ready.Ready() {
+			Abort(c, http.StatusServiceUnavailable, "NOT_READY", "starting: waiting for Kafka, the item cache or warm-up")
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	return e
+}
+
+func recovery(log *zap.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if r := recover(); r != nil {
+				if err, ok := r.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+					panic(r)
+				}
+				log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path), zap.Stack("stack"))
+				Abort(c, http.StatusInternalServerError, "INTERNAL", "internal error")
+			}
+		}()
+		c.Next()
+	}
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_http_requests_total", Help: "HTTP requests by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "waitroom_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "method"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+func (m *metrics) middleware(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
+	if strings.HasSuffix(route, "/events") {
+		return // streams last minutes; their latency would drown the histogram
+	}
+	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+}
+
+// Serve serves h on ln until ctx ends, then stops accepting and drains open
+// requests for at most drain.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration, log *zap.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("http listening", zap.String("addr", ln.Addr().String()))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("drain %s: %w", ln.Addr(), err)
+	}
+	log.Info("http drained", zap.String("addr", ln.Addr().String()))
+	return nil
+}

@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/itemcache"
+	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// DevTokenKey is the HMAC key used when none is configured; fine for a laptop,
+// refused nowhere, and loudly logged.
+const DevTokenKey = "waitroom-dev-only-hmac-key-change-me-0123456789"
+
+// Config of the API service.
+type Config struct {
+	Addr           string        `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
+	TokenAlg       string        `env:"WR_TOKEN_ALG" envDefault:"HS256"`
+	TokenKey       string        `env:"WR_TOKEN_KEY" secret:"true"`
+	TokenKID       string        `env:"WR_TOKEN_KID" envDefault:"k1"`
+	QueueTokenTTL  time.Duration `env:"WR_QUEUE_TOKEN_TTL" envDefault:"24h"`
+	MaxBodyBytes   int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
+	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
+	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
+	Kafka          config.Kafka
+	Redis          config.Redis
+	Log            config.Log
+	HTTP           config.HTTP
+}
+
+// Signer builds the token signer the config names (the dev key when none is set).
+func (c Config) Signer(log *zap.Logger) (*token.Signer, error) {
+	key := c.TokenKey
+	if key == "" {
+		if c.TokenAlg != token.HS256 {
+			return nil, fmt.Errorf("WR_TOKEN_KEY is required with WR_TOKEN_ALG=%s", c.TokenAlg)
+		}
+		log.Warn("WR_TOKEN_KEY not set: using the built-in development key; set it in production")
+		key = DevTokenKey
+	}
+	return token.New(c.TokenAlg, key, c.TokenKID)
+}
+
+// Run serves the API until ctx ends. ln, when not nil, is used instead of
+// listening on cfg.Addr (tests and the dev stack pass one). ready, when not
+// nil, is set once the service is ready.
+func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
+	if ready == nil {
+		ready = &httpserver.Readiness{}
+	}
+	signer, err := cfg.Signer(log)
+	if err != nil {
+		return fmt.Errorf("token signer: %w", err)
+	}
+	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-api", log)
+	prod, err := kgo.NewClient(append(base,
+		kgo.DefaultProduceTopic(topics.Registrations),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(cfg.ProduceLinger),
+		kgo.RecordRetries(10),
+	)...)
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	defer prod.Close()
+	items, err := itemcache.New(base, log.Named("items"))
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv := NewServer(items, prod, queue.New(rdb), signer, Options{
+		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout,
+	}, reg, log)
+	engine := httpserver.New(log, reg, ready)
+	srv.Routes(engine)
+
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error {
+		if err := warmUp(gctx, prod, items, signer); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		ready.Set(true)
+		log.Info("api ready", zap.Int("items", len(items.All())))
+		return nil
+	})
+	err = g.Wait()
+	ready.Set(false)
+	return err
+}
+
+// warmUp makes the first real request as fast as the thousandth: Kafka
+// metadata for the registrations topic, the item cache caught up, and the
+// signing and encoding code paths run once.
+func warmUp(ctx context.Context, prod *kgo.Client, items *itemcache.Cache, signer *token.Signer) error {
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		if err := prod.Ping(wctx); err == nil {
+			break
+		} else if wctx.Err() != nil {
+			return fmt.Errorf("warm-up: kafka unreachable: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := items.Sync(wctx); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	for i := 0; i < 100; i++ {
+		raw, err := signer.IssueQueue(token.Queue{TokenID: "warmup", ItemID: "warmup", UserID: "warmup"}, time.Minute)
+		if err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		if _, err := signer.ParseQueue(raw); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		_ = topics.Encode(&topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, TokenID: "w", ItemID: "w", UserID: "w", RequestedAt: 1})
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+// Package httpapi is the registration API: register for an item's line, read
+// where a registration stands, leave the line. The register path makes no
+// Redis round trip: it checks the item in memory, produces to Kafka, and
+// answers once the broker has the record.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// Items is where the API looks items up (the in-memory item cache).
+type Items interface {
+	Get(item string) (topics.ItemState, bool)
+}
+
+// Producer sends records to Kafka and waits for the broker's ack (*kgo.Client).
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Line reads where a registration stands (*queue.Line).
+type Line interface {
+	Status(ctx context.Context, item, user string, partition int32, offset int64) (queue.Status, error)
+}
+
+// Options tune the API.
+type Options struct {
+	MaxBodyBytes   int64
+	QueueTokenTTL  time.Duration
+	ProduceTimeout time.Duration
+	StatusTimeout  time.Duration
+}
+
+// Server serves the registration routes.
+type Server struct {
+	items  Items
+	prod   Producer
+	line   Line
+	signer *token.Signer
+	opt    Options
+	log    *zap.Logger
+	m      *metrics
+	now    func() time.Time
+}
+
+// NewServer returns a Server; metrics are registered on reg.
+func NewServer(items Items, prod Producer, line Line, signer *token.Signer, opt Options, reg prometheus.Registerer, log *zap.Logger) *Server {
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = 4096
+	}
+	if opt.QueueTokenTTL <= 0 {
+		opt.QueueTokenTTL = 24 * time.Hour
+	}
+	if opt.ProduceTimeout <= 0 {
+		opt.ProduceTimeout = 5 * time.Second
+	}
+	if opt.StatusTimeout <= 0 {
+		opt.StatusTimeout = 2 * time.Second
+	}
+	return &Server{items: items, prod: prod, line: line, signer: signer, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+}
+
+// Routes adds the API's routes to r.
+func (s *Server) Routes(r gin.IRouter) {
+	g := r.Group("/api/v1/items/:itemId/registrations")
+	g.POST("", s.register)
+	g.GET("/:token", s.status)
+	g.DELETE("/:token", s.leave)
+}
+
+// RegisterResponse is the 202 answer to a registration.
+type RegisterResponse struct {
+	Status    string `json:"status"`
+	ItemID    string `json:"itemId"`
+	UserID    string `json:"userId"`
+	TokenID   string `json:"tokenId"`
+	Token     string `json:"token"`
+	StatusURL string `json:"statusUrl"`
+	EventsURL string `json:"eventsUrl"`
+}
+
+func (s *Server) register(c *gin.Context) {
+	item := c.Param("itemId")
+	if !topics.ValidID(item) {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than the limit of "+strconv.FormatInt(s.opt.MaxBodyBytes, 10)+" bytes")
+			return
+		}
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error())
+		return
+	}
+	req, rerr := DecodeRegisterRequest(body)
+	if rerr != nil {
+		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		return
+	}
+	st, ok := s.items.Get(item)
+	switch {
+	case !ok:
+		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		return
+	case !st.Enabled:
+		httpserver.Abort(c, http.StatusConflict, "QUEUE_CLOSED", "the line of "+item+" is closed")
+		return
+	case st.SoldOut():
+		httpserver.Abort(c, http.StatusGone, "SOLD_OUT", item+" is sold out")
+		return
+	}
+	user := req.UserID
+	if user == "" {
+		user = "anon-" + strings.ToLower(rand.Text())
+	}
+	ev := topics.RegistrationEvent{
+		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c),
+	}
+	rec, ok := s.produce(c, &ev)
+	if !ok {
+		return
+	}
+	tok, err := s.signer.IssueQueue(token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Partition: rec.Partition, Offset: rec.Offset}, s.opt.QueueTokenTTL)
+	if err != nil {
+		s.log.Error("sign queue token", zap.Error(err))
+		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "could not sign the queue token")
+		return
+	}
+	base := "/api/v1/items/" + item + "/registrations/" + tok
+	c.JSON(http.StatusAccepted, RegisterResponse{
+		Status: "QUEUED", ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
+		StatusURL: base, EventsURL: base + "/events",
+	})
+}
+
+// produce sends ev keyed by its item and waits for the broker; on failure it
+// has answered 503 and returns false.
+func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Record, bool) {
+	rec := &kgo.Record{Topic: topics.Registrations, Key: []byte(ev.ItemID), Value: topics.Encode(ev)}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.ProduceTimeout)
+	defer cancel()
+	start := time.Now()
+	err := s.prod.ProduceSync(ctx, rec).FirstErr()
+	s.m.produce.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.m.produceErrors.Inc()
+		s.log.Warn("produce registration event", zap.String("item", ev.ItemID), zap.String("kind", ev.Kind), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the queue could not record the request; retry shortly")
+		return nil, false
+	}
+	return rec, true
+}
+
+func clientMeta(c *gin.Context) *topics.ClientMeta {
+	ua := c.Request.UserAgent()
+	if len(ua) > 256 {
+		ua = ua[:256]
+	}
+	return &topics.ClientMeta{IP: c.ClientIP(), UserAgent: ua}
+}
+
+// bearerOrPath returns the queue token of a request: the Authorization bearer
+// when present (the path segment is then "current"), else the path segment.
+func bearerOrPath(c *gin.Context) string {
+	if h := c.GetHeader("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return c.Param("token")
+}
+
+// authorize parses the queue token of a request for the item in its path; on
+// failure it has answered 400, 401 or 403 and returns false.
+func (s *Server) authorize(c *gin.Context) (token.Queue, bool) {
+	item := c.Param("itemId")
+	if !topics.ValidID(item) {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+		return token.Queue{}, false
+	}
+	q, err := s.signer.ParseQueue(bearerOrPath(c))
+	switch {
+	case errors.Is(err, token.ErrExpired):
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
+		return token.Queue{}, false
+	case err != nil:
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
+		return token.Queue{}, false
+	case q.ItemID != item:
+		httpserver.Abort(c, http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
+		return token.Queue{}, false
+	}
+	return q, true
+}
+
+// StatusResponse is where a registration stands.
+type StatusResponse struct {
+	Status       string `json:"status"`
+	ItemID       string `json:"itemId"`
+	UserID       string `json:"userId"`
+	TokenID      string `json:"tokenId"`
+	Position     int64  `json:"position,omitempty"`
+	WaitingTotal int64  `json:"waitingTotal,omitempty"`
+	ExpiresAt    string `json:"expiresAt,omitempty"`
+}
+
+// Statuses a client sees.
+const (
+	StatusPending  = "PENDING"
+	StatusWaiting  = "WAITING"
+	StatusAdmitted = "ADMITTED"
+	StatusExpired  = "EXPIRED"
+	StatusLeft     = "LEFT"
+	StatusSoldOut  = "SOLD_OUT"
+	StatusClosed   = "CLOSED"
+	StatusRejected = "REJECTED"
+)
+
+func (s *Server) status(c *gin.Context) {
+	q, ok := s.authorize(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
+	defer cancel()
+	st, err := s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	if err != nil {
+		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the line cannot be read right now; retry shortly")
+		return
+	}
+	resp := StatusResponse{ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID}
+	switch st.State {
+	case queue.Waiting:
+		resp.Status, resp.Position, resp.WaitingTotal, resp.TokenID = StatusWaiting, st.Position, st.WaitingTotal, st.TokenID
+	case queue.Pending:
+		resp.Status = StatusPending
+	case queue.Admitted:
+		resp.TokenID = st.TokenID
+		resp.ExpiresAt = time.UnixMilli(st.ExpiresAtMs).UTC().Format(time.RFC3339Nano)
+		resp.Status = StatusAdmitted
+		if st.ExpiresAtMs <= s.now().UnixMilli() {
+			resp.Status = StatusExpired
+		}
+	case queue.Gone:
+		resp.Status, resp.TokenID = StatusExpired, st.TokenID
+	case queue.LeftLine:
+		resp.Status = StatusLeft
+	default:
+		resp.Status = StatusRejected
+	}
+	if resp.Status == StatusWaiting || resp.Status == StatusPending {
+		if it, ok := s.items.Get(q.ItemID); !ok || !it.Enabled {
+			resp.Status = StatusClosed
+		} else if it.SoldOut() {
+			resp.Status = StatusSoldOut
+		}
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+func (s *Server) leave(c *gin.Context) {
+	q, ok := s.authorize(c)
+	if !ok {
+		return
+	}
+	ev := topics.RegistrationEvent{
+		V: topics.Version, Kind: topics.KindLeave, TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID,
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c),
+	}
+	if _, ok := s.produce(c, &ev); !ok {
+		return
+	}
+	c.JSON(http.StatusAccepted, StatusResponse{Status: StatusLeft, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID})
+}
+
+type metrics struct {
+	produce       prometheus.Histogram
+	produceErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		produce: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "waitroom_api_produce_duration_seconds", Help: "Time from produce to broker ack of registration events.",
+			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, 1},
+		}),
+		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_api_produce_errors_total", Help: "Registration events the broker did not take.",
+		}),
+	}
+	reg.MustRegister(m.produce, m.produceErrors)
+	return m
+}
+

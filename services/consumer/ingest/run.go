@@ -1,0 +1,112 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/consume"
+	"github.com/waitroom/waitroom/pkg/dlq"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/itemcache"
+	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Config of the consumer service.
+type Config struct {
+	Addr           string        `env:"WR_CONSUMER_ADDR" envDefault:"127.0.0.1:8081"`
+	Group          string        `env:"WR_CONSUMER_GROUP" envDefault:"waitroom-consumer"`
+	ItemsGroup     string        `env:"WR_CONSUMER_ITEMS_GROUP" envDefault:"waitroom-items"`
+	MaxPollRecords int           `env:"WR_CONSUMER_MAX_POLL_RECORDS" envDefault:"10000"`
+	MaxBackoff     time.Duration `env:"WR_CONSUMER_MAX_BACKOFF" envDefault:"5s"`
+	Kafka          config.Kafka
+	Redis          config.Redis
+	Log            config.Log
+	HTTP           config.HTTP
+}
+
+// Run consumes until ctx ends. ln, when not nil, serves health and metrics
+// instead of listening on cfg.Addr; ready, when not nil, is set once consuming.
+func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
+	if ready == nil {
+		ready = &httpserver.Readiness{}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := NewMetrics(reg)
+
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	defer rdb.Close()
+	line := queue.New(rdb)
+
+	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-consumer", log)
+	dlqClient, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	if err != nil {
+		return fmt.Errorf("kafka dlq producer: %w", err)
+	}
+	defer dlqClient.Close()
+	dl := dlq.NewWriter(dlqClient)
+	items, err := itemcache.New(base, log.Named("items"))
+	if err != nil {
+		return err
+	}
+	regs, err := kgo.NewClient(append(base, consume.GroupOpts(cfg.Group, topics.Registrations)...)...)
+	if err != nil {
+		return fmt.Errorf("kafka registrations consumer: %w", err)
+	}
+	defer regs.Close()
+	itemsCl, err := kgo.NewClient(append(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items)...)...)
+	if err != nil {
+		return fmt.Errorf("kafka items consumer: %w", err)
+	}
+	defer itemsCl.Close()
+
+	opts := func(topic string) consume.Options {
+		return consume.Options{
+			MaxPollRecords: cfg.MaxPollRecords, MaxBackoff: cfg.MaxBackoff,
+			OnRetry: func(int32, int, error) { m.retries.WithLabelValues(topic).Inc() },
+			OnLag: func(t string, p int32, lag int64) {
+				m.lag.WithLabelValues(t, strconv.Itoa(int(p))).Set(float64(lag))
+			},
+		}
+	}
+	engine := httpserver.New(log, reg, ready)
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error {
+		return consume.Run(gctx, itemsCl, NewItemStates(line, dl, m, log).Handle, log.Named("items"), opts(topics.Items))
+	})
+	g.Go(func() error {
+		// Load the scripts and know the items before the first registration;
+		// both are retried by the runner later, so failures here only delay.
+		if err := line.Load(gctx); err != nil {
+			log.Warn("load scripts (will retry on first batch)", zap.Error(err))
+		}
+		if err := items.Sync(gctx); err != nil && gctx.Err() == nil {
+			log.Warn("item cache not synced before consuming", zap.Error(err))
+		}
+		ready.Set(true)
+		log.Info("consumer ready", zap.String("group", cfg.Group))
+		return consume.Run(gctx, regs, NewRegistrations(line, items, dl, m, log).Handle, log.Named("registrations"), opts(topics.Registrations))
+	})
+	err = g.Wait()
+	ready.Set(false)
+	return err
+}
