@@ -19,6 +19,7 @@ func New(level, format, service string) (*zap.Logger, error) {
 	if format == "console" {
 		c = zap.NewDevelopmentConfig()
 		c.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		c.DisableStacktrace = true
 	}
 	c.Level = zap.NewAtomicLevelAt(lvl)
 	c.Sampling = nil

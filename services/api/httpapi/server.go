@@ -312,4 +312,3 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.produce, m.produceErrors)
 	return m
 }
-

@@ -1,0 +1,144 @@
+// Command waitroom-dev runs the whole waitroom stack on one machine with
+// nothing but Go: an embedded 3-broker Kafka (kfake) and Redis (a real
+// redis-server when installed, else embedded), the topics, every service, and
+// a few demo items. Ctrl-C stops it; .data/ keeps what was queued.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/logging"
+	"github.com/waitroom/waitroom/services/dev/localredis"
+	"github.com/waitroom/waitroom/services/dev/stack"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// Config of the dev stack.
+type Config struct {
+	DataDir      string `env:"WR_DEV_DATA_DIR" envDefault:".data"`
+	KafkaPorts   []int  `env:"WR_DEV_KAFKA_PORTS" envDefault:"9092,9093,9094" envSeparator:","`
+	RedisPort    int    `env:"WR_DEV_REDIS_PORT" envDefault:"6379"`
+	APIAddr      string `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
+	ConsumerAddr string `env:"WR_CONSUMER_ADDR" envDefault:"127.0.0.1:8081"`
+	TokenKey     string `env:"WR_TOKEN_KEY" secret:"true"`
+	Partitions   int32  `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
+	Log          config.Log
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "waitroom-dev:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.Load[Config]()
+	if err != nil {
+		return err
+	}
+	if cfg.Log.Format == "json" && os.Getenv("WR_LOG_FORMAT") == "" {
+		cfg.Log.Format = "console"
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, "")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	log.Info("starting dev stack", config.Field(cfg))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	kafka, err := kfake.NewCluster(kfake.NumBrokers(len(cfg.KafkaPorts)), kfake.Ports(cfg.KafkaPorts...),
+		kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")))
+	if err != nil {
+		return fmt.Errorf("start embedded kafka on %v: %w", cfg.KafkaPorts, err)
+	}
+	defer kafka.Close()
+	brokers := kafka.ListenAddrs()
+	log.Info("kafka: embedded kfake cluster", zap.Strings("brokers", brokers), zap.String("data", filepath.Join(cfg.DataDir, "kafka")))
+
+	rds, err := localredis.Start(ctx, filepath.Join(cfg.DataDir, "redis"), cfg.RedisPort)
+	if err != nil {
+		return err
+	}
+	defer rds.Stop()
+	log.Info("redis: "+rds.Kind, zap.String("addr", rds.Addr))
+
+	cl, err := kgo.NewClient(kclient.Base(brokers, "waitroom-dev", log)...)
+	if err != nil {
+		return fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	o := topics.DefaultOptions()
+	o.RegistrationPartitions = cfg.Partitions
+	st, err := topics.Ensure(ctx, kadm.NewClient(cl), topics.Specs(o), -1)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		log.Info("topic", zap.String("topic", s.Topic), zap.String("state", s.State), zap.Strings("problems", s.Problems))
+	}
+	if err := stack.PublishItems(ctx, cl, demoItems()...); err != nil {
+		return err
+	}
+
+	s, err := stack.Start(ctx, stack.Options{Brokers: brokers, RedisAddr: rds.Addr, APIAddr: cfg.APIAddr,
+		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, Log: log})
+	if err != nil {
+		return err
+	}
+	printBanner(s, brokers, rds)
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+	case err := <-s.Done():
+		log.Error("a service stopped", zap.Error(err))
+	}
+	return s.Stop()
+}
+
+// demoItems are what a product service would have published. Version 1: a
+// restart republishes them and the version check keeps any newer state.
+func demoItems() []topics.ItemState {
+	now := time.Now().UnixMilli()
+	p := topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 50, SessionTTLSeconds: 300}
+	return []topics.ItemState{
+		{ItemID: "concert-2026", Name: "Concert 2026, floor seats", Stock: 1000, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "sneaker-drop", Name: "Limited sneaker drop", Stock: 300, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "sold-out-demo", Name: "Already sold out", Stock: 0, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "closed-demo", Name: "Sale not open yet", Stock: 100, Enabled: false, Policy: p, Version: 1, UpdatedAt: now},
+	}
+}
+
+func printBanner(s *stack.Stack, brokers []string, rds *localredis.Server) {
+	fmt.Printf(`
+waitroom is running.
+  api        %[1]s   (health %[1]s/healthz, ready %[1]s/readyz, metrics %[1]s/metrics)
+  consumer   %[2]s
+  kafka      %[3]v (embedded)
+  redis      %[4]s (%[5]s)
+
+Try it:
+  curl -s -XPOST %[1]s/api/v1/items/concert-2026/registrations -H 'content-type: application/json' -d '{"userId":"alice"}'
+  TOKEN=$(curl -s -XPOST %[1]s/api/v1/items/concert-2026/registrations -d '{"userId":"bob"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
+  curl -s %[1]s/api/v1/items/concert-2026/registrations/$TOKEN
+  curl -s -XDELETE %[1]s/api/v1/items/concert-2026/registrations/$TOKEN
+  curl -s -XPOST %[1]s/api/v1/items/sold-out-demo/registrations     # 410 SOLD_OUT
+  curl -s -XPOST %[1]s/api/v1/items/closed-demo/registrations       # 409 QUEUE_CLOSED
+
+Ctrl-C stops everything; .data/ keeps the queue for the next run.
+`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind)
+}

@@ -1,0 +1,130 @@
+// Package stack runs every waitroom service in one process against a Kafka and
+// a Redis it is given: the dev entry (`make run`) and the end-to-end tests use it.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/services/consumer/ingest"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// Options say where the dependencies are and where to listen.
+type Options struct {
+	Brokers      []string
+	RedisAddr    string
+	APIAddr      string // "127.0.0.1:0" picks a free port
+	ConsumerAddr string
+	TokenKey     string // HMAC key; empty: the development key
+	Log          *zap.Logger
+}
+
+// Stack is a running set of services.
+type Stack struct {
+	APIURL      string
+	ConsumerURL string
+	done        chan error
+	cancel      context.CancelFunc
+}
+
+// Start starts the api and the consumer and returns once both are ready.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	kafka := config.Kafka{Brokers: o.Brokers, ClientID: "waitroom"}
+	redis := config.Redis{Addr: o.RedisAddr, PoolSize: 64}
+	httpc := config.HTTP{ShutdownTimeout: 5 * time.Second}
+
+	apiLn, err := net.Listen("tcp", or(o.APIAddr, "127.0.0.1:0"))
+	if err != nil {
+		return nil, fmt.Errorf("listen api: %w", err)
+	}
+	conLn, err := net.Listen("tcp", or(o.ConsumerAddr, "127.0.0.1:0"))
+	if err != nil {
+		apiLn.Close()
+		return nil, fmt.Errorf("listen consumer: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Stack{
+		APIURL: "http://" + apiLn.Addr().String(), ConsumerURL: "http://" + conLn.Addr().String(),
+		done: make(chan error, 2), cancel: cancel,
+	}
+	var apiReady, conReady httpserver.Readiness
+	apiCfg := httpapi.Config{
+		TokenAlg: "HS256", TokenKey: o.TokenKey, TokenKID: "k1", QueueTokenTTL: 24 * time.Hour,
+		MaxBodyBytes: 4096, ProduceTimeout: 5 * time.Second, Kafka: kafka, Redis: redis, HTTP: httpc,
+	}
+	conCfg := ingest.Config{Group: "waitroom-consumer", ItemsGroup: "waitroom-items", MaxPollRecords: 10000,
+		MaxBackoff: 2 * time.Second, Kafka: kafka, Redis: redis, HTTP: httpc}
+	go func() { s.done <- wrap("api", httpapi.Run(ctx, apiCfg, apiLn, o.Log.Named("api"), &apiReady)) }()
+	go func() { s.done <- wrap("consumer", ingest.Run(ctx, conCfg, conLn, o.Log.Named("consumer"), &conReady)) }()
+
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !apiReady.Ready() || !conReady.Ready() {
+		select {
+		case err := <-s.done:
+			cancel()
+			return nil, errors.Join(fmt.Errorf("a service stopped while starting"), err)
+		case <-deadline.C:
+			cancel()
+			return nil, errors.New("services not ready within 60s")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return s, nil
+}
+
+// Stop stops every service and waits for them to drain.
+func (s *Stack) Stop() error {
+	s.cancel()
+	return errors.Join(<-s.done, <-s.done)
+}
+
+// Done reports the first service that stopped by itself.
+func (s *Stack) Done() <-chan error { return s.done }
+
+func wrap(name string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// PublishItems publishes item states to waitroom.items as the product service
+// would, and waits for the broker.
+func PublishItems(ctx context.Context, cl *kgo.Client, items ...topics.ItemState) error {
+	recs := make([]*kgo.Record, len(items))
+	for i := range items {
+		items[i].V = topics.Version
+		if err := items[i].Validate(); err != nil {
+			return fmt.Errorf("item %s: %w", items[i].ItemID, err)
+		}
+		recs[i] = &kgo.Record{Topic: topics.Items, Key: []byte(items[i].ItemID), Value: topics.Encode(&items[i])}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("publish items: %w", err)
+	}
+	return nil
+}
