@@ -95,6 +95,9 @@ type Result struct {
 	Outcome Outcome
 	Seq     int64
 	TokenID string
+	// Err is Redis's refusal of this op alone (a corrupt key: WRONGTYPE...);
+	// retrying will not help, the record needs an operator.
+	Err error
 }
 
 // Line is the Redis view of every item's waiting line.
@@ -157,13 +160,17 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !isRecordError(err) {
 		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
 	}
 	out := make([]Result, len(ops))
 	for i, c := range cmds {
 		vals, err := c.Slice()
 		if err != nil {
+			if isRecordError(err) {
+				out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
+				continue
+			}
 			return nil, fmt.Errorf("apply op %d: %w", i, err)
 		}
 		r, err := parseResult(vals)
@@ -173,6 +180,23 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 		out[i] = r
 	}
 	return out, nil
+}
+
+// isRecordError tells a refusal of one command (a reply error such as
+// WRONGTYPE) from trouble with Redis itself (network, restart, failover,
+// memory), which must pause consumption rather than fail a record.
+func isRecordError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, transient := range []string{"NOSCRIPT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
+		if strings.HasPrefix(msg, transient) {
+			return false
+		}
+	}
+	return true
 }
 
 func parseResult(v []any) (Result, error) {

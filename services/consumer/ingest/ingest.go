@@ -49,6 +49,7 @@ func NewRegistrations(line *queue.Line, items Items, dl DeadLetters, m *Metrics,
 // retried whole, which the applied-offset guard makes safe.
 func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
 	ops := make([]queue.Op, 0, len(recs))
+	opRecord := make([]*kgo.Record, 0, len(recs)) // the record of each op
 	var letters []dlq.Letter
 	synced := false
 	for _, r := range recs {
@@ -72,6 +73,7 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 			letters = append(letters, dlq.Letter{Record: r, Err: err, Attempts: 1})
 			if item := string(r.Key); topics.ValidID(item) {
 				ops = append(ops, queue.Op{Kind: queue.OpMark, ItemID: item, Partition: r.Partition, Offset: r.Offset})
+				opRecord = append(opRecord, nil) // already dead-lettered above
 			}
 			continue
 		}
@@ -80,18 +82,23 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 			kind = queue.OpLeave
 		}
 		ops = append(ops, queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset})
+		opRecord = append(opRecord, r)
 	}
 	res, err := h.line.Apply(ctx, ops)
 	if err != nil {
 		return fmt.Errorf("apply partition %d batch of %d: %w", partition, len(ops), err)
 	}
+	for i, r := range res {
+		if r.Err != nil && opRecord[i] != nil {
+			letters = append(letters, dlq.Letter{Record: opRecord[i], Err: r.Err, Attempts: 1})
+			continue
+		}
+		h.m.applied.WithLabelValues(string(r.Outcome)).Inc()
+	}
 	if err := h.dlq.Send(ctx, letters...); err != nil {
 		return err
 	}
 	h.m.batch.Observe(float64(len(ops)))
-	for _, r := range res {
-		h.m.applied.WithLabelValues(string(r.Outcome)).Inc()
-	}
 	for _, l := range letters {
 		h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(l.Err)).Inc()
 		h.log.Warn("registration dead-lettered", zap.Int32("partition", l.Record.Partition), zap.Int64("offset", l.Record.Offset), zap.Error(l.Err))
@@ -136,7 +143,7 @@ func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Re
 			continue
 		}
 		if _, err := h.line.ApplyItem(ctx, s); err != nil {
-			return err
+			return err // Redis trouble: the runner retries the batch
 		}
 	}
 	if err := h.dlq.Send(ctx, letters...); err != nil {
