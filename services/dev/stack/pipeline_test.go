@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-		"sync"
+	"sync"
 	"testing"
 	"time"
 

@@ -1,0 +1,194 @@
+package stack_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/dlq"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Bad requests get the exact status and error code, and the server keeps serving.
+func TestBadRequests(t *testing.T) {
+	closed, sold := item("closed"), item("gone")
+	closed.Enabled, sold.Stock = false, 0
+	e := newEnv(t, item("tix"), item("other"), closed, sold)
+	e.start()
+	good, _ := e.register("tix", "alice")
+	otherItem, _ := e.register("other", "alice")
+	forger, err := token.New(token.HS256, "a-different-key-a-different-key-!!", "k1")
+	require.NoError(t, err)
+	forged, err := forger.IssueQueue(token.Queue{TokenID: "X", ItemID: "tix", UserID: "mallory"}, time.Hour)
+	require.NoError(t, err)
+	expired, err := e.signer.IssueQueue(token.Queue{TokenID: "X", ItemID: "tix", UserID: "late"}, -time.Hour)
+	require.NoError(t, err)
+
+	reg := "/api/v1/items/tix/registrations"
+	cases := []struct {
+		name, method, path, body string
+		hdr                      []string
+		code                     int
+		errCode                  string
+	}{
+		{"malformed json", "POST", reg, `{"userId":`, nil, 400, "INVALID_JSON"},
+		{"not an object", "POST", reg, `["alice"]`, nil, 400, "INVALID_JSON"},
+		{"wrong type", "POST", reg, `{"userId":42}`, nil, 400, "INVALID_JSON"},
+		{"unknown field", "POST", reg, `{"userId":"a","admin":true}`, nil, 400, "INVALID_JSON"},
+		{"two objects", "POST", reg, `{"userId":"a"}{"userId":"b"}`, nil, 400, "INVALID_JSON"},
+		{"empty user id", "POST", reg, `{"userId":""}`, nil, 202, ""}, // empty means: make one
+		{"bad user id", "POST", reg, `{"userId":"al ice"}`, nil, 400, "INVALID_USER_ID"},
+		{"long user id", "POST", reg, `{"userId":"` + strings.Repeat("u", 65) + `"}`, nil, 400, "INVALID_USER_ID"},
+		{"bad item id", "POST", "/api/v1/items/t%7Bx%7D/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
+		{"long item id", "POST", "/api/v1/items/" + strings.Repeat("i", 65) + "/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
+		{"oversize body", "POST", reg, `{"userId":"` + strings.Repeat("a", 5000) + `"}`, nil, 413, "BODY_TOO_LARGE"},
+		{"unknown item", "POST", "/api/v1/items/nope/registrations", `{}`, nil, 404, "ITEM_NOT_FOUND"},
+		{"closed item", "POST", "/api/v1/items/closed/registrations", `{}`, nil, 409, "QUEUE_CLOSED"},
+		{"sold out", "POST", "/api/v1/items/gone/registrations", `{}`, nil, 410, "SOLD_OUT"},
+		{"forged token", "GET", reg + "/" + forged, "", nil, 401, "TOKEN_INVALID"},
+		{"garbage token", "GET", reg + "/not.a.token", "", nil, 401, "TOKEN_INVALID"},
+		{"expired token", "GET", reg + "/" + expired, "", nil, 401, "TOKEN_EXPIRED"},
+		{"token of another item", "GET", reg + "/" + otherItem.Token, "", nil, 403, "TOKEN_ITEM_MISMATCH"},
+		{"leave with another item's token", "DELETE", reg + "/" + otherItem.Token, "", nil, 403, "TOKEN_ITEM_MISMATCH"},
+		{"forged bearer", "GET", reg + "/current", "", []string{"Authorization", "Bearer " + forged}, 401, "TOKEN_INVALID"},
+		{"wrong method", "PUT", reg, `{}`, nil, 405, "METHOD_NOT_ALLOWED"},
+		{"no route", "GET", "/api/v1/nothing", "", nil, 404, "NOT_FOUND"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := e.do(c.method, c.path, []byte(c.body), c.hdr...)
+			require.Equal(t, c.code, a.Code, "body %s", a.Body)
+			if c.errCode == "" {
+				return
+			}
+			var body httpserver.ErrorBody
+			a.decode(t, &body)
+			assert.Equal(t, c.errCode, body.Error.Code)
+			assert.NotEmpty(t, body.Error.Message)
+		})
+	}
+	// Still serving, and the good token still works, also as a bearer.
+	e.register("tix", "bob")
+	a := e.do(http.MethodGet, reg+"/current", nil, "Authorization", "Bearer "+good.Token)
+	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
+}
+
+// Garbage and invalid records put straight on the topic land in the DLQ with
+// their headers, and the partition moves on to the good records behind them.
+func TestBadRecordsGoToDLQ(t *testing.T) {
+	e := newEnv(t, item("tix"))
+	e.start()
+	ctx := context.Background()
+	good := func(user string) *kgo.Record {
+		ev := topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, TokenID: "tok-" + user, ItemID: "tix", UserID: user, RequestedAt: 1}
+		return &kgo.Record{Topic: topics.Registrations, Key: []byte("tix"), Value: topics.Encode(&ev)}
+	}
+	unknown := topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, TokenID: "tok-x", ItemID: "ghost", UserID: "x", RequestedAt: 1}
+	future := `{"v":2,"kind":"register","tokenId":"t","itemId":"tix","userId":"f","requestedAt":1}`
+	mismatch := topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, TokenID: "tok-m", ItemID: "other", UserID: "m", RequestedAt: 1}
+	recs := []*kgo.Record{
+		good("u1"),
+		{Topic: topics.Registrations, Key: []byte("tix"), Value: []byte("\x00garbage{"), Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}},
+		good("u2"),
+		{Topic: topics.Registrations, Key: []byte("tix"), Value: []byte(future)},
+		{Topic: topics.Registrations, Key: []byte("tix"), Value: []byte(`{"v":1,"kind":"register","tokenId":"t","itemId":"tix","userId":"bad id","requestedAt":1}`)},
+		{Topic: topics.Registrations, Key: []byte("tix"), Value: topics.Encode(&mismatch)},
+		good("u3"),
+		{Topic: topics.Registrations, Key: []byte("ghost"), Value: topics.Encode(&unknown)},
+	}
+	res := e.kcl.ProduceSync(ctx, recs...)
+	require.NoError(t, res.FirstErr())
+	line := e.waitLine("tix", 3)
+	assert.Equal(t, []string{"tok-u1", "tok-u2", "tok-u3"}, line)
+
+	want := map[int64]string{ // source offset -> error type, for the tix partition
+		res[1].Record.Offset: topics.ErrorTypeParsing,
+		res[3].Record.Offset: topics.ErrorTypeParsing,
+		res[4].Record.Offset: topics.ErrorTypeValidation,
+		res[5].Record.Offset: topics.ErrorTypeValidation,
+	}
+	dead := readDLQ(t, e, topics.Registrations, 5)
+	for _, r := range dead {
+		off, err := strconv.ParseInt(dlq.Header(r, topics.HeaderSourceOffset), 10, 64)
+		require.NoError(t, err)
+		assert.Equal(t, topics.Registrations, dlq.Header(r, topics.HeaderSourceTopic))
+		assert.NotEmpty(t, dlq.Header(r, topics.HeaderError))
+		assert.Equal(t, "1", dlq.Header(r, topics.HeaderAttempts))
+		_, err = time.Parse(time.RFC3339Nano, dlq.Header(r, topics.HeaderFailedAt))
+		assert.NoError(t, err)
+		if string(r.Key) == "ghost" {
+			assert.Equal(t, topics.ErrorTypeValidation, dlq.Header(r, topics.HeaderErrorType))
+			assert.Contains(t, dlq.Header(r, topics.HeaderError), "unknown item")
+			assert.Equal(t, strconv.Itoa(int(res[7].Record.Partition)), dlq.Header(r, topics.HeaderSourcePartition))
+			continue
+		}
+		assert.Equal(t, strconv.Itoa(int(res[1].Record.Partition)), dlq.Header(r, topics.HeaderSourcePartition))
+		assert.Equal(t, want[off], dlq.Header(r, topics.HeaderErrorType), "offset %d: %s", off, dlq.Header(r, topics.HeaderError))
+		delete(want, off)
+		if off == res[1].Record.Offset {
+			assert.Equal(t, recs[1].Value, r.Value, "the original bytes")
+			assert.Equal(t, "abc", dlq.Header(r, "trace"), "original headers kept")
+		}
+	}
+	assert.Empty(t, want, "every bad record of tix is in the DLQ")
+
+	// A registration the line refused reports REJECTED, not PENDING forever.
+	tok, err := e.signer.IssueQueue(token.Queue{TokenID: "tok-m", ItemID: "tix", UserID: "m", Partition: res[5].Record.Partition, Offset: res[5].Record.Offset}, time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, "REJECTED", e.status("tix", tok).Status)
+}
+
+// A corrupt key of one item makes its records fail in Redis; they go to the
+// DLQ as PROCESSING_ERROR and the other items, on the same partition or not,
+// keep moving.
+func TestPoisonedItemDoesNotBlockOthers(t *testing.T) {
+	var states []topics.ItemState
+	for _, id := range []string{"poison", "a", "b", "c", "d", "e", "f"} {
+		states = append(states, item(id))
+	}
+	e := newEnv(t, states...)
+	require.NoError(t, e.rdb.Set(context.Background(), "wr:{poison}:users", "not a hash", 0).Err())
+	e.start()
+	e.register("poison", "p1")
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		e.register(id, "u1")
+	}
+	e.register("poison", "p2")
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		e.register(id, "u2")
+		assert.Len(t, e.waitLine(id, 2), 2, id)
+	}
+	dead := readDLQ(t, e, topics.Registrations, 2)
+	for _, r := range dead {
+		assert.Equal(t, "poison", string(r.Key))
+		assert.Equal(t, topics.ErrorTypeProcessing, dlq.Header(r, topics.HeaderErrorType))
+		assert.Contains(t, dlq.Header(r, topics.HeaderError), "WRONGTYPE")
+	}
+}
+
+// readDLQ reads n dead letters of source from the start.
+func readDLQ(t *testing.T, e *env, source string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topics.DLQ(source)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "only %d of %d dead letters arrived", len(out), n)
+		out = append(out, fs.Records()...)
+	}
+	require.Len(t, out, n)
+	return out
+}
