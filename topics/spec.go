@@ -88,7 +88,9 @@ func reconcile(ctx context.Context, adm *kadm.Client, specs []Spec, fix bool, rf
 	for i, s := range specs {
 		names[i] = s.Name
 	}
-	details, err := adm.ListTopics(ctx, names...)
+	// A direct metadata request: kadm otherwise answers from the client's
+	// cache, which can still say "missing" for a topic created a moment ago.
+	details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), names...)
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}

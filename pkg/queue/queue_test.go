@@ -156,3 +156,24 @@ func TestApplyManyItemsIndependent(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyTellsRecordErrorsFromOutages(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client()
+	l := queue.New(rdb)
+	require.NoError(t, rdb.Set(ctx, queue.KeysFor("bad").Users, "not a hash", 0).Err())
+	res, err := l.Apply(ctx, []queue.Op{reg("ok", "t1", "u1", 0), reg("bad", "t2", "u2", 1), reg("ok", "t3", "u3", 2)})
+	require.NoError(t, err, "one corrupt key fails its op, not the batch")
+	assert.Equal(t, queue.Added, res[0].Outcome)
+	assert.ErrorContains(t, res[1].Err, "WRONGTYPE")
+	assert.Equal(t, queue.Added, res[2].Outcome)
+
+	srv.Stop() // an outage is the batch's error, to be retried
+	_, err = l.Apply(ctx, []queue.Op{reg("ok", "t4", "u4", 3)})
+	require.Error(t, err)
+	srv.Start()
+	res, err = l.Apply(ctx, []queue.Op{reg("ok", "t4", "u4", 3)}) // a fresh server: scripts reload by themselves
+	require.NoError(t, err)
+	assert.Equal(t, queue.Added, res[0].Outcome)
+}

@@ -1,0 +1,141 @@
+package topics
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestValidID(t *testing.T) {
+	for _, ok := range []string{"a", "A-z_0.9:x", strings.Repeat("a", MaxIDLen)} {
+		assert.True(t, ValidID(ok), ok)
+	}
+	for _, bad := range []string{"", " ", "a b", "a{b}", "a/b", "é", strings.Repeat("a", MaxIDLen+1), "a\x00"} {
+		assert.False(t, ValidID(bad), bad)
+	}
+}
+
+func TestDecodeRegistration(t *testing.T) {
+	good := RegistrationEvent{V: 1, Kind: KindRegister, TokenID: "T", ItemID: "i", UserID: "u", RequestedAt: 5,
+		Client: &ClientMeta{IP: "127.0.0.1"}}
+	got, err := DecodeRegistration(Encode(&good))
+	require.NoError(t, err)
+	assert.Equal(t, good, got)
+
+	cases := map[string]struct {
+		raw  string
+		want error
+	}{
+		"not json":      {"\x00{", ErrMalformed},
+		"no version":    {`{"kind":"register"}`, ErrMalformed},
+		"future":        {`{"v":2,"kind":"register"}`, ErrMalformed},
+		"unknown field": {`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"u","requestedAt":1,"x":1}`, ErrMalformed},
+		"trailing":      {`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"u","requestedAt":1} {}`, ErrMalformed},
+		"wrong type":    {`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":7,"requestedAt":1}`, ErrMalformed},
+		"bad kind":      {`{"v":1,"kind":"jump","tokenId":"T","itemId":"i","userId":"u","requestedAt":1}`, ErrInvalid},
+		"bad user":      {`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"a b","requestedAt":1}`, ErrInvalid},
+		"no token":      {`{"v":1,"kind":"register","itemId":"i","userId":"u","requestedAt":1}`, ErrInvalid},
+		"no time":       {`{"v":1,"kind":"leave","tokenId":"T","itemId":"i","userId":"u"}`, ErrInvalid},
+	}
+	for name, c := range cases {
+		_, err := DecodeRegistration([]byte(c.raw))
+		assert.True(t, errors.Is(err, c.want), "%s: got %v", name, err)
+	}
+}
+
+func TestDecodeItem(t *testing.T) {
+	s := ItemState{V: 1, ItemID: "i", Name: "n", Stock: Unlimited, Enabled: true,
+		Policy: AdmissionPolicy{RatePerSecond: 1.5, MaxActive: 3, SessionTTLSeconds: 60}, Version: 9, UpdatedAt: 1}
+	got, err := DecodeItem(Encode(&s))
+	require.NoError(t, err)
+	assert.Equal(t, s, got)
+	for name, mut := range map[string]func(*ItemState){
+		"stock":   func(s *ItemState) { s.Stock = -2 },
+		"version": func(s *ItemState) { s.Version = 0 },
+		"rate":    func(s *ItemState) { s.Policy.RatePerSecond = -1 },
+		"max":     func(s *ItemState) { s.Policy.MaxActive = -1 },
+		"ttl":     func(s *ItemState) { s.Policy.SessionTTLSeconds = 86401 },
+		"id":      func(s *ItemState) { s.ItemID = "a b" },
+	} {
+		bad := s
+		mut(&bad)
+		_, err := DecodeItem(Encode(&bad))
+		assert.True(t, errors.Is(err, ErrInvalid), "%s: %v", name, err)
+	}
+}
+
+func FuzzDecodeRegistration(f *testing.F) {
+	f.Add([]byte(`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"u","requestedAt":1}`))
+	f.Add([]byte(`{"v":2}`))
+	f.Add([]byte("\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeRegistration(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if e.Validate() != nil || e.V != Version {
+			t.Fatalf("accepted an invalid event %+v", e)
+		}
+	})
+}
+
+func TestEnsureAndCheck(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	specs := Specs(Options{RegistrationPartitions: 4})
+
+	st, err := Check(ctx, adm, specs)
+	require.NoError(t, err)
+	assert.False(t, Healthy(st))
+	for _, s := range st {
+		assert.Equal(t, "missing", s.State, s.Topic)
+	}
+	st, err = Ensure(ctx, adm, specs, -1)
+	require.NoError(t, err)
+	for _, s := range st {
+		assert.Equal(t, "created", s.State, s.Topic)
+	}
+	st, err = Check(ctx, adm, specs)
+	require.NoError(t, err)
+	assert.True(t, Healthy(st), "%+v", st)
+
+	// Drift: a config changed by hand is reported, and Ensure sets it back.
+	v := "delete"
+	_, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v}}, Items)
+	require.NoError(t, err)
+	st, err = Check(ctx, adm, specs)
+	require.NoError(t, err)
+	assert.False(t, Healthy(st))
+	st, err = Ensure(ctx, adm, specs, -1)
+	require.NoError(t, err)
+	assert.True(t, Healthy(st))
+	st, err = Check(ctx, adm, specs)
+	require.NoError(t, err)
+	assert.True(t, Healthy(st), "%+v", st)
+
+	// A partition count that differs is reported and never changed.
+	st, err = Ensure(ctx, adm, Specs(Options{RegistrationPartitions: 8}), -1)
+	require.NoError(t, err)
+	assert.False(t, Healthy(st))
+	td, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), Registrations)
+	require.NoError(t, err)
+	assert.Len(t, td[Registrations].Partitions, 4)
+}
