@@ -1,0 +1,138 @@
+// Package cli is waitroomctl, the operator's command line: it creates and
+// checks the Kafka topics and benchmarks a running stack over HTTP. Main runs
+// it in-process, so tests drive it with args and read what it printed.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/waitroom/waitroom/pkg/config"
+	"go.uber.org/zap"
+)
+
+// Exit codes of waitroomctl.
+const (
+	ExitOK      = 0 // the command did what was asked and found things healthy
+	ExitFailure = 1 // the command ran and failed, or found the system unhealthy
+	ExitUsage   = 2 // bad flags, arguments or environment: nothing was run
+)
+
+// Env is what waitroomctl reads from the environment: the defaults of its flags.
+type Env struct {
+	Kafka      config.Kafka
+	Partitions int32  `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
+	APIURL     string `env:"WR_API_URL" envDefault:"http://127.0.0.1:8080"`
+	LogLevel   string `env:"WR_LOG_LEVEL" envDefault:"warn"`
+	LogFormat  string `env:"WR_LOG_FORMAT" envDefault:"console"`
+}
+
+// DefaultEnv is the Env of an empty environment.
+func DefaultEnv() Env {
+	return Env{
+		Kafka:      config.Kafka{Brokers: []string{"127.0.0.1:9092"}, ClientID: "waitroom"},
+		Partitions: 12, APIURL: "http://127.0.0.1:8080", LogLevel: "warn", LogFormat: "console",
+	}
+}
+
+// Main runs waitroomctl with args (without the program name), printing results
+// to stdout and errors to stderr, and returns the exit code. ctx cancels
+// whatever is running (Ctrl-C).
+func Main(ctx context.Context, env Env, log *zap.Logger, args []string, stdout, stderr io.Writer) int {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	a := &app{env: env, log: log, out: stdout}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "waitroomctl:", err)
+	var ue usageError
+	if errors.As(err, &ue) || !a.started {
+		if cmd != nil {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// app is one run of the command line: its environment, where it prints, and
+// whether a command got as far as running (an error before that is a usage error).
+type app struct {
+	env     Env
+	log     *zap.Logger
+	out     io.Writer
+	output  string
+	started bool
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "waitroomctl",
+		Short:         "Operate a waitroom deployment: Kafka topics and load benchmarks",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(a.topicsCmd(), a.benchCmd())
+	return root
+}
+
+// group returns a command that only holds subcommands: alone it prints its
+// help, with an unknown subcommand it is a usage error.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	g := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
+	g.AddCommand(subs...)
+	return g
+}
+
+// leaf wraps a command's work: the output format is checked first, and from
+// then on an error is a failure rather than a usage error (unless it is one).
+func (a *app) leaf(run func(ctx context.Context) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if a.output != "table" && a.output != "json" {
+			return usagef("--output %q: want table or json", a.output)
+		}
+		a.started = true
+		return run(cmd.Context())
+	}
+}
+
+// wantJSON reports whether the user asked for -o json.
+func (a *app) wantJSON() bool { return a.output == "json" }
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// usageError marks an error as the caller's: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }

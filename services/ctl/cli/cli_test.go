@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// run runs waitroomctl in-process and returns its exit code, stdout and stderr.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), DefaultEnv(), nil, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"unknown command", []string{"bogus"}, `unknown command "bogus"`},
+		{"unknown subcommand", []string{"topics", "bogus"}, `unknown command "bogus" for "waitroomctl topics"`},
+		{"unknown flag", []string{"bench", "register", "--nope"}, "unknown flag: --nope"},
+		{"bad flag value", []string{"bench", "register", "--n", "many"}, `invalid argument "many"`},
+		{"stray argument", []string{"topics", "check", "extra"}, `unknown command "extra"`},
+		{"bad output", []string{"-o", "yaml", "topics", "check"}, `--output "yaml"`},
+		{"no brokers", []string{"topics", "check", "--brokers", ""}, "--brokers"},
+		{"zero partitions", []string{"topics", "ensure", "--partitions", "0"}, "--partitions 0"},
+		{"bad replication", []string{"topics", "ensure", "--replication-factor", "-2"}, "--replication-factor -2"},
+		{"zero n", []string{"bench", "register", "--n", "0"}, "--n 0"},
+		{"zero concurrency", []string{"bench", "register", "--concurrency", "0"}, "--concurrency 0"},
+		{"huge concurrency", []string{"bench", "status", "--concurrency", "1000000"}, "--concurrency 1000000"},
+		{"zero duration", []string{"bench", "register", "--duration", "0s"}, "--duration 0s"},
+		{"bad url", []string{"bench", "register", "--url", "ftp://x"}, `--url "ftp://x"`},
+		{"url without host", []string{"bench", "register", "--url", "http://"}, `--url "http://"`},
+		{"bad item", []string{"bench", "register", "--items", "a/b"}, `--items: "a/b"`},
+		{"no items", []string{"bench", "register", "--items", ""}, "--items"},
+		{"negative sample", []string{"bench", "register", "--visible-sample", "-1"}, "--visible-sample -1"},
+		{"error rate above 1", []string{"bench", "register", "--max-error-rate", "2"}, "--max-error-rate 2"},
+		{"zero tokens", []string{"bench", "status", "--tokens", "0"}, "--tokens 0"},
+		{"zero poll interval", []string{"bench", "status", "--poll-interval", "0s"}, "--poll-interval 0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(t, tc.args...)
+			if code != ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, ExitUsage, stderr)
+			}
+			if !bytes.Contains([]byte(stderr), []byte(tc.want)) {
+				t.Fatalf("stderr does not mention %q:\n%s", tc.want, stderr)
+			}
+		})
+	}
+}
+
+func TestHelpExits0(t *testing.T) {
+	for _, args := range [][]string{nil, {"--help"}, {"topics"}, {"bench", "register", "--help"}} {
+		if code, _, stderr := run(t, args...); code != ExitOK {
+			t.Errorf("%v: exit code %d, stderr:\n%s", args, code, stderr)
+		}
+	}
+}
