@@ -63,7 +63,7 @@ func (e *RegistrationEvent) Validate() error {
 // DecodeRegistration decodes and validates a registrations record value.
 func DecodeRegistration(b []byte) (RegistrationEvent, error) {
 	var e RegistrationEvent
-	if err := decodeStrict(b, &e); err != nil {
+	if err := decodeStrict(b, &e, &e.V); err != nil {
 		return RegistrationEvent{}, err
 	}
 	return e, e.Validate()
@@ -124,7 +124,7 @@ func (s *ItemState) Validate() error {
 // DecodeItem decodes and validates an items record value.
 func DecodeItem(b []byte) (ItemState, error) {
 	var s ItemState
-	if err := decodeStrict(b, &s); err != nil {
+	if err := decodeStrict(b, &s, &s.V); err != nil {
 		return ItemState{}, err
 	}
 	return s, s.Validate()
@@ -157,7 +157,7 @@ func (a *AdmissionEvent) Validate() error {
 // DecodeAdmission decodes and validates an admissions record value.
 func DecodeAdmission(b []byte) (AdmissionEvent, error) {
 	var a AdmissionEvent
-	if err := decodeStrict(b, &a); err != nil {
+	if err := decodeStrict(b, &a, &a.V); err != nil {
 		return AdmissionEvent{}, err
 	}
 	return a, a.Validate()
@@ -172,28 +172,29 @@ func Encode(v any) []byte {
 	return b
 }
 
-// decodeStrict checks the version first, so a future version is reported as
-// such rather than as an unknown field, then decodes with unknown fields refused.
-func decodeStrict(b []byte, into any) error {
+// decodeStrict decodes into (whose version field is v) with unknown fields
+// refused. The common case is one pass; only a failure probes the version, so
+// a future version is reported as such rather than as an unknown field.
+func decodeStrict(b []byte, into any, v *int) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(into)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the message")
+	}
+	if err == nil && *v == Version {
+		return nil
+	}
 	var probe struct {
 		V *int `json:"v"`
 	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	if json.Unmarshal(b, &probe) == nil {
+		switch {
+		case probe.V == nil:
+			return fmt.Errorf("%w: no version field \"v\"", ErrMalformed)
+		case *probe.V != Version:
+			return fmt.Errorf("%w: unsupported version %d", ErrMalformed, *probe.V)
+		}
 	}
-	if probe.V == nil {
-		return fmt.Errorf("%w: no version field \"v\"", ErrMalformed)
-	}
-	if *probe.V != Version {
-		return fmt.Errorf("%w: unsupported version %d", ErrMalformed, *probe.V)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the message", ErrMalformed)
-	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrMalformed, err)
 }

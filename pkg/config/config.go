@@ -5,7 +5,9 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"reflect"
+	"runtime/debug"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -76,5 +78,15 @@ func walk(v reflect.Value, out map[string]any) {
 		default:
 			out[name] = fv.Interface()
 		}
+	}
+}
+
+// TuneGC sets the garbage collector's target to 400% when GOGC is not set:
+// the services allocate many short-lived objects per request and keep little,
+// so trading memory for CPU pays on small machines. GOGC and GOMEMLIMIT, when
+// set, still decide.
+func TuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
 	}
 }

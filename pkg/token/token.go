@@ -5,6 +5,7 @@ package token
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -55,8 +56,23 @@ type Signer struct {
 	signKey   any
 	verifyKey any
 	kid       string
+	header    string // the encoded JOSE header, the same for every token
 	parser    *jwt.Parser
 	now       func() time.Time
+}
+
+// wireQueueClaims is queueClaims as it goes on the wire, with plain numbers:
+// signing is on the register hot path, and NumericDate's marshaller is slow.
+type wireQueueClaims struct {
+	Item      string   `json:"itm"`
+	Partition int32    `json:"p"`
+	Offset    int64    `json:"o"`
+	Issuer    string   `json:"iss"`
+	Subject   string   `json:"sub"`
+	Audience  []string `json:"aud"`
+	ExpiresAt int64    `json:"exp"`
+	IssuedAt  int64    `json:"iat"`
+	ID        string   `json:"jti"`
 }
 
 // NewHMAC returns a Signer using HMAC-SHA256; secret must be at least 32 bytes.
@@ -98,6 +114,12 @@ func New(alg, key, kid string) (*Signer, error) {
 
 func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
 	s := &Signer{method: m, signKey: sign, verifyKey: verify, kid: kid, now: time.Now}
+	h := map[string]string{"alg": m.Alg(), "typ": "JWT"}
+	if kid != "" {
+		h["kid"] = kid
+	}
+	hb, _ := json.Marshal(h) // a map of strings always marshals
+	s.header = base64.RawURLEncoding.EncodeToString(hb)
 	s.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{m.Alg()}),
 		jwt.WithIssuer(issuer),
@@ -112,25 +134,31 @@ func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
 // Alg names the signing algorithm.
 func (s *Signer) Alg() string { return s.method.Alg() }
 
-// IssueQueue signs a queue token for q that is valid for ttl.
+// IssueQueue signs a queue token for q that is valid for ttl. It builds the
+// JWS compact form itself around golang-jwt's signing method (the header is
+// encoded once per Signer); ParseQueue reads it with golang-jwt's parser.
 func (s *Signer) IssueQueue(q Queue, ttl time.Duration) (string, error) {
 	now := s.now()
-	c := queueClaims{
+	body, err := json.Marshal(wireQueueClaims{
 		Item: q.ItemID, Partition: q.Partition, Offset: q.Offset,
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer: issuer, Subject: q.UserID, Audience: jwt.ClaimStrings{audienceQueue}, ID: q.TokenID,
-			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-		},
-	}
-	t := jwt.NewWithClaims(s.method, c)
-	if s.kid != "" {
-		t.Header["kid"] = s.kid
-	}
-	out, err := t.SignedString(s.signKey)
+		Issuer: issuer, Subject: q.UserID, Audience: []string{audienceQueue},
+		ExpiresAt: now.Add(ttl).Unix(), IssuedAt: now.Unix(), ID: q.TokenID,
+	})
 	if err != nil {
 		return "", fmt.Errorf("sign queue token: %w", err)
 	}
-	return out, nil
+	enc := base64.RawURLEncoding
+	buf := make([]byte, 0, len(s.header)+1+enc.EncodedLen(len(body))+1+enc.EncodedLen(64))
+	buf = append(buf, s.header...)
+	buf = append(buf, '.')
+	buf = enc.AppendEncode(buf, body)
+	sig, err := s.method.Sign(string(buf), s.signKey)
+	if err != nil {
+		return "", fmt.Errorf("sign queue token: %w", err)
+	}
+	buf = append(buf, '.')
+	buf = enc.AppendEncode(buf, sig)
+	return string(buf), nil
 }
 
 // ParseQueue verifies a queue token's signature, issuer, audience and expiry

@@ -22,6 +22,7 @@ func main() {
 }
 
 func run() error {
+	config.TuneGC()
 	cfg, err := config.Load[httpapi.Config]()
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ func main() {
 }
 
 func run() error {
+	config.TuneGC()
 	cfg, err := config.Load[ingest.Config]()
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof" // profiles of the whole stack on WR_DEV_PPROF_ADDR
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,13 +29,15 @@ import (
 
 // Config of the dev stack.
 type Config struct {
-	DataDir      string `env:"WR_DEV_DATA_DIR" envDefault:".data"`
-	KafkaPorts   []int  `env:"WR_DEV_KAFKA_PORTS" envDefault:"9092,9093,9094" envSeparator:","`
-	RedisPort    int    `env:"WR_DEV_REDIS_PORT" envDefault:"6379"`
-	APIAddr      string `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
-	ConsumerAddr string `env:"WR_CONSUMER_ADDR" envDefault:"127.0.0.1:8081"`
-	TokenKey     string `env:"WR_TOKEN_KEY" secret:"true"`
-	Partitions   int32  `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
+	DataDir      string        `env:"WR_DEV_DATA_DIR" envDefault:".data"`
+	KafkaPorts   []int         `env:"WR_DEV_KAFKA_PORTS" envDefault:"9092,9093,9094" envSeparator:","`
+	RedisPort    int           `env:"WR_DEV_REDIS_PORT" envDefault:"6379"`
+	APIAddr      string        `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
+	ConsumerAddr string        `env:"WR_CONSUMER_ADDR" envDefault:"127.0.0.1:8081"`
+	TokenKey     string        `env:"WR_TOKEN_KEY" secret:"true"`
+	Partitions   int32         `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
+	PprofAddr    string        `env:"WR_DEV_PPROF_ADDR" envDefault:"127.0.0.1:6060"` // empty: off
+	Linger       time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	Log          config.Log
 }
 
@@ -45,6 +49,7 @@ func main() {
 }
 
 func run() error {
+	config.TuneGC()
 	cfg, err := config.Load[Config]()
 	if err != nil {
 		return err
@@ -61,6 +66,14 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if cfg.PprofAddr != "" {
+		go func() {
+			srv := &http.Server{Addr: cfg.PprofAddr, Handler: http.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
+			if err := srv.ListenAndServe(); err != nil {
+				log.Warn("pprof listener", zap.Error(err))
+			}
+		}()
+	}
 	kafka, err := kfake.NewCluster(kfake.NumBrokers(len(cfg.KafkaPorts)), kfake.Ports(cfg.KafkaPorts...),
 		kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")))
 	if err != nil {
@@ -96,7 +109,7 @@ func run() error {
 	}
 
 	s, err := stack.Start(ctx, stack.Options{Brokers: brokers, RedisAddr: rds.Addr, APIAddr: cfg.APIAddr,
-		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, Log: log})
+		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, ProduceLinger: cfg.Linger, Log: log})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,9 @@ type Options struct {
 	APIAddr      string // "127.0.0.1:0" picks a free port
 	ConsumerAddr string
 	TokenKey     string // HMAC key; empty: the development key
-	Log          *zap.Logger
+	// ProduceLinger is how long the api's producer waits to batch records.
+	ProduceLinger time.Duration
+	Log           *zap.Logger
 }
 
 // Stack is a running set of services.
@@ -62,7 +64,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	var apiReady, conReady httpserver.Readiness
 	apiCfg := httpapi.Config{
 		TokenAlg: "HS256", TokenKey: o.TokenKey, TokenKID: "k1", QueueTokenTTL: 24 * time.Hour,
-		MaxBodyBytes: 4096, ProduceTimeout: 5 * time.Second, Kafka: kafka, Redis: redis, HTTP: httpc,
+		MaxBodyBytes: 4096, ProduceTimeout: 5 * time.Second, ProduceLinger: o.ProduceLinger, Kafka: kafka, Redis: redis, HTTP: httpc,
 	}
 	conCfg := ingest.Config{Group: "waitroom-consumer", ItemsGroup: "waitroom-items", MaxPollRecords: 10000,
 		MaxBackoff: 2 * time.Second, Kafka: kafka, Redis: redis, HTTP: httpc}
