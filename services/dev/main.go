@@ -10,9 +10,7 @@ import (
 	"net/http"
 	_ "net/http/pprof" // profiles of the whole stack on WR_DEV_PPROF_ADDR
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/kclient"
-	"github.com/waitroom/waitroom/pkg/logging"
+	"github.com/waitroom/waitroom/pkg/service"
 	"github.com/waitroom/waitroom/services/dev/localredis"
 	"github.com/waitroom/waitroom/services/dev/stack"
 	"github.com/waitroom/waitroom/topics"
@@ -42,30 +40,15 @@ type Config struct {
 }
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "waitroom-dev:", err)
-		os.Exit(1)
-	}
+	service.Main("dev", func(c Config) config.Log {
+		if os.Getenv("WR_LOG_FORMAT") == "" {
+			c.Log.Format = "console" // a person is watching this one
+		}
+		return c.Log
+	}, run)
 }
 
-func run() error {
-	config.TuneGC()
-	cfg, err := config.Load[Config]()
-	if err != nil {
-		return err
-	}
-	if cfg.Log.Format == "json" && os.Getenv("WR_LOG_FORMAT") == "" {
-		cfg.Log.Format = "console"
-	}
-	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, "")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	log.Info("starting dev stack", config.Field(cfg))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, Handler: http.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}

@@ -1,0 +1,49 @@
+// Package service runs a waitroom process the same way every time: config from
+// the environment, the zap logger, SIGINT/SIGTERM as the end of the context,
+// the configuration logged with secrets masked, and the exit code.
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/logging"
+	"go.uber.org/zap"
+)
+
+// Main loads a C from the environment, builds the logger from logCfg(c), and
+// calls run until it returns or a signal asks the process to stop; a failure
+// exits with status 1. Only Main exits.
+func Main[C any](name string, logCfg func(C) config.Log, run func(ctx context.Context, cfg C, log *zap.Logger) error) {
+	if err := runMain(name, logCfg, run); err != nil {
+		fmt.Fprintf(os.Stderr, "waitroom-%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func runMain[C any](name string, logCfg func(C) config.Log, run func(context.Context, C, *zap.Logger) error) error {
+	config.TuneGC()
+	cfg, err := config.Load[C]()
+	if err != nil {
+		return err
+	}
+	lc := logCfg(cfg)
+	log, err := logging.New(lc.Level, lc.Format, name)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	log.Info("starting", config.Field(cfg))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("stopped", zap.Error(err))
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
