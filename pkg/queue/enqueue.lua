@@ -1,6 +1,7 @@
 -- enqueue: apply one register record of waitroom.registrations to an item's line.
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
--- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("L:"..tokenId once the user left)
+-- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("!L"..tokenId once the user left,
+--                             "!C"..tokenId once the admission was completed)
 -- KEYS[3] wr:{item}:seq       STRING FIFO sequence
 -- KEYS[4] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[5] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
@@ -13,7 +14,7 @@ if last and tonumber(last) >= tonumber(ARGV[2]) then
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local cur = redis.call('HGET', KEYS[2], ARGV[4])
-if cur and string.sub(cur, 1, 2) ~= 'L:' then
+if cur and string.sub(cur, 1, 1) ~= '!' then
   local s = redis.call('ZSCORE', KEYS[4], cur)
   if s then
     return {'DUPLICATE', tonumber(s), cur}

@@ -1,6 +1,7 @@
 -- leave: apply one leave record of waitroom.registrations: the user's place is gone.
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
--- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("L:"..tokenId once the user left)
+-- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("!L"..tokenId once the user left,
+--                             "!C"..tokenId once the admission was completed)
 -- KEYS[3] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[4] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
@@ -12,10 +13,10 @@ if last and tonumber(last) >= tonumber(ARGV[2]) then
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local cur = redis.call('HGET', KEYS[2], ARGV[4])
-if not cur or string.sub(cur, 1, 2) == 'L:' then
+if not cur or string.sub(cur, 1, 1) == '!' then
   return {'NOT_IN_LINE', 0, ''}
 end
 redis.call('ZREM', KEYS[3], cur)
 redis.call('ZREM', KEYS[4], cur)
-redis.call('HSET', KEYS[2], ARGV[4], 'L:' .. cur)
+redis.call('HSET', KEYS[2], ARGV[4], '!L' .. cur)
 return {'LEFT', 0, cur}

@@ -18,7 +18,7 @@ import (
 // Keys of one item; all share the {item} hash tag so one item lives in one
 // Redis Cluster slot and a script may touch them together.
 type Keys struct {
-	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch string
+	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch, Pace, Paced string
 }
 
 // KeysFor returns the keys of item.
@@ -27,6 +27,7 @@ func KeysFor(item string) Keys {
 	return Keys{
 		Seq: p + "seq", Waiting: p + "waiting", Admitted: p + "admitted", Users: p + "users",
 		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
+		Pace: p + "pace", Paced: p + "paced",
 	}
 }
 
@@ -45,12 +46,18 @@ var (
 	statusSrc string
 	//go:embed apply_item.lua
 	applyItemSrc string
+	//go:embed promote.lua
+	promoteSrc string
+	//go:embed complete.lua
+	completeSrc string
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
 	markScript      = redis.NewScript(markSrc)
 	statusScript    = redis.NewScript(statusSrc)
 	applyItemScript = redis.NewScript(applyItemSrc)
+	promoteScript   = redis.NewScript(promoteSrc)
+	completeScript  = redis.NewScript(completeSrc)
 
 	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript}
 )
@@ -111,7 +118,7 @@ func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
 // Load loads every script into Redis so pipelines can use EVALSHA. Apply calls
 // it again by itself when Redis answers NOSCRIPT (after a restart or flush).
 func (l *Line) Load(ctx context.Context) error {
-	for _, s := range append(writeScripts, statusScript, applyItemScript) {
+	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript) {
 		if err := s.Load(ctx, l.rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}
@@ -218,33 +225,37 @@ type State string
 
 // States.
 const (
-	Pending  State = "PENDING"  // accepted by Kafka, not yet applied to the line
-	Waiting  State = "WAITING"  // in the line
-	Admitted State = "ADMITTED" // let through; Status.ExpiresAtMs says until when
-	LeftLine State = "LEFT"     // the user left the line
-	Gone     State = "GONE"     // the place ended (admission expired or completed)
-	Rejected State = "REJECTED" // applied but never placed (sent to the DLQ)
+	Pending   State = "PENDING"   // accepted by Kafka, not yet applied to the line
+	Waiting   State = "WAITING"   // in the line
+	Admitted  State = "ADMITTED"  // let through; Status.ExpiresAtMs says until when
+	LeftLine  State = "LEFT"      // the user left the line
+	Completed State = "COMPLETED" // the admission was used and ended
+	Gone      State = "GONE"      // the admission expired
+	Rejected  State = "REJECTED"  // applied but never placed (sent to the DLQ)
 )
 
 // Status is where a token stands.
 type Status struct {
 	State        State
-	Position     int64  // 1-based, when Waiting
-	WaitingTotal int64  // when Waiting
-	ExpiresAtMs  int64  // when Admitted
-	TokenID      string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+	Position     int64 // 1-based, when Waiting
+	WaitingTotal int64 // when Waiting
+	ExpiresAtMs  int64 // when Admitted
+	// AdmittedLastMinute is how many of the item were admitted in the last
+	// minute (when Waiting): the measured pace the ETA is computed from.
+	AdmittedLastMinute int64
+	TokenID            string // the user's live token (another of the user's tokens holds the place after a repeat registration)
 }
 
 // Status reads where the registration at (partition, offset) of user stands,
 // in one round trip.
 func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace},
 		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
 	}
-	if len(v) != 4 {
+	if len(v) < 4 {
 		return Status{}, fmt.Errorf("status of %s in %s: script returned %d values", user, item, len(v))
 	}
 	s := Status{}
@@ -256,6 +267,9 @@ func (l *Line) Status(ctx context.Context, item, user string, partition int32, o
 	switch s.State {
 	case Waiting:
 		s.Position, s.WaitingTotal = a, b
+		if len(v) > 4 {
+			s.AdmittedLastMinute, _ = v[4].(int64)
+		}
 	case Admitted:
 		s.ExpiresAtMs = a
 	}

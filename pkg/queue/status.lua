@@ -1,19 +1,22 @@
 -- status: where a queue token stands, read-only (safe on replicas).
--- KEYS[1] wr:{item}:users     HASH userId -> tokenId ("L:"..tokenId once the user left)
+-- KEYS[1] wr:{item}:users     HASH userId -> tokenId ("!L"..tokenId once the user left,
+--                             "!C"..tokenId once the admission was completed)
 -- KEYS[2] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[3] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[4] wr:{item}:applied   HASH partition -> highest applied offset
+-- KEYS[5] wr:{item}:pace      HASH admission pace (sum60: admitted in the last minute)
 -- ARGV[1] userId  ARGV[2] partition  ARGV[3] offset (of the token's record)
 -- Returns {state, a, b, tokenId}:
---   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token
+--   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token, then sum60
 --   ADMITTED a=expiry ms (may be past: expired)   tokenId=the user's live token
---   PENDING (record not applied yet), LEFT (the user left), GONE (the user's place
---   ended: admission expired or completed), REJECTED (applied, never placed)
+--   PENDING (record not applied yet), LEFT (the user left), COMPLETED (the admission
+--   was used), GONE (the admission expired), REJECTED (applied, never placed)
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur and string.sub(cur, 1, 2) ~= 'L:' then
+if cur and string.sub(cur, 1, 1) ~= '!' then
   local r = redis.call('ZRANK', KEYS[2], cur)
   if r then
-    return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur}
+    local sum60 = tonumber(redis.call('HGET', KEYS[5], 'sum60') or '0')
+    return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur, sum60}
   end
   local exp = redis.call('ZSCORE', KEYS[3], cur)
   if exp then
@@ -24,8 +27,11 @@ local applied = redis.call('HGET', KEYS[4], ARGV[2])
 if not applied or tonumber(applied) < tonumber(ARGV[3]) then
   return {'PENDING', 0, 0, ''}
 end
-if cur and string.sub(cur, 1, 2) == 'L:' then
+if cur and string.sub(cur, 1, 2) == '!L' then
   return {'LEFT', 0, 0, string.sub(cur, 3)}
+end
+if cur and string.sub(cur, 1, 2) == '!C' then
+  return {'COMPLETED', 0, 0, string.sub(cur, 3)}
 end
 if cur then
   return {'GONE', 0, 0, cur}

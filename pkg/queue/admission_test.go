@@ -1,0 +1,160 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/topics"
+)
+
+func setupItem(t *testing.T, l *queue.Line, id string, rate float64, maxActive, ttl int64, waiting int) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := l.ApplyItem(ctx, topics.ItemState{ItemID: id, Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: rate, MaxActive: maxActive, SessionTTLSeconds: ttl}})
+	require.NoError(t, err)
+	var ops []queue.Op
+	for i := 0; i < waiting; i++ {
+		ops = append(ops, reg(id, fmt.Sprintf("t%05d", i), fmt.Sprintf("u%d", i), int64(i)))
+	}
+	_, err = l.Apply(ctx, ops)
+	require.NoError(t, err)
+}
+
+func TestPromoteRateMaxActiveAndOrder(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "p", 10, 25, 60, 100)
+	t0 := time.UnixMilli(1_000_000_000_000)
+
+	// First tick: a budget of burst (1 s) of rate = 10 people.
+	tk, err := l.Promote(ctx, "p", 1, t0, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t00000", "t00001", "t00002", "t00003", "t00004", "t00005", "t00006", "t00007", "t00008", "t00009"}, tk.Admitted)
+	assert.Equal(t, int64(10), tk.Head)
+	assert.Equal(t, int64(90), tk.Waiting)
+	assert.Equal(t, int64(10), tk.Active)
+
+	// 200 ms later: 2 more (10/s).
+	tk, err = l.Promote(ctx, "p", 1, t0.Add(200*time.Millisecond), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t00010", "t00011"}, tk.Admitted)
+
+	// Long after, the budget is capped at the burst (10), and maxActive (25) caps the room.
+	tk, err = l.Promote(ctx, "p", 1, t0.Add(30*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Len(t, tk.Admitted, 10)
+	tk, err = l.Promote(ctx, "p", 1, t0.Add(40*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Len(t, tk.Admitted, 3, "25 max active: 22 are active, 3 fit")
+	assert.Equal(t, int64(25), tk.Active)
+	assert.Equal(t, "t00024", tk.Admitted[2])
+
+	// Sessions (60 s) run out and free their places.
+	tk, err = l.Promote(ctx, "p", 1, t0.Add(61*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, int64(12), tk.Expired, "the first 12 admitted at t0 and t0+200ms expired")
+	assert.Len(t, tk.Admitted, 10)
+	assert.Equal(t, int64(23), tk.Active)
+
+	st, err := l.Stats(ctx, "p")
+	require.NoError(t, err)
+	assert.Equal(t, int64(35), st.Head)
+}
+
+func TestPromoteFencing(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "f", 100, 0, 60, 50)
+	now := time.Now()
+	_, err := l.Promote(ctx, "f", 7, now, time.Second)
+	require.NoError(t, err)
+	// A paused ex-leader with epoch 6 wakes up: it must not admit anyone.
+	_, err = l.Promote(ctx, "f", 6, now.Add(time.Second), time.Second)
+	require.ErrorIs(t, err, queue.ErrFenced)
+	st, err := l.Stats(ctx, "f")
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-100+50-50+50), st.Waiting+st.Admitted, "nobody lost")
+	assert.Equal(t, int64(7), st.Epoch)
+	// The same for the pipelined form.
+	_, errs, err := l.PromoteMany(ctx, []string{"f"}, 3, now.Add(2*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.ErrorIs(t, errs[0], queue.ErrFenced)
+	// The new leader goes on.
+	_, errs, err = l.PromoteMany(ctx, []string{"f"}, 8, now.Add(2*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.NoError(t, errs[0])
+}
+
+func TestPromoteIsInvisibleUnderCapacityAndPauses(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "calm", 0.5, 0, 60, 0)
+	now := time.Now()
+	tk, err := l.Promote(ctx, "calm", 1, now, 200*time.Millisecond)
+	require.NoError(t, err)
+	assert.Empty(t, tk.Admitted)
+	_, err = l.Apply(ctx, []queue.Op{reg("calm", "first", "u", 0)})
+	require.NoError(t, err)
+	tk, err = l.Promote(ctx, "calm", 1, now.Add(200*time.Millisecond), 200*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"first"}, tk.Admitted, "nobody waits and there is room: admitted on the next tick")
+
+	// Rate 0 pauses admission; a disabled item admits nobody.
+	setupItem(t, l, "paused", 0, 0, 60, 5)
+	tk, err = l.Promote(ctx, "paused", 1, now, time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, tk.Admitted)
+	assert.Equal(t, int64(5), tk.Waiting)
+}
+
+func TestCompleteAndStatusAfterAdmission(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "c", 100, 0, 60, 3)
+	now := time.Now()
+	tk, err := l.Promote(ctx, "c", 1, now, time.Second)
+	require.NoError(t, err)
+	require.Len(t, tk.Admitted, 3)
+
+	st, err := l.Status(ctx, "c", "u0", 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Admitted, st.State)
+	assert.InDelta(t, now.Add(60*time.Second).UnixMilli(), st.ExpiresAtMs, 5)
+
+	ok, err := l.Complete(ctx, "c", "t00000", "u0")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = l.Complete(ctx, "c", "t00000", "u0")
+	require.NoError(t, err)
+	assert.False(t, ok, "completing twice")
+	st, err = l.Status(ctx, "c", "u0", 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Completed, st.State)
+	_, live, err := l.AdmittedUntil(ctx, "c", "t00000")
+	require.NoError(t, err)
+	assert.False(t, live)
+
+	// An admitted user registering again keeps the admission.
+	res, err := l.Apply(ctx, []queue.Op{reg("c", "again", "u1", 10)})
+	require.NoError(t, err)
+	assert.Equal(t, queue.Duplicate, res[0].Outcome)
+	assert.Equal(t, "t00001", res[0].TokenID)
+
+	// After expiry the place is gone: status says so, and registering again queues anew.
+	tk, err = l.Promote(ctx, "c", 1, now.Add(61*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), tk.Expired)
+	st, err = l.Status(ctx, "c", "u2", 0, 2)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Gone, st.State)
+	res, err = l.Apply(ctx, []queue.Op{reg("c", "later", "u2", 11)})
+	require.NoError(t, err)
+	assert.Equal(t, queue.Added, res[0].Outcome)
+}
