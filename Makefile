@@ -35,6 +35,7 @@ build: ## build every service binary into bin/
 	@mkdir -p bin
 	$(GO) build -o bin/waitroom-api ./services/api
 	$(GO) build -o bin/waitroom-consumer ./services/consumer
+	$(GO) build -o bin/waitroom-scheduler ./services/scheduler
 	$(GO) build -o bin/waitroomctl ./services/ctl
 	$(GO) build -o bin/waitroom-dev ./services/dev
 

@@ -1,0 +1,93 @@
+package token
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const audienceAdmission = "waitroom-admission"
+
+// Admission is what an admission token says: this user of this item was let
+// through until ExpiresAt. Downstream services check it offline (JWKS) or with
+// the verify API, which also checks the admission is still live.
+type Admission struct {
+	TokenID   string
+	ItemID    string
+	UserID    string
+	ExpiresAt time.Time
+}
+
+type admissionClaims struct {
+	Item string `json:"itm"`
+	jwt.RegisteredClaims
+}
+
+// IssueAdmission signs an admission token valid until a.ExpiresAt.
+func (s *Signer) IssueAdmission(a Admission) (string, error) {
+	c := admissionClaims{Item: a.ItemID, RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: issuer, Subject: a.UserID, Audience: jwt.ClaimStrings{audienceAdmission}, ID: a.TokenID,
+		IssuedAt: jwt.NewNumericDate(s.now()), ExpiresAt: jwt.NewNumericDate(a.ExpiresAt),
+	}}
+	t := jwt.NewWithClaims(s.method, c)
+	if s.kid != "" {
+		t.Header["kid"] = s.kid
+	}
+	out, err := t.SignedString(s.signKey)
+	if err != nil {
+		return "", fmt.Errorf("sign admission token: %w", err)
+	}
+	return out, nil
+}
+
+// ParseAdmission verifies an admission token and returns what it says; any
+// failure is ErrInvalid or ErrExpired. A queue token is not an admission token.
+func (s *Signer) ParseAdmission(raw string) (Admission, error) {
+	if len(raw) > 4096 {
+		return Admission{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
+	}
+	var c admissionClaims
+	_, err := s.parser.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.verifyKey, nil })
+	if err != nil {
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			return Admission{}, ErrExpired
+		}
+		return Admission{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !audienceIs(c.Audience, audienceAdmission) {
+		return Admission{}, fmt.Errorf("%w: not an admission token", ErrInvalid)
+	}
+	if c.ID == "" || c.Item == "" || c.Subject == "" {
+		return Admission{}, fmt.Errorf("%w: missing claims", ErrInvalid)
+	}
+	return Admission{TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, ExpiresAt: c.ExpiresAt.Time}, nil
+}
+
+// JWK is one public key in a JSON Web Key Set (RFC 8037 for Ed25519).
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid,omitempty"`
+	Alg string `json:"alg"`
+	Use string `json:"use"`
+}
+
+// JWKS is a JSON Web Key Set.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// PublicJWKS returns the key set that verifies this Signer's tokens; ok is
+// false for HMAC, whose key is a secret.
+func (s *Signer) PublicJWKS() (JWKS, bool) {
+	pub, ok := s.verifyKey.(ed25519.PublicKey)
+	if !ok {
+		return JWKS{}, false
+	}
+	return JWKS{Keys: []JWK{{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: s.kid, Alg: EdDSA, Use: "sig"}}}, true
+}
