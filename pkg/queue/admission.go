@@ -16,7 +16,10 @@ var ErrFenced = errors.New("fenced: a newer scheduler epoch owns this item")
 
 // Tick is what one promote did to one item.
 type Tick struct {
-	Admitted []string // tokenIds, in line order
+	Admitted int // admitted by this tick
+	// Unpublished are the tokenIds admitted and not yet acknowledged as
+	// published (this tick's last), in line order: the next event to publish.
+	Unpublished []string
 	Head     int64    // highest seq admitted so far
 	Waiting  int64    // left in the line
 	Active   int64    // admitted and not expired
@@ -68,7 +71,7 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 
 func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration) ([]string, []any) {
 	k := KeysFor(item)
-	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced},
+	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished},
 		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10)}
 }
 
@@ -90,17 +93,41 @@ func parseTick(item string, v []any) (Tick, error) {
 		return Tick{}, ErrFenced
 	}
 	t := Tick{}
+	n, _ := v[1].(int64)
+	t.Admitted = int(n)
 	t.Head, _ = v[2].(int64)
 	t.Waiting, _ = v[3].(int64)
 	t.Active, _ = v[4].(int64)
 	t.Expired, _ = v[5].(int64)
 	ids, _ := v[6].([]any)
-	t.Admitted = make([]string, 0, len(ids))
+	t.Unpublished = make([]string, 0, len(ids))
 	for _, id := range ids {
 		s, _ := id.(string)
-		t.Admitted = append(t.Admitted, s)
+		t.Unpublished = append(t.Unpublished, s)
 	}
 	return t, nil
+}
+
+// AckPublished forgets the first n unpublished tokenIds of each item (their
+// event is on Kafka), in one pipelined round. A fenced epoch changes nothing.
+func (l *Line) AckPublished(ctx context.Context, epoch int64, items []string, n []int) error {
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, it := range items {
+			k := KeysFor(it)
+			ackScript.EvalSha(ctx, p, []string{k.Epoch, k.Unpublished}, strconv.FormatInt(epoch, 10), strconv.Itoa(n[i]))
+		}
+		return nil
+	})
+	if err != nil && isNoScript(err) {
+		if lerr := l.Load(ctx); lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		return l.AckPublished(ctx, epoch, items, n)
+	}
+	if err != nil {
+		return fmt.Errorf("ack %d published items: %w", len(items), err)
+	}
+	return nil
 }
 
 // Complete ends a live admission at once (the downstream service is done with

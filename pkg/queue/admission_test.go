@@ -27,6 +27,18 @@ func setupItem(t *testing.T, l *queue.Line, id string, rate float64, maxActive, 
 	require.NoError(t, err)
 }
 
+// tick promotes item once and acknowledges the event, as the scheduler does;
+// it returns the tick with Unpublished being what this tick admitted.
+func tick(t *testing.T, l *queue.Line, item string, epoch int64, now time.Time, burst time.Duration) (queue.Tick, error) {
+	t.Helper()
+	tk, err := l.Promote(context.Background(), item, epoch, now, burst)
+	if err != nil {
+		return tk, err
+	}
+	require.NoError(t, l.AckPublished(context.Background(), epoch, []string{item}, []int{len(tk.Unpublished)}))
+	return tk, nil
+}
+
 func TestPromoteRateMaxActiveAndOrder(t *testing.T) {
 	ctx := context.Background()
 	l := queue.New(testenv.Redis(t))
@@ -34,33 +46,33 @@ func TestPromoteRateMaxActiveAndOrder(t *testing.T) {
 	t0 := time.UnixMilli(1_000_000_000_000)
 
 	// First tick: a budget of burst (1 s) of rate = 10 people.
-	tk, err := l.Promote(ctx, "p", 1, t0, time.Second)
+	tk, err := tick(t, l, "p", 1, t0, time.Second)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t00000", "t00001", "t00002", "t00003", "t00004", "t00005", "t00006", "t00007", "t00008", "t00009"}, tk.Admitted)
+	assert.Equal(t, []string{"t00000", "t00001", "t00002", "t00003", "t00004", "t00005", "t00006", "t00007", "t00008", "t00009"}, tk.Unpublished)
 	assert.Equal(t, int64(10), tk.Head)
 	assert.Equal(t, int64(90), tk.Waiting)
 	assert.Equal(t, int64(10), tk.Active)
 
 	// 200 ms later: 2 more (10/s).
-	tk, err = l.Promote(ctx, "p", 1, t0.Add(200*time.Millisecond), time.Second)
+	tk, err = tick(t, l, "p", 1, t0.Add(200*time.Millisecond), time.Second)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t00010", "t00011"}, tk.Admitted)
+	assert.Equal(t, []string{"t00010", "t00011"}, tk.Unpublished)
 
 	// Long after, the budget is capped at the burst (10), and maxActive (25) caps the room.
-	tk, err = l.Promote(ctx, "p", 1, t0.Add(30*time.Second), time.Second)
+	tk, err = tick(t, l, "p", 1, t0.Add(30*time.Second), time.Second)
 	require.NoError(t, err)
-	assert.Len(t, tk.Admitted, 10)
-	tk, err = l.Promote(ctx, "p", 1, t0.Add(40*time.Second), time.Second)
+	assert.Len(t, tk.Unpublished, 10)
+	tk, err = tick(t, l, "p", 1, t0.Add(40*time.Second), time.Second)
 	require.NoError(t, err)
-	assert.Len(t, tk.Admitted, 3, "25 max active: 22 are active, 3 fit")
+	assert.Len(t, tk.Unpublished, 3, "25 max active: 22 are active, 3 fit")
 	assert.Equal(t, int64(25), tk.Active)
-	assert.Equal(t, "t00024", tk.Admitted[2])
+	assert.Equal(t, "t00024", tk.Unpublished[2])
 
 	// Sessions (60 s) run out and free their places.
-	tk, err = l.Promote(ctx, "p", 1, t0.Add(61*time.Second), time.Second)
+	tk, err = tick(t, l, "p", 1, t0.Add(61*time.Second), time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, int64(12), tk.Expired, "the first 12 admitted at t0 and t0+200ms expired")
-	assert.Len(t, tk.Admitted, 10)
+	assert.Len(t, tk.Unpublished, 10)
 	assert.Equal(t, int64(23), tk.Active)
 
 	st, err := l.Stats(ctx, "p")
@@ -73,10 +85,10 @@ func TestPromoteFencing(t *testing.T) {
 	l := queue.New(testenv.Redis(t))
 	setupItem(t, l, "f", 100, 0, 60, 50)
 	now := time.Now()
-	_, err := l.Promote(ctx, "f", 7, now, time.Second)
+	_, err := tick(t, l, "f", 7, now, time.Second)
 	require.NoError(t, err)
 	// A paused ex-leader with epoch 6 wakes up: it must not admit anyone.
-	_, err = l.Promote(ctx, "f", 6, now.Add(time.Second), time.Second)
+	_, err = tick(t, l, "f", 6, now.Add(time.Second), time.Second)
 	require.ErrorIs(t, err, queue.ErrFenced)
 	st, err := l.Stats(ctx, "f")
 	require.NoError(t, err)
@@ -97,20 +109,20 @@ func TestPromoteIsInvisibleUnderCapacityAndPauses(t *testing.T) {
 	l := queue.New(testenv.Redis(t))
 	setupItem(t, l, "calm", 0.5, 0, 60, 0)
 	now := time.Now()
-	tk, err := l.Promote(ctx, "calm", 1, now, 200*time.Millisecond)
+	tk, err := tick(t, l, "calm", 1, now, 200*time.Millisecond)
 	require.NoError(t, err)
-	assert.Empty(t, tk.Admitted)
+	assert.Empty(t, tk.Unpublished)
 	_, err = l.Apply(ctx, []queue.Op{reg("calm", "first", "u", 0)})
 	require.NoError(t, err)
-	tk, err = l.Promote(ctx, "calm", 1, now.Add(200*time.Millisecond), 200*time.Millisecond)
+	tk, err = tick(t, l, "calm", 1, now.Add(200*time.Millisecond), 200*time.Millisecond)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"first"}, tk.Admitted, "nobody waits and there is room: admitted on the next tick")
+	assert.Equal(t, []string{"first"}, tk.Unpublished, "nobody waits and there is room: admitted on the next tick")
 
 	// Rate 0 pauses admission; a disabled item admits nobody.
 	setupItem(t, l, "paused", 0, 0, 60, 5)
-	tk, err = l.Promote(ctx, "paused", 1, now, time.Second)
+	tk, err = tick(t, l, "paused", 1, now, time.Second)
 	require.NoError(t, err)
-	assert.Empty(t, tk.Admitted)
+	assert.Empty(t, tk.Unpublished)
 	assert.Equal(t, int64(5), tk.Waiting)
 }
 
@@ -119,9 +131,9 @@ func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	l := queue.New(testenv.Redis(t))
 	setupItem(t, l, "c", 100, 0, 60, 3)
 	now := time.Now()
-	tk, err := l.Promote(ctx, "c", 1, now, time.Second)
+	tk, err := tick(t, l, "c", 1, now, time.Second)
 	require.NoError(t, err)
-	require.Len(t, tk.Admitted, 3)
+	require.Len(t, tk.Unpublished, 3)
 
 	st, err := l.Status(ctx, "c", "u0", 0, 0)
 	require.NoError(t, err)
@@ -148,7 +160,7 @@ func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	assert.Equal(t, "t00001", res[0].TokenID)
 
 	// After expiry the place is gone: status says so, and registering again queues anew.
-	tk, err = l.Promote(ctx, "c", 1, now.Add(61*time.Second), time.Second)
+	tk, err = tick(t, l, "c", 1, now.Add(61*time.Second), time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), tk.Expired)
 	st, err = l.Status(ctx, "c", "u2", 0, 2)
@@ -157,4 +169,33 @@ func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	res, err = l.Apply(ctx, []queue.Op{reg("c", "later", "u2", 11)})
 	require.NoError(t, err)
 	assert.Equal(t, queue.Added, res[0].Outcome)
+}
+
+// An event that was not acknowledged is handed out again with the next
+// tick's admissions; a stale epoch cannot acknowledge.
+func TestUnpublishedUntilAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "u", 5, 0, 60, 20)
+	now := time.Now()
+	tk, err := l.Promote(ctx, "u", 2, now, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 5, tk.Admitted)
+	first := tk.Unpublished
+	require.Len(t, first, 5)
+	// The publish failed: nothing acknowledged. The next tick carries both.
+	tk, err = l.Promote(ctx, "u", 2, now.Add(400*time.Millisecond), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 2, tk.Admitted)
+	assert.Equal(t, first, tk.Unpublished[:5])
+	assert.Len(t, tk.Unpublished, 7)
+	// A fenced ex-leader's ack is refused.
+	require.NoError(t, l.AckPublished(ctx, 1, []string{"u"}, []int{7}))
+	tk, err = l.Promote(ctx, "u", 2, now.Add(400*time.Millisecond), time.Second)
+	require.NoError(t, err)
+	assert.Len(t, tk.Unpublished, 7)
+	require.NoError(t, l.AckPublished(ctx, 2, []string{"u"}, []int{7}))
+	tk, err = l.Promote(ctx, "u", 2, now.Add(600*time.Millisecond), time.Second)
+	require.NoError(t, err)
+	assert.Len(t, tk.Unpublished, tk.Admitted, "only the new admissions remain")
 }

@@ -8,9 +8,12 @@
 -- KEYS[5] wr:{item}:state     HASH item state and admission policy
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
 -- KEYS[7] wr:{item}:paced     ZSET "ms:head:n" scored by ms: admissions of the last minute
+-- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
--- Returns {outcome, admitted, head, waiting, active, expired, {tokenIds}}: outcome OK, or
--- FENCED (a newer leader has promoted this item: nothing was changed).
+-- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds}}:
+-- outcome OK, or FENCED (a newer leader has promoted this item: nothing was changed).
+-- The unpublished list holds this tick's admissions after any earlier ones whose
+-- event was not acknowledged yet (see ack.lua): events are at least once.
 local epoch, now, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local seen = tonumber(redis.call('GET', KEYS[4]) or '0')
 if epoch < seen then
@@ -70,10 +73,11 @@ if n > 0 then
   end
   if #admitted > 0 then
     redis.call('SET', KEYS[3], head)
+    redis.call('RPUSH', KEYS[8], unpack(admitted))
     tokens = tokens - #admitted
     sum60 = sum60 + #admitted
     redis.call('ZADD', KEYS[7], now, now .. ':' .. head .. ':' .. #admitted)
   end
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
-return {'OK', #admitted, head, redis.call('ZCARD', KEYS[1]), active + #admitted, expired, admitted}
+return {'OK', #admitted, head, redis.call('ZCARD', KEYS[1]), active + #admitted, expired, redis.call('LRANGE', KEYS[8], 0, -1)}

@@ -18,7 +18,7 @@ import (
 // Keys of one item; all share the {item} hash tag so one item lives in one
 // Redis Cluster slot and a script may touch them together.
 type Keys struct {
-	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch, Pace, Paced string
+	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch, Pace, Paced, Unpublished string
 }
 
 // KeysFor returns the keys of item.
@@ -27,7 +27,7 @@ func KeysFor(item string) Keys {
 	return Keys{
 		Seq: p + "seq", Waiting: p + "waiting", Admitted: p + "admitted", Users: p + "users",
 		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
-		Pace: p + "pace", Paced: p + "paced",
+		Pace: p + "pace", Paced: p + "paced", Unpublished: p + "unpublished",
 	}
 }
 
@@ -50,6 +50,8 @@ var (
 	promoteSrc string
 	//go:embed complete.lua
 	completeSrc string
+	//go:embed ack.lua
+	ackSrc string
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
@@ -58,6 +60,7 @@ var (
 	applyItemScript = redis.NewScript(applyItemSrc)
 	promoteScript   = redis.NewScript(promoteSrc)
 	completeScript  = redis.NewScript(completeSrc)
+	ackScript       = redis.NewScript(ackSrc)
 
 	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript}
 )
@@ -118,7 +121,7 @@ func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
 // Load loads every script into Redis so pipelines can use EVALSHA. Apply calls
 // it again by itself when Redis answers NOSCRIPT (after a restart or flush).
 func (l *Line) Load(ctx context.Context) error {
-	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript) {
+	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript, ackScript) {
 		if err := s.Load(ctx, l.rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}

@@ -1,0 +1,86 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/kclient"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Config of the scheduler service.
+type Config struct {
+	Addr       string        `env:"WR_SCHEDULER_ADDR" envDefault:"127.0.0.1:8082"`
+	Tick       time.Duration `env:"WR_SCHEDULER_TICK" envDefault:"200ms"`
+	LockExpiry time.Duration `env:"WR_SCHEDULER_LOCK_EXPIRY" envDefault:"2s"`
+	Burst      time.Duration `env:"WR_SCHEDULER_BURST" envDefault:"1s"`
+	AdminToken string        `env:"WR_ADMIN_TOKEN" secret:"true"`
+	Kafka      config.Kafka
+	Redis      config.Redis
+	Log        config.Log
+	HTTP       config.HTTP
+}
+
+// Deps lets a caller mount more routes (the admin API) on the scheduler's
+// listener, built from the same clients.
+type Deps struct {
+	Redis    redis.UniversalClient
+	Producer *kgo.Client
+	Base     []kgo.Opt // kafka options for more clients
+}
+
+// Mount adds routes to the scheduler's engine; it may start goroutines on g.
+type Mount func(ctx context.Context, g *errgroup.Group, e *gin.Engine, d Deps) error
+
+// Run runs one replica until ctx ends: the tick loop, and health, readiness
+// and metrics (plus whatever mount adds) on ln or cfg.Addr.
+func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness, mount Mount) error {
+	if ready == nil {
+		ready = &httpserver.Readiness{}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	defer rdb.Close()
+	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-scheduler", log)
+	prod, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	defer prod.Close()
+	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst}, reg, log)
+
+	engine := httpserver.New(log, reg, ready)
+	g, gctx := errgroup.WithContext(ctx)
+	if mount != nil {
+		if err := mount(gctx, g, engine, Deps{Redis: rdb, Producer: prod, Base: base}); err != nil {
+			return err
+		}
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+	}
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error {
+		if err := s.line.Load(gctx); err != nil {
+			log.Warn("load scripts (promote reloads them by itself)", zap.Error(err))
+		}
+		ready.Set(true)
+		return s.Run(gctx)
+	})
+	err = g.Wait()
+	ready.Set(false)
+	return err
+}

@@ -1,0 +1,256 @@
+// Package admission is the scheduler: several replicas run it, one of them
+// holds a redsync lock and, every tick, promotes people from each active
+// item's line to its admitted set at the item's rate, then publishes what it
+// did to waitroom.admissions. A fencing epoch keeps a paused ex-leader from
+// admitting anyone.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// EpochKey is the counter every new leader takes its fencing epoch from.
+const EpochKey = "wr:scheduler:epoch"
+
+// LockName is the redsync mutex the replicas compete for.
+const LockName = "wr:scheduler:lock"
+
+// Producer publishes admission events (*kgo.Client).
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Options tune a Scheduler.
+type Options struct {
+	// Tick is how often the leader promotes (default 200 ms).
+	Tick time.Duration
+	// LockExpiry is how long the lock outlives a leader that stopped extending
+	// it: the longest gap when a leader dies (default 2 s, at least 3 ticks).
+	LockExpiry time.Duration
+	// Burst is how much unused rate an item's budget may hold (default 1 s).
+	Burst time.Duration
+	// BatchItems bounds the items promoted in one pipelined round (default 500).
+	BatchItems int
+	// KeepLockOnStop leaves the lock to expire instead of releasing it when Run
+	// returns: a crashed process does that, and fault tests need to.
+	KeepLockOnStop bool
+}
+
+// Scheduler is one replica.
+type Scheduler struct {
+	rdb  redis.UniversalClient
+	line *queue.Line
+	rs   *redsync.Redsync
+	prod Producer
+	opt  Options
+	log  *zap.Logger
+	m    *Metrics
+	now  func() time.Time
+
+	leading atomic.Bool
+}
+
+// Leading reports whether this replica holds the lock right now.
+func (s *Scheduler) Leading() bool { return s.leading.Load() }
+
+// New returns a replica; metrics are registered on reg.
+func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.Registerer, log *zap.Logger) *Scheduler {
+	if opt.Tick <= 0 {
+		opt.Tick = 200 * time.Millisecond
+	}
+	if opt.LockExpiry <= 0 {
+		opt.LockExpiry = 2 * time.Second
+	}
+	opt.LockExpiry = max(opt.LockExpiry, 3*opt.Tick)
+	if opt.Burst <= 0 {
+		opt.Burst = time.Second
+	}
+	if opt.BatchItems <= 0 {
+		opt.BatchItems = 500
+	}
+	return &Scheduler{
+		rdb: rdb, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
+		opt: opt, log: log, m: NewMetrics(reg), now: time.Now,
+	}
+}
+
+// Run competes for leadership and, while leading, ticks, until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	t := time.NewTicker(s.opt.Tick)
+	defer t.Stop()
+	for {
+		mu := s.rs.NewMutex(LockName, redsync.WithExpiry(s.opt.LockExpiry), redsync.WithTries(1))
+		if err := mu.TryLockContext(ctx); err == nil {
+			s.lead(ctx, mu)
+		} else if !isTaken(err) && ctx.Err() == nil {
+			s.log.Warn("try the scheduler lock", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// isTaken reports the ordinary "another replica leads" answer.
+func isTaken(err error) bool {
+	var taken redsync.ErrTaken
+	var nodeTaken redsync.ErrNodeTaken
+	return errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) || errors.As(err, &nodeTaken)
+}
+
+// lead ticks while this replica holds the lock; it returns when the lock is
+// lost, another leader fenced it, or ctx ends (then it releases the lock).
+func (s *Scheduler) lead(ctx context.Context, mu *redsync.Mutex) {
+	epoch, err := s.rdb.Incr(ctx, EpochKey).Result()
+	if err != nil {
+		s.log.Warn("take a fencing epoch", zap.Error(err))
+		return
+	}
+	s.log.Info("leading", zap.Int64("epoch", epoch), zap.Time("lockUntil", mu.Until()))
+	s.m.leader.Set(1)
+	s.m.epoch.Set(float64(epoch))
+	s.leading.Store(true)
+	defer s.m.leader.Set(0)
+	defer s.leading.Store(false)
+	defer func() {
+		if s.opt.KeepLockOnStop {
+			return
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, err := mu.UnlockContext(uctx); err != nil {
+			s.log.Warn("release the scheduler lock", zap.Error(err))
+		}
+	}()
+
+	t := time.NewTicker(s.opt.Tick)
+	defer t.Stop()
+	for {
+		if err := s.tick(ctx, epoch, mu); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("stepping down", zap.Int64("epoch", epoch), zap.Error(err))
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ok, err := mu.ExtendContext(ctx); !ok || err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("lost the scheduler lock", zap.Int64("epoch", epoch), zap.Error(err))
+			}
+			return
+		}
+	}
+}
+
+// errStepDown ends a leadership: the lock ran out or a newer epoch fenced us.
+var errStepDown = errors.New("no longer the leader")
+
+// tick promotes every active item once and publishes what changed.
+func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) error {
+	start := s.now()
+	if !start.Before(mu.Until()) {
+		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
+	}
+	items, err := s.line.ActiveItems(ctx)
+	if err != nil {
+		s.log.Warn("read active items", zap.Error(err))
+		return nil // Redis trouble: try again next tick, still leading
+	}
+	var events []*kgo.Record
+	var evItems []string
+	var evCounts []int
+	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
+		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
+		ticks, errs, err := s.line.PromoteMany(ctx, batch, epoch, start, s.opt.Burst)
+		if err != nil {
+			s.log.Warn("promote", zap.Int("items", len(batch)), zap.Error(err))
+			return nil
+		}
+		for i, tk := range ticks {
+			switch {
+			case errors.Is(errs[i], queue.ErrFenced):
+				s.m.fenced.Inc()
+				return fmt.Errorf("%w: item %s has a newer epoch than %d", errStepDown, batch[i], epoch)
+			case errs[i] != nil:
+				s.log.Warn("promote item", zap.String("item", batch[i]), zap.Error(errs[i]))
+				continue
+			}
+			s.m.admitted.Add(float64(tk.Admitted))
+			s.m.expired.Add(float64(tk.Expired))
+			if len(tk.Unpublished) == 0 && tk.Expired == 0 {
+				continue
+			}
+			ev := topics.AdmissionEvent{V: topics.Version, ItemID: batch[i], Admitted: tk.Unpublished, Head: tk.Head,
+				Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: start.UnixMilli()}
+			events = append(events, &kgo.Record{Topic: topics.Admissions, Key: []byte(batch[i]), Value: topics.Encode(&ev)})
+			evItems, evCounts = append(evItems, batch[i]), append(evCounts, len(tk.Unpublished))
+		}
+	}
+	if len(events) > 0 {
+		s.publish(ctx, epoch, events, evItems, evCounts)
+	}
+	s.m.tick.Observe(s.now().Sub(start).Seconds())
+	s.m.items.Set(float64(len(items)))
+	return nil
+}
+
+// publish puts the tick's events on Kafka and then forgets the published
+// tokenIds in Redis. A failure leaves them to the next tick (or the next
+// leader), so every admission reaches the topic at least once. Publishing
+// outlives a cancelled ctx for a moment, so a graceful stop loses nothing.
+func (s *Scheduler) publish(ctx context.Context, epoch int64, events []*kgo.Record, items []string, counts []int) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.prod.ProduceSync(pctx, events...).FirstErr(); err != nil {
+		s.m.publishErrors.Inc()
+		s.log.Warn("publish admission events; they go out with the next tick", zap.Int("events", len(events)), zap.Error(err))
+		return
+	}
+	if err := s.line.AckPublished(pctx, epoch, items, counts); err != nil {
+		s.log.Warn("acknowledge published admissions; they will be published again", zap.Error(err))
+	}
+}
+
+// Metrics of the scheduler.
+type Metrics struct {
+	leader, epoch, items      prometheus.Gauge
+	tick                      prometheus.Histogram
+	admitted, expired, fenced prometheus.Counter
+	publishErrors             prometheus.Counter
+}
+
+// NewMetrics registers the scheduler's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_leader", Help: "1 while this replica holds the scheduler lock."}),
+		epoch:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_epoch", Help: "Fencing epoch of this replica's last leadership."}),
+		items:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_active_items", Help: "Items promoted in the last tick."}),
+		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "waitroom_scheduler_tick_duration_seconds", Help: "Time of one tick over every active item.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}}),
+		admitted:      prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_admitted_total", Help: "People admitted."}),
+		expired:       prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_expired_total", Help: "Admissions whose session ran out."}),
+		fenced:        prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_fenced_total", Help: "Ticks refused because a newer leader owns an item."}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_publish_errors_total", Help: "Ticks whose admission events Kafka did not take."}),
+	}
+	reg.MustRegister(m.leader, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)
+	return m
+}
