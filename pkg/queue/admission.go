@@ -20,10 +20,10 @@ type Tick struct {
 	// Unpublished are the tokenIds admitted and not yet acknowledged as
 	// published (this tick's last), in line order: the next event to publish.
 	Unpublished []string
-	Head     int64    // highest seq admitted so far
-	Waiting  int64    // left in the line
-	Active   int64    // admitted and not expired
-	Expired  int64    // admissions that ran out during this tick
+	Head        int64 // highest seq admitted so far
+	Waiting     int64 // left in the line
+	Active      int64 // admitted and not expired
+	Expired     int64 // admissions that ran out during this tick
 }
 
 // Promote runs one tick for item under the leader's epoch at now: expired
