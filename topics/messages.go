@@ -23,10 +23,12 @@ var (
 const (
 	KindRegister = "register"
 	KindLeave    = "leave"
+	// KindComplete: the downstream service used the admission; its place is freed.
+	KindComplete = "complete"
 )
 
 // RegistrationEvent is a record of waitroom.registrations: a user joining or
-// leaving an item's line. Key: itemId.
+// leaving an item's line, or completing an admission. Key: itemId.
 type RegistrationEvent struct {
 	V           int         `json:"v"`
 	Kind        string      `json:"kind"`
@@ -46,8 +48,8 @@ type ClientMeta struct {
 // Validate checks the fields against the contract.
 func (e *RegistrationEvent) Validate() error {
 	switch {
-	case e.Kind != KindRegister && e.Kind != KindLeave:
-		return fmt.Errorf("%w: kind %q is not register or leave", ErrInvalid, e.Kind)
+	case e.Kind != KindRegister && e.Kind != KindLeave && e.Kind != KindComplete:
+		return fmt.Errorf("%w: kind %q is not register, leave or complete", ErrInvalid, e.Kind)
 	case !ValidID(e.ItemID):
 		return fmt.Errorf("%w: itemId %q is not %s", ErrInvalid, e.ItemID, IDRule)
 	case !ValidID(e.UserID):

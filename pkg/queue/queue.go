@@ -62,7 +62,7 @@ var (
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
 
-	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript}
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript}
 )
 
 // OpKind says what an Op does to the line.
@@ -75,6 +75,8 @@ const (
 	OpLeave
 	// OpMark records the offset as consumed without touching the line (a record sent to the DLQ).
 	OpMark
+	// OpComplete ends the user's admission (the API applied it at once; this replays it).
+	OpComplete
 )
 
 // Op is one registrations record to apply, identified by its Kafka position.
@@ -97,6 +99,7 @@ const (
 	Left      Outcome = "LEFT"        // the user's place was removed
 	NotInLine Outcome = "NOT_IN_LINE" // a leave for a user without a place
 	Marked    Outcome = "MARKED"      // offset recorded, line unchanged
+	Ended     Outcome = "ENDED"       // an admission was ended (or had ended already)
 	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
 )
 
@@ -164,6 +167,8 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 				cmds[i] = leaveScript.EvalSha(ctx, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
 			case OpMark:
 				cmds[i] = markScript.EvalSha(ctx, p, []string{k.Applied}, part, off)
+			case OpComplete:
+				cmds[i] = completeScript.EvalSha(ctx, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
 			default:
 				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 			}
@@ -175,12 +180,19 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	}
 	out := make([]Result, len(ops))
 	for i, c := range cmds {
-		vals, err := c.Slice()
-		if err != nil {
+		if err := c.Err(); err != nil {
 			if isRecordError(err) {
 				out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
 				continue
 			}
+			return nil, fmt.Errorf("apply op %d: %w", i, err)
+		}
+		if ops[i].Kind == OpComplete { // complete.lua answers 0 or 1, not a triple
+			out[i] = Result{Outcome: Ended, TokenID: ops[i].TokenID}
+			continue
+		}
+		vals, err := c.Slice()
+		if err != nil {
 			return nil, fmt.Errorf("apply op %d: %w", i, err)
 		}
 		r, err := parseResult(vals)

@@ -36,6 +36,10 @@ type Config struct {
 	Partitions   int32         `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
 	PprofAddr    string        `env:"WR_DEV_PPROF_ADDR" envDefault:"127.0.0.1:6060"` // empty: off
 	Linger       time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
+	Schedulers   []string      `env:"WR_DEV_SCHEDULER_ADDRS" envDefault:"127.0.0.1:8082,127.0.0.1:8083,127.0.0.1:8084" envSeparator:","`
+	Tick         time.Duration `env:"WR_SCHEDULER_TICK" envDefault:"200ms"`
+	AdminToken   string        `env:"WR_ADMIN_TOKEN" envDefault:"dev-admin-token" secret:"true"`
+	AdmissionKey string        `env:"WR_ADMISSION_KEY" secret:"true"`
 	Log          config.Log
 }
 
@@ -92,11 +96,13 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 
 	s, err := stack.Start(ctx, stack.Options{Brokers: brokers, RedisAddr: rds.Addr, APIAddr: cfg.APIAddr,
-		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, ProduceLinger: cfg.Linger, Log: log})
+		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, ProduceLinger: cfg.Linger, Log: log,
+		Schedulers: len(cfg.Schedulers), SchedulerAddrs: cfg.Schedulers, Tick: cfg.Tick, AdminToken: cfg.AdminToken,
+		AdmissionKey: cfg.AdmissionKey})
 	if err != nil {
 		return err
 	}
-	printBanner(s, brokers, rds)
+	printBanner(s, brokers, rds, cfg.AdminToken)
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
@@ -119,22 +125,29 @@ func demoItems() []topics.ItemState {
 	}
 }
 
-func printBanner(s *stack.Stack, brokers []string, rds *localredis.Server) {
+func printBanner(s *stack.Stack, brokers []string, rds *localredis.Server, adminToken string) {
 	fmt.Printf(`
 waitroom is running.
   api        %[1]s   (health %[1]s/healthz, ready %[1]s/readyz, metrics %[1]s/metrics)
   consumer   %[2]s
+  schedulers %[6]v (one leads; admin API on each)
   kafka      %[3]v (embedded)
   redis      %[4]s (%[5]s)
 
 Try it:
   curl -s -XPOST %[1]s/api/v1/items/concert-2026/registrations -H 'content-type: application/json' -d '{"userId":"alice"}'
   TOKEN=$(curl -s -XPOST %[1]s/api/v1/items/concert-2026/registrations -d '{"userId":"bob"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
-  curl -s %[1]s/api/v1/items/concert-2026/registrations/$TOKEN
+  curl -s %[1]s/api/v1/items/concert-2026/registrations/$TOKEN        # WAITING, then ADMITTED with an admissionToken
   curl -s -XDELETE %[1]s/api/v1/items/concert-2026/registrations/$TOKEN
   curl -s -XPOST %[1]s/api/v1/items/sold-out-demo/registrations     # 410 SOLD_OUT
   curl -s -XPOST %[1]s/api/v1/items/closed-demo/registrations       # 409 QUEUE_CLOSED
+  curl -s %[1]s/.well-known/jwks.json                                # verify admission tokens offline
+
+Operate it (admin token %[7]q):
+  curl -s -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items
+  curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"ratePerSecond":20}'
+  curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"paused":true}'
 
 Ctrl-C stops everything; .data/ keeps the queue for the next run.
-`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind)
+`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0])
 }

@@ -14,6 +14,6 @@ import (
 func main() {
 	service.Main("scheduler", func(c admission.Config) config.Log { return c.Log },
 		func(ctx context.Context, cfg admission.Config, log *zap.Logger) error {
-			return admission.Run(ctx, cfg, nil, log, nil, nil)
+			return admission.Run(ctx, cfg, nil, log, nil)
 		})
 }

@@ -26,6 +26,19 @@ import (
 // refused nowhere, and loudly logged.
 const DevTokenKey = "waitroom-dev-only-hmac-key-change-me-0123456789"
 
+// DevAdmissionKey is the Ed25519 seed used when none is configured (dev only).
+const DevAdmissionKey = "d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE="
+
+// AdmissionSigner builds the Ed25519 signer of admission tokens.
+func (c Config) AdmissionSigner(log *zap.Logger) (*token.Signer, error) {
+	key := c.AdmissionKey
+	if key == "" {
+		log.Warn("WR_ADMISSION_KEY not set: using the built-in development key; set it in production")
+		key = DevAdmissionKey
+	}
+	return token.New(token.EdDSA, key, c.AdmissionKID)
+}
+
 // Config of the API service.
 type Config struct {
 	Addr           string        `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
@@ -33,6 +46,8 @@ type Config struct {
 	TokenKey       string        `env:"WR_TOKEN_KEY" secret:"true"`
 	TokenKID       string        `env:"WR_TOKEN_KID" envDefault:"k1"`
 	QueueTokenTTL  time.Duration `env:"WR_QUEUE_TOKEN_TTL" envDefault:"24h"`
+	AdmissionKey   string        `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
+	AdmissionKID   string        `env:"WR_ADMISSION_KID" envDefault:"a1"`
 	MaxBodyBytes   int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
@@ -66,6 +81,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return fmt.Errorf("token signer: %w", err)
 	}
+	admit, err := cfg.AdmissionSigner(log)
+	if err != nil {
+		return fmt.Errorf("admission token signer: %w", err)
+	}
 	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-api", log)
 	prod, err := kgo.NewClient(append(base,
 		kgo.DefaultProduceTopic(topics.Registrations),
@@ -86,7 +105,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv := NewServer(items, prod, queue.New(rdb), signer, Options{
+	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,9 +35,11 @@ type Producer interface {
 	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
 }
 
-// Line reads where a registration stands (*queue.Line).
+// Line reads where a registration stands and ends admissions (*queue.Line).
 type Line interface {
 	Status(ctx context.Context, item, user string, partition int32, offset int64) (queue.Status, error)
+	AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error)
+	Complete(ctx context.Context, item, tokenID, userID string) (bool, error)
 }
 
 // Options tune the API.
@@ -53,6 +56,7 @@ type Server struct {
 	prod   Producer
 	line   Line
 	signer *token.Signer
+	admit  *token.Signer // admission tokens: Ed25519, published as JWKS
 	opt    Options
 	log    *zap.Logger
 	m      *metrics
@@ -60,7 +64,7 @@ type Server struct {
 }
 
 // NewServer returns a Server; metrics are registered on reg.
-func NewServer(items Items, prod Producer, line Line, signer *token.Signer, opt Options, reg prometheus.Registerer, log *zap.Logger) *Server {
+func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signer, opt Options, reg prometheus.Registerer, log *zap.Logger) *Server {
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 4096
 	}
@@ -73,7 +77,7 @@ func NewServer(items Items, prod Producer, line Line, signer *token.Signer, opt 
 	if opt.StatusTimeout <= 0 {
 		opt.StatusTimeout = 2 * time.Second
 	}
-	return &Server{items: items, prod: prod, line: line, signer: signer, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+	return &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
 }
 
 // Routes adds the API's routes to r.
@@ -82,6 +86,9 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.POST("", s.register)
 	g.GET("/:token", s.status)
 	g.DELETE("/:token", s.leave)
+	r.POST("/api/v1/admissions/verify", s.verify)
+	r.POST("/api/v1/admissions/complete", s.complete)
+	r.GET("/.well-known/jwks.json", s.jwks)
 }
 
 // RegisterResponse is the 202 answer to a registration.
@@ -220,19 +227,24 @@ type StatusResponse struct {
 	TokenID      string `json:"tokenId"`
 	Position     int64  `json:"position,omitempty"`
 	WaitingTotal int64  `json:"waitingTotal,omitempty"`
-	ExpiresAt    string `json:"expiresAt,omitempty"`
+	// EtaSeconds estimates the wait from the item's measured admission rate
+	// (the configured one until anyone was admitted); absent while paused.
+	EtaSeconds     *int64 `json:"etaSeconds,omitempty"`
+	AdmissionToken string `json:"admissionToken,omitempty"`
+	ExpiresAt      string `json:"expiresAt,omitempty"`
 }
 
 // Statuses a client sees.
 const (
-	StatusPending  = "PENDING"
-	StatusWaiting  = "WAITING"
-	StatusAdmitted = "ADMITTED"
-	StatusExpired  = "EXPIRED"
-	StatusLeft     = "LEFT"
-	StatusSoldOut  = "SOLD_OUT"
-	StatusClosed   = "CLOSED"
-	StatusRejected = "REJECTED"
+	StatusPending   = "PENDING"
+	StatusWaiting   = "WAITING"
+	StatusAdmitted  = "ADMITTED"
+	StatusExpired   = "EXPIRED"
+	StatusCompleted = "COMPLETED"
+	StatusLeft      = "LEFT"
+	StatusSoldOut   = "SOLD_OUT"
+	StatusClosed    = "CLOSED"
+	StatusRejected  = "REJECTED"
 )
 
 func (s *Server) status(c *gin.Context) {
@@ -250,33 +262,60 @@ func (s *Server) status(c *gin.Context) {
 		return
 	}
 	resp := StatusResponse{ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID}
+	it, known := s.items.Get(q.ItemID)
 	switch st.State {
 	case queue.Waiting:
 		resp.Status, resp.Position, resp.WaitingTotal, resp.TokenID = StatusWaiting, st.Position, st.WaitingTotal, st.TokenID
+		resp.EtaSeconds = eta(st, it)
 	case queue.Pending:
 		resp.Status = StatusPending
 	case queue.Admitted:
 		resp.TokenID = st.TokenID
-		resp.ExpiresAt = time.UnixMilli(st.ExpiresAtMs).UTC().Format(time.RFC3339Nano)
-		resp.Status = StatusAdmitted
-		if st.ExpiresAtMs <= s.now().UnixMilli() {
-			resp.Status = StatusExpired
+		exp := time.UnixMilli(st.ExpiresAtMs)
+		resp.ExpiresAt = exp.UTC().Format(time.RFC3339Nano)
+		resp.Status = StatusExpired
+		if exp.After(s.now()) {
+			resp.Status = StatusAdmitted
+			tok, err := s.admit.IssueAdmission(token.Admission{TokenID: st.TokenID, ItemID: q.ItemID, UserID: q.UserID, ExpiresAt: exp})
+			if err != nil {
+				s.log.Error("sign admission token", zap.Error(err))
+				httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "could not sign the admission token")
+				return
+			}
+			resp.AdmissionToken = tok
 		}
 	case queue.Gone:
 		resp.Status, resp.TokenID = StatusExpired, st.TokenID
+	case queue.Completed:
+		resp.Status, resp.TokenID = StatusCompleted, st.TokenID
 	case queue.LeftLine:
 		resp.Status = StatusLeft
 	default:
 		resp.Status = StatusRejected
 	}
 	if resp.Status == StatusWaiting || resp.Status == StatusPending {
-		if it, ok := s.items.Get(q.ItemID); !ok || !it.Enabled {
-			resp.Status = StatusClosed
+		if !known || !it.Enabled {
+			resp.Status, resp.EtaSeconds = StatusClosed, nil
 		} else if it.SoldOut() {
-			resp.Status = StatusSoldOut
+			resp.Status, resp.EtaSeconds = StatusSoldOut, nil
 		}
 	}
 	c.JSON(http.StatusOK, resp)
+}
+
+// eta estimates the seconds until a waiting user is admitted: position over
+// the item's admissions per second in the last minute, or over the configured
+// rate while nobody has been admitted lately; nil while admission is paused.
+func eta(st queue.Status, it topics.ItemState) *int64 {
+	rate := float64(st.AdmittedLastMinute) / 60
+	if rate <= 0 {
+		rate = it.Policy.RatePerSecond
+	}
+	if rate <= 0 || !it.Enabled {
+		return nil
+	}
+	secs := int64(math.Ceil(float64(st.Position) / rate))
+	return &secs
 }
 
 func (s *Server) leave(c *gin.Context) {

@@ -52,9 +52,11 @@ func newEnv(t *testing.T, items ...topics.ItemState) *env {
 	return e
 }
 
+// item is an enabled item whose admission is paused (rate 0), so its line
+// stays put for a test to inspect; admission tests set a rate.
 func item(id string) topics.ItemState {
 	return topics.ItemState{ItemID: id, Name: id, Stock: topics.Unlimited, Enabled: true,
-		Policy: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 10, SessionTTLSeconds: 60}, Version: 1, UpdatedAt: 1}
+		Policy: topics.AdmissionPolicy{RatePerSecond: 0, MaxActive: 10, SessionTTLSeconds: 60}, Version: 1, UpdatedAt: 1}
 }
 
 func (e *env) start() {

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
+	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -27,15 +28,27 @@ type Options struct {
 	TokenKey     string // HMAC key; empty: the development key
 	// ProduceLinger is how long the api's producer waits to batch records.
 	ProduceLinger time.Duration
-	Log           *zap.Logger
+	// Schedulers is how many scheduler replicas run (default 3); SchedulerAddrs
+	// their listeners (default: free ports).
+	Schedulers     int
+	SchedulerAddrs []string
+	// Tick is the schedulers' tick (default 200 ms).
+	Tick time.Duration
+	// AdminToken guards the admin API on the schedulers.
+	AdminToken string
+	// AdmissionKey is the base64 Ed25519 seed of admission tokens (empty: dev key).
+	AdmissionKey string
+	Log          *zap.Logger
 }
 
 // Stack is a running set of services.
 type Stack struct {
-	APIURL      string
-	ConsumerURL string
-	done        chan error
-	cancel      context.CancelFunc
+	APIURL        string
+	ConsumerURL   string
+	SchedulerURLs []string
+	done          chan error
+	running       int
+	cancel        context.CancelFunc
 }
 
 // Start starts the api and the consumer and returns once both are ready.
@@ -56,26 +69,65 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		apiLn.Close()
 		return nil, fmt.Errorf("listen consumer: %w", err)
 	}
+	if o.Schedulers <= 0 {
+		o.Schedulers = 3
+	}
+	schLns := make([]net.Listener, o.Schedulers)
+	for i := range schLns {
+		addr := "127.0.0.1:0"
+		if i < len(o.SchedulerAddrs) {
+			addr = o.SchedulerAddrs[i]
+		}
+		if schLns[i], err = net.Listen("tcp", addr); err != nil {
+			apiLn.Close()
+			conLn.Close()
+			for _, l := range schLns[:i] {
+				l.Close()
+			}
+			return nil, fmt.Errorf("listen scheduler: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stack{
 		APIURL: "http://" + apiLn.Addr().String(), ConsumerURL: "http://" + conLn.Addr().String(),
-		done: make(chan error, 2), cancel: cancel,
+		done: make(chan error, 2+o.Schedulers), running: 2 + o.Schedulers, cancel: cancel,
+	}
+	for _, l := range schLns {
+		s.SchedulerURLs = append(s.SchedulerURLs, "http://"+l.Addr().String())
 	}
 	var apiReady, conReady httpserver.Readiness
+	schReady := make([]httpserver.Readiness, o.Schedulers)
 	apiCfg := httpapi.Config{
 		TokenAlg: "HS256", TokenKey: o.TokenKey, TokenKID: "k1", QueueTokenTTL: 24 * time.Hour,
 		MaxBodyBytes: 4096, ProduceTimeout: 5 * time.Second, ProduceLinger: o.ProduceLinger, Kafka: kafka, Redis: redis, HTTP: httpc,
+		AdmissionKey: o.AdmissionKey, AdmissionKID: "a1",
 	}
+	schCfg := admission.Config{Tick: o.Tick, LockExpiry: 2 * time.Second, Burst: time.Second, AdminToken: o.AdminToken,
+		Kafka: kafka, Redis: redis, HTTP: httpc}
 	conCfg := ingest.Config{Group: "waitroom-consumer", ItemsGroup: "waitroom-items", MaxPollRecords: 10000,
 		MaxBackoff: 2 * time.Second, Kafka: kafka, Redis: redis, HTTP: httpc}
 	go func() { s.done <- wrap("api", httpapi.Run(ctx, apiCfg, apiLn, o.Log.Named("api"), &apiReady)) }()
 	go func() { s.done <- wrap("consumer", ingest.Run(ctx, conCfg, conLn, o.Log.Named("consumer"), &conReady)) }()
+	for i, l := range schLns {
+		name := fmt.Sprintf("scheduler-%d", i+1)
+		go func() {
+			s.done <- wrap(name, admission.Run(ctx, schCfg, l, o.Log.Named(name), &schReady[i]))
+		}()
+	}
+	allReady := func() bool {
+		for i := range schReady {
+			if !schReady[i].Ready() {
+				return false
+			}
+		}
+		return apiReady.Ready() && conReady.Ready()
+	}
 
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !apiReady.Ready() || !conReady.Ready() {
+	for !allReady() {
 		select {
 		case err := <-s.done:
 			cancel()
@@ -94,7 +146,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 // Stop stops every service and waits for them to drain.
 func (s *Stack) Stop() error {
 	s.cancel()
-	return errors.Join(<-s.done, <-s.done)
+	errs := make([]error, s.running)
+	for i := range errs {
+		errs[i] = <-s.done
+	}
+	return errors.Join(errs...)
 }
 
 // Done reports the first service that stopped by itself.

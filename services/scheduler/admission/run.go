@@ -6,14 +6,15 @@ import (
 	"net"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
@@ -31,20 +32,9 @@ type Config struct {
 	HTTP       config.HTTP
 }
 
-// Deps lets a caller mount more routes (the admin API) on the scheduler's
-// listener, built from the same clients.
-type Deps struct {
-	Redis    redis.UniversalClient
-	Producer *kgo.Client
-	Base     []kgo.Opt // kafka options for more clients
-}
-
-// Mount adds routes to the scheduler's engine; it may start goroutines on g.
-type Mount func(ctx context.Context, g *errgroup.Group, e *gin.Engine, d Deps) error
-
-// Run runs one replica until ctx ends: the tick loop, and health, readiness
-// and metrics (plus whatever mount adds) on ln or cfg.Addr.
-func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness, mount Mount) error {
+// Run runs one replica until ctx ends: the tick loop, and the admin API,
+// health, readiness and metrics on ln or cfg.Addr.
+func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}
@@ -60,13 +50,17 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	defer prod.Close()
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst}, reg, log)
 
-	engine := httpserver.New(log, reg, ready)
-	g, gctx := errgroup.WithContext(ctx)
-	if mount != nil {
-		if err := mount(gctx, g, engine, Deps{Redis: rdb, Producer: prod, Base: base}); err != nil {
-			return err
-		}
+	items, err := itemcache.New(base, log.Named("items"))
+	if err != nil {
+		return err
 	}
+	if cfg.AdminToken == "" {
+		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
+	}
+	engine := httpserver.New(log, reg, ready)
+	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).Routes(engine)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return items.Run(gctx) })
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)

@@ -1,0 +1,140 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// AdmissionRequest is the body of verify and complete: the admission token
+// (or an Authorization bearer), and optionally the item the caller sells, to
+// refuse a token of another item.
+type AdmissionRequest struct {
+	Token  string `json:"token"`
+	ItemID string `json:"itemId"`
+}
+
+// AdmissionResponse says an admission is live, for whom and until when.
+type AdmissionResponse struct {
+	Valid     bool   `json:"valid"`
+	Status    string `json:"status"`
+	ItemID    string `json:"itemId"`
+	UserID    string `json:"userId"`
+	TokenID   string `json:"tokenId"`
+	ExpiresAt string `json:"expiresAt,omitempty"` // while valid
+}
+
+// admission reads and checks the admission token of a verify or complete
+// call; on failure it has answered and returns false.
+func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
+	if err != nil {
+		httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than the limit")
+		return token.Admission{}, false
+	}
+	var req AdmissionRequest
+	if len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			httpserver.Abort(c, http.StatusBadRequest, "INVALID_JSON", describeJSONError(err))
+			return token.Admission{}, false
+		}
+	}
+	raw := req.Token
+	if h := c.GetHeader("Authorization"); raw == "" && len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		raw = strings.TrimSpace(h[7:])
+	}
+	if raw == "" {
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_MISSING", "give the admission token as \"token\" or an Authorization bearer")
+		return token.Admission{}, false
+	}
+	if req.ItemID != "" && !topics.ValidID(req.ItemID) {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+		return token.Admission{}, false
+	}
+	a, err := s.admit.ParseAdmission(raw)
+	switch {
+	case errors.Is(err, token.ErrExpired):
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the admission has expired")
+		return token.Admission{}, false
+	case err != nil:
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_INVALID", "the admission token is not valid")
+		return token.Admission{}, false
+	case req.ItemID != "" && req.ItemID != a.ItemID:
+		httpserver.Abort(c, http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the admission token is for another item")
+		return token.Admission{}, false
+	}
+	return a, true
+}
+
+// verify answers 200 while the admission is live: signed by us, for the item
+// asked, and still in the item's admitted set (not expired, not completed).
+func (s *Server) verify(c *gin.Context) {
+	a, ok := s.admission(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
+	defer cancel()
+	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
+	if err != nil {
+		s.log.Warn("verify admission", zap.String("item", a.ItemID), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "admissions cannot be read right now; retry shortly")
+		return
+	}
+	if !live || !until.After(s.now()) {
+		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission expired or was completed")
+		return
+	}
+	c.JSON(http.StatusOK, AdmissionResponse{Valid: true, Status: StatusAdmitted, ItemID: a.ItemID, UserID: a.UserID,
+		TokenID: a.TokenID, ExpiresAt: until.UTC().Format(time.RFC3339Nano)})
+}
+
+// complete ends a live admission at once, freeing its place. The completion is
+// recorded on the registrations topic first (Kafka is the record), then
+// applied to Redis without waiting for the consumer.
+func (s *Server) complete(c *gin.Context) {
+	a, ok := s.admission(c)
+	if !ok {
+		return
+	}
+	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,
+		UserID: a.UserID, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c)}
+	if _, ok := s.produce(c, &ev); !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
+	defer cancel()
+	ended, err := s.line.Complete(ctx, a.ItemID, a.TokenID, a.UserID)
+	if err != nil {
+		// Recorded in Kafka: the consumer applies it shortly.
+		s.log.Warn("complete admission in redis", zap.String("item", a.ItemID), zap.Error(err))
+	} else if !ended {
+		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission had already expired or been completed")
+		return
+	}
+	c.JSON(http.StatusOK, AdmissionResponse{Valid: false, Status: StatusCompleted, ItemID: a.ItemID, UserID: a.UserID, TokenID: a.TokenID})
+}
+
+// jwks publishes the public key that verifies admission tokens offline.
+func (s *Server) jwks(c *gin.Context) {
+	set, ok := s.admit.PublicJWKS()
+	if !ok {
+		httpserver.Abort(c, http.StatusNotFound, "NO_PUBLIC_KEY", "admission tokens are signed with a shared secret")
+		return
+	}
+	c.Header("Cache-Control", "public, max-age=300")
+	c.JSON(http.StatusOK, set)
+}

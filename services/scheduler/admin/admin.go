@@ -1,0 +1,392 @@
+// Package admin is the operator API the scheduler hosts on its own port: read
+// every item with its line's counters, and change an item's admission policy
+// or state, recorded on waitroom.items first and then applied to Redis.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// Prefix is where Routes mounts the admin API.
+const Prefix = "/internal/admin/v1"
+
+const (
+	maxBodyBytes = 4 << 10
+	callTimeout  = 5 * time.Second // per Redis or Kafka call
+)
+
+// Items is the in-memory view of waitroom.items (*itemcache.Cache).
+type Items interface {
+	Get(item string) (topics.ItemState, bool)
+	All() map[string]topics.ItemState
+}
+
+// Producer sends records to Kafka and waits for the broker's ack (*kgo.Client).
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Server serves the admin routes.
+type Server struct {
+	line     *queue.Line
+	items    Items
+	prod     Producer
+	hasToken bool
+	tokenSum [sha256.Size]byte
+	log      *zap.Logger
+	now      func() time.Time
+
+	// mu serializes this replica's writes, so two of them never read the same
+	// version and publish two different states under one version number.
+	mu sync.Mutex
+}
+
+// New returns a Server that accepts requests bearing token; an empty token
+// refuses every request.
+func New(line *queue.Line, items Items, prod Producer, token string, log *zap.Logger) *Server {
+	return &Server{
+		line: line, items: items, prod: prod, log: log, now: time.Now,
+		hasToken: token != "", tokenSum: sha256.Sum256([]byte(token)),
+	}
+}
+
+// Routes mounts the admin API under Prefix on r, every route behind the
+// bearer token.
+func (s *Server) Routes(r gin.IRouter) {
+	g := r.Group(Prefix, s.auth)
+	g.GET("/items", s.listItems)
+	g.GET("/items/:itemId", s.getItem)
+	g.POST("/items/:itemId", s.updateItem)
+	g.PUT("/items/:itemId/admission", s.updateAdmission)
+	g.GET("/stats", s.stats)
+}
+
+// auth lets a request through only with the configured bearer token. Both
+// sides are hashed first so the comparison takes the same time whatever the
+// length of the guess.
+func (s *Server) auth(c *gin.Context) {
+	h := c.GetHeader("Authorization")
+	ok := s.hasToken && len(h) > 7 && strings.EqualFold(h[:7], "bearer ")
+	if ok {
+		sum := sha256.Sum256([]byte(strings.TrimSpace(h[7:])))
+		ok = subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
+	}
+	if !ok {
+		c.Header("WWW-Authenticate", `Bearer realm="waitroom-admin"`)
+		httpserver.Abort(c, http.StatusUnauthorized, "UNAUTHORIZED", "a valid admin bearer token is required")
+		return
+	}
+	c.Next()
+}
+
+// ItemView is an item's state with its line's counters.
+type ItemView struct {
+	ItemID             string                 `json:"itemId"`
+	Name               string                 `json:"name"`
+	Stock              int64                  `json:"stock"`
+	Enabled            bool                   `json:"enabled"`
+	Paused             bool                   `json:"paused"` // ratePerSecond is 0
+	Policy             topics.AdmissionPolicy `json:"policy"`
+	Version            int64                  `json:"version"`
+	UpdatedAt          int64                  `json:"updatedAt"` // unix milliseconds
+	Waiting            int64                  `json:"waiting"`
+	Admitted           int64                  `json:"admitted"` // admissions not yet expired
+	Head               int64                  `json:"head"`     // highest seq admitted so far
+	Seq                int64                  `json:"seq"`      // registrations accepted so far
+	AdmittedLastMinute int64                  `json:"admittedLastMinute"`
+	Active             bool                   `json:"active"` // in the scheduler's registry of live lines
+}
+
+// ItemsResponse is the answer to GET .../items.
+type ItemsResponse struct {
+	Items []ItemView `json:"items"`
+}
+
+// Totals is the answer to GET .../stats: sums over every item of the cache.
+type Totals struct {
+	Items              int   `json:"items"`
+	Waiting            int64 `json:"waiting"`
+	Admitted           int64 `json:"admitted"`
+	AdmittedLastMinute int64 `json:"admittedLastMinute"`
+	Registered         int64 `json:"registered"` // sum of seq
+}
+
+func (s *Server) listItems(c *gin.Context) {
+	all := s.items.All()
+	ctx, cancel := context.WithTimeout(c.Request.Context(), callTimeout)
+	reg, err := s.registry(ctx)
+	cancel()
+	if err != nil {
+		s.unavailable(c, "read registry", "", err)
+		return
+	}
+	out := ItemsResponse{Items: make([]ItemView, 0, len(all))}
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		v, _, err := s.lookup(c.Request.Context(), id, reg)
+		if err != nil {
+			s.unavailable(c, "read item", id, err)
+			return
+		}
+		out.Items = append(out.Items, v)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getItem(c *gin.Context) {
+	item, ok := itemID(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), callTimeout)
+	defer cancel()
+	reg, err := s.registry(ctx)
+	if err != nil {
+		s.unavailable(c, "read registry", item, err)
+		return
+	}
+	v, found, err := s.lookup(c.Request.Context(), item, reg)
+	switch {
+	case err != nil:
+		s.unavailable(c, "read item", item, err)
+	case !found:
+		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+	default:
+		c.JSON(http.StatusOK, v)
+	}
+}
+
+func (s *Server) stats(c *gin.Context) {
+	all := s.items.All()
+	t := Totals{Items: len(all)}
+	for id := range all {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), callTimeout)
+		st, err := s.line.Stats(ctx, id)
+		cancel()
+		if err != nil {
+			s.unavailable(c, "read stats", id, err)
+			return
+		}
+		t.Waiting += st.Waiting
+		t.Admitted += st.Admitted
+		t.AdmittedLastMinute += st.AdmittedLastMinute
+		t.Registered += st.Seq
+	}
+	c.JSON(http.StatusOK, t)
+}
+
+func (s *Server) updateAdmission(c *gin.Context) {
+	item, ok := itemID(c)
+	if !ok {
+		return
+	}
+	var req AdmissionRequest
+	if !decodeBody(c, &req) {
+		return
+	}
+	s.write(c, item, false, func(st topics.ItemState) (topics.ItemState, *RequestError) {
+		p, rerr := req.Apply(st.Policy)
+		st.Policy = p
+		return st, rerr
+	})
+}
+
+func (s *Server) updateItem(c *gin.Context) {
+	item, ok := itemID(c)
+	if !ok {
+		return
+	}
+	var req ItemRequest
+	if !decodeBody(c, &req) {
+		return
+	}
+	s.write(c, item, true, func(st topics.ItemState) (topics.ItemState, *RequestError) {
+		return req.Apply(st), nil
+	})
+}
+
+// write changes item with change and answers the new view. The new state is
+// published to waitroom.items first (Kafka is the record), then applied to
+// Redis so the scheduler's next tick uses it; the consumer's later apply of
+// the same version is a no-op. create allows an item nobody knows yet.
+func (s *Server) write(c *gin.Context, item string, create bool, change func(topics.ItemState) (topics.ItemState, *RequestError)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(c.Request.Context(), callTimeout)
+	cur, found, err := s.current(ctx, item)
+	cancel()
+	switch {
+	case err != nil:
+		s.unavailable(c, "read item", item, err)
+		return
+	case !found && !create:
+		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		return
+	case !found:
+		cur = topics.ItemState{ItemID: item, Name: item, Stock: topics.Unlimited, Enabled: true, Policy: defaultPolicy}
+	}
+	next, rerr := change(cur)
+	if rerr != nil {
+		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		return
+	}
+	next.V, next.ItemID, next.Version, next.UpdatedAt = topics.Version, item, cur.Version+1, s.now().UnixMilli()
+	if err := next.Validate(); err != nil {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
+		return
+	}
+
+	ctx, cancel = context.WithTimeout(c.Request.Context(), callTimeout)
+	err = s.prod.ProduceSync(ctx, &kgo.Record{Topic: topics.Items, Key: []byte(item), Value: topics.Encode(&next)}).FirstErr()
+	cancel()
+	if err != nil {
+		s.log.Warn("admin: publish item state", zap.String("item", item), zap.Int64("version", next.Version), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Items+"; nothing changed, retry shortly")
+		return
+	}
+
+	// Published: finish the Redis write even if the client hangs up now.
+	ctx, cancel = context.WithTimeout(context.WithoutCancel(c.Request.Context()), callTimeout)
+	defer cancel()
+	applied, err := s.line.ApplyItem(ctx, next)
+	if err != nil {
+		s.log.Warn("admin: apply item state", zap.String("item", item), zap.Int64("version", next.Version), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE",
+			"recorded as version "+strconv.FormatInt(next.Version, 10)+" on "+topics.Items+" but Redis did not take it yet; the consumer will apply it")
+		return
+	}
+	if !applied { // the consumer got there first (fine), or another writer took this version
+		stored, _, err := s.line.Item(ctx, item)
+		if err == nil && stored != next {
+			s.log.Warn("admin: concurrent item update", zap.String("item", item), zap.Int64("version", next.Version), zap.Int64("stored", stored.Version))
+			httpserver.Abort(c, http.StatusConflict, "CONFLICT",
+				"the item changed concurrently (now version "+strconv.FormatInt(stored.Version, 10)+"); read it again and retry")
+			return
+		}
+	}
+	s.log.Info("admin: item updated", zap.String("item", item), zap.Int64("version", next.Version),
+		zap.String("name", next.Name), zap.Int64("stock", next.Stock), zap.Bool("enabled", next.Enabled),
+		zap.Float64("ratePerSecond", next.Policy.RatePerSecond), zap.Int64("maxActive", next.Policy.MaxActive),
+		zap.Int64("sessionTTLSeconds", next.Policy.SessionTTLSeconds))
+
+	reg, err := s.registry(ctx)
+	if err != nil {
+		s.unavailable(c, "read registry", item, err)
+		return
+	}
+	st, err := s.line.Stats(ctx, item)
+	if err != nil {
+		s.unavailable(c, "read stats", item, err)
+		return
+	}
+	c.JSON(http.StatusOK, view(next, st, reg[item]))
+}
+
+// current returns the newest state of item that the cache or Redis holds:
+// Redis is ahead of the cache right after an admin write, the cache ahead of
+// Redis while the consumer lags.
+func (s *Server) current(ctx context.Context, item string) (topics.ItemState, bool, error) {
+	st, ok := s.items.Get(item)
+	rs, rok, err := s.line.Item(ctx, item)
+	if err != nil {
+		return st, false, err
+	}
+	if rok && (!ok || rs.Version > st.Version) {
+		return rs, true, nil
+	}
+	return st, ok, nil
+}
+
+// lookup reads item's newest state and counters; found is false when neither
+// the cache nor Redis knows the item.
+func (s *Server) lookup(ctx context.Context, item string, reg map[string]bool) (ItemView, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cur, found, err := s.current(ctx, item)
+	if err != nil || !found {
+		return ItemView{}, false, err
+	}
+	st, err := s.line.Stats(ctx, item)
+	if err != nil {
+		return ItemView{}, false, err
+	}
+	return view(cur, st, reg[item]), true, nil
+}
+
+// registry returns the set of items with a live line.
+func (s *Server) registry(ctx context.Context) (map[string]bool, error) {
+	ids, err := s.line.ActiveItems(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reg := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		reg[id] = true
+	}
+	return reg, nil
+}
+
+func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
+	return ItemView{
+		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: it.Policy.RatePerSecond == 0,
+		Policy: it.Policy, Version: it.Version, UpdatedAt: it.UpdatedAt,
+		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
+		Active: active,
+	}
+}
+
+func (s *Server) unavailable(c *gin.Context, what, item string, err error) {
+	s.log.Warn("admin: "+what, zap.String("item", item), zap.Error(err))
+	c.Header("Retry-After", "1")
+	httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "Redis cannot be read right now; retry shortly")
+}
+
+// itemID returns the path's itemId; on a bad one it has answered 400.
+func itemID(c *gin.Context) (string, bool) {
+	item := c.Param("itemId")
+	if !topics.ValidID(item) {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+		return "", false
+	}
+	return item, true
+}
+
+// decodeBody reads at most maxBodyBytes and decodes them strictly into v; on
+// failure it has answered 400 or 413.
+func decodeBody(c *gin.Context, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.Itoa(maxBodyBytes)+" bytes")
+			return false
+		}
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error())
+		return false
+	}
+	if rerr := decodeStrict(body, v); rerr != nil {
+		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		return false
+	}
+	return true
+}
