@@ -110,20 +110,28 @@ func (s *Server) complete(c *gin.Context) {
 	if !ok {
 		return
 	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
+	defer cancel()
+	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
+	if err != nil {
+		s.log.Warn("complete admission: read it", zap.String("item", a.ItemID), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "admissions cannot be read right now; retry shortly")
+		return
+	}
+	if !live || !until.After(s.now()) {
+		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission had already expired or been completed")
+		return
+	}
 	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,
 		UserID: a.UserID, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c)}
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
-	defer cancel()
-	ended, err := s.line.Complete(ctx, a.ItemID, a.TokenID, a.UserID)
-	if err != nil {
-		// Recorded in Kafka: the consumer applies it shortly.
-		s.log.Warn("complete admission in redis", zap.String("item", a.ItemID), zap.Error(err))
-	} else if !ended {
-		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission had already expired or been completed")
-		return
+	// Recorded: free the place now rather than when the consumer gets to it
+	// (whichever is first does it; the other changes nothing).
+	if _, err := s.line.Complete(ctx, a.ItemID, a.TokenID, a.UserID); err != nil {
+		s.log.Warn("complete admission in redis; the consumer applies it", zap.String("item", a.ItemID), zap.Error(err))
 	}
 	c.JSON(http.StatusOK, AdmissionResponse{Valid: false, Status: StatusCompleted, ItemID: a.ItemID, UserID: a.UserID, TokenID: a.TokenID})
 }

@@ -77,9 +77,14 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 			}
 			continue
 		}
-		kind := queue.OpRegister
-		if ev.Kind == topics.KindLeave {
+		var kind queue.OpKind
+		switch ev.Kind {
+		case topics.KindRegister:
+			kind = queue.OpRegister
+		case topics.KindLeave:
 			kind = queue.OpLeave
+		case topics.KindComplete:
+			kind = queue.OpComplete
 		}
 		ops = append(ops, queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset})
 		opRecord = append(opRecord, r)

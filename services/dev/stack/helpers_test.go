@@ -22,7 +22,10 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-const testKey = "stack-test-hmac-key-0123456789abcdef"
+const (
+	testKey    = "stack-test-hmac-key-0123456789abcdef"
+	adminToken = "test-admin-token"
+)
 
 // env is one test's world: a real redis-server, a kfake cluster and, when
 // started, the services.
@@ -61,7 +64,8 @@ func item(id string) topics.ItemState {
 
 func (e *env) start() {
 	e.t.Helper()
-	s, err := stack.Start(context.Background(), stack.Options{Brokers: e.brokers, RedisAddr: e.redis.Addr, TokenKey: testKey, Log: zaptest.NewLogger(e.t).Named("stack")})
+	s, err := stack.Start(context.Background(), stack.Options{Brokers: e.brokers, RedisAddr: e.redis.Addr, TokenKey: testKey,
+		AdminToken: adminToken, Tick: 100 * time.Millisecond, Log: zaptest.NewLogger(e.t).Named("stack")})
 	require.NoError(e.t, err)
 	e.stack = s
 	e.t.Cleanup(func() { require.NoError(e.t, s.Stop()) })
@@ -145,3 +149,5 @@ func byOffset(t *testing.T, regs []token.Queue) []string {
 	}
 	return out
 }
+
+func jsonBody(s string) io.Reader { return bytes.NewReader([]byte(s)) }
