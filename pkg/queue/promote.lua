@@ -7,7 +7,7 @@
 -- KEYS[4] wr:{item}:epoch     STRING highest leader epoch seen (the fence)
 -- KEYS[5] wr:{item}:state     HASH item state and admission policy
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
--- KEYS[7] wr:{item}:paced     ZSET "ms:head:n" scored by ms: admissions of the last minute
+-- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
 -- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds}}:
@@ -21,6 +21,15 @@ if epoch < seen then
 end
 if epoch > seen then
   redis.call('SET', KEYS[4], epoch)
+end
+
+-- An idle item (nobody waiting or admitted, nothing to publish, no recent
+-- admissions) costs a few reads: most active items are idle most of the time.
+local waiting = redis.call('ZCARD', KEYS[1])
+if waiting == 0 and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('LLEN', KEYS[8]) == 0
+    and tonumber(redis.call('HGET', KEYS[6], 'sum60') or '0') == 0 then
+  redis.call('HDEL', KEYS[6], 'last') -- the bucket refills: the next arrival goes at once
+  return {'OK', 0, tonumber(redis.call('GET', KEYS[3]) or '0'), 0, 0, 0, {}}
 end
 
 local expired = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
@@ -40,7 +49,7 @@ local tokens = tonumber(pace[1] or '0') or 0
 local last = tonumber(pace[2] or '0') or 0
 local sum60 = tonumber(pace[3] or '0') or 0
 local cap = math.max(rate * burst / 1000, 1)
-if last == 0 or redis.call('ZCARD', KEYS[1]) == 0 then
+if last == 0 or waiting == 0 then
   tokens = cap -- an idle room lets the next arrival in on the next tick
 elseif now > last then
   tokens = tokens + rate * (now - last) / 1000
@@ -48,13 +57,14 @@ end
 if tokens > cap then tokens = cap end
 if rate <= 0 then tokens = 0 end
 
--- Forget admissions older than a minute from the running sum.
-local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now - 60000)
-if #old > 0 then
-  for _, m in ipairs(old) do
-    sum60 = sum60 - tonumber(string.match(m, ':(%d+)$'))
-  end
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now - 60000)
+-- Forget admissions older than a minute from the running sum (oldest first).
+while true do
+  local oldest = redis.call('LINDEX', KEYS[7], 0)
+  if not oldest then break end
+  local ms, n = string.match(oldest, '^(%d+):(%d+)$')
+  if tonumber(ms) > now - 60000 then break end
+  sum60 = sum60 - tonumber(n)
+  redis.call('LPOP', KEYS[7])
 end
 
 local active = redis.call('ZCARD', KEYS[2])
@@ -76,8 +86,8 @@ if n > 0 then
     redis.call('RPUSH', KEYS[8], unpack(admitted))
     tokens = tokens - #admitted
     sum60 = sum60 + #admitted
-    redis.call('ZADD', KEYS[7], now, now .. ':' .. head .. ':' .. #admitted)
+    redis.call('RPUSH', KEYS[7], now .. ':' .. #admitted)
   end
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
-return {'OK', #admitted, head, redis.call('ZCARD', KEYS[1]), active + #admitted, expired, redis.call('LRANGE', KEYS[8], 0, -1)}
+return {'OK', #admitted, head, waiting - #admitted, active + #admitted, expired, redis.call('LRANGE', KEYS[8], 0, -1)}

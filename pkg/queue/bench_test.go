@@ -1,0 +1,117 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// fillWaiting puts n tokens straight into item's waiting ZSET (the benchmark
+// measures promote, not enqueue).
+func fillWaiting(b *testing.B, rdb *redis.Client, item string, n int) {
+	ctx := context.Background()
+	k := queue.KeysFor(item)
+	for lo := 0; lo < n; lo += 10_000 {
+		zs := make([]redis.Z, 0, 10_000)
+		for i := lo; i < min(lo+10_000, n); i++ {
+			zs = append(zs, redis.Z{Score: float64(i + 1), Member: fmt.Sprintf("tok-%07d", i)})
+		}
+		if err := rdb.ZAdd(ctx, k.Waiting, zs...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rdb.SAdd(ctx, queue.ActiveItems, item).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPromoteMillionLine: one leader draining a line of 1,000,000 at a
+// rate that never binds; each op is one tick of 10 ms (1,000 admitted).
+func BenchmarkPromoteMillionLine(b *testing.B) {
+	rdb := testenv.Redis(b)
+	l := queue.New(rdb)
+	ctx := context.Background()
+	if _, err := l.ApplyItem(ctx, topics.ItemState{ItemID: "big", Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 100_000, SessionTTLSeconds: 600}}); err != nil {
+		b.Fatal(err)
+	}
+	fillWaiting(b, rdb, "big", 1_000_000)
+	now := time.Now()
+	admitted := 0
+	b.ResetTimer()
+	for b.Loop() {
+		now = now.Add(10 * time.Millisecond)
+		tk, err := l.Promote(ctx, "big", 1, now, 10*time.Millisecond)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.AckPublished(ctx, 1, []string{"big"}, []int{len(tk.Unpublished)}); err != nil {
+			b.Fatal(err)
+		}
+		if tk.Admitted == 0 {
+			b.Fatal("line ran dry: lower -benchtime")
+		}
+		admitted += tk.Admitted
+	}
+	b.ReportMetric(float64(admitted)/b.Elapsed().Seconds(), "admitted/s")
+}
+
+// BenchmarkTick1000Items: one scheduler tick (a pipelined promote round per
+// 500 items, then the acks) over 1,000 active items. busy/1000: all of them
+// admit every tick (the worst case); busy/10: ten do, the rest are idle.
+func BenchmarkTick1000Items(b *testing.B) {
+	for _, busy := range []int{1000, 10} {
+		b.Run(fmt.Sprintf("busy=%d", busy), func(b *testing.B) { benchTick(b, 1000, busy) })
+	}
+}
+
+func benchTick(b *testing.B, n, busy int) {
+	rdb := testenv.Redis(b)
+	l := queue.New(rdb)
+	ctx := context.Background()
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%04d", i)
+		if _, err := l.ApplyItem(ctx, topics.ItemState{ItemID: items[i], Stock: -1, Enabled: true, Version: 1,
+			Policy: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 100_000, SessionTTLSeconds: 600}}); err != nil {
+			b.Fatal(err)
+		}
+		if i < busy {
+			fillWaiting(b, rdb, items[i], 2000)
+		} else if err := rdb.SAdd(ctx, queue.ActiveItems, items[i]).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := time.Now()
+	b.ResetTimer()
+	for b.Loop() {
+		now = now.Add(200 * time.Millisecond)
+		for lo := 0; lo < len(items); lo += 500 {
+			batch := items[lo : lo+500]
+			ticks, errs, err := l.PromoteMany(ctx, batch, 1, now, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var acked []string // as the scheduler: only items that had an event
+			var counts []int
+			for i := range ticks {
+				if errs[i] != nil {
+					b.Fatal(errs[i])
+				}
+				if len(ticks[i].Unpublished) > 0 {
+					acked, counts = append(acked, batch[i]), append(counts, len(ticks[i].Unpublished))
+				}
+			}
+			if err := l.AckPublished(ctx, 1, acked, counts); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/tick")
+}
