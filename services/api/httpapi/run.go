@@ -17,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/services/api/waitpage"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -49,6 +50,7 @@ type Config struct {
 	AdmissionKey   string        `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
 	AdmissionKID   string        `env:"WR_ADMISSION_KID" envDefault:"a1"`
 	MaxBodyBytes   int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
+	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
 	Kafka          config.Kafka
@@ -110,6 +112,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	srv.Routes(engine)
+	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget))
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {

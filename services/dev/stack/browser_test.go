@@ -1,0 +1,125 @@
+package stack_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+)
+
+// browser starts a headless Chromium (Debian's package) for the test. Without
+// one it skips, unless WR_REQUIRE_BROWSER is set (CI sets it after installing
+// chromium), so a missing browser can never pass CI silently.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("WR_REQUIRE_BROWSER") != "" {
+			t.Fatalf("chromium not installed (apt-get install chromium): %v", err)
+		}
+		t.Skip("chromium not installed: apt-get install chromium (CI installs it and requires this test)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(900, 900),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The waiting-room page in a real browser: it registers, shows the position
+// falling as the scheduler admits the people ahead, then the admission with a
+// token that verifies. A screenshot is saved as the test's artefact.
+func TestWaitingRoomPageInBrowser(t *testing.T) {
+	ctx := browser(t)
+	e := newEnv(t, policy("show", 0, 0, 60)) // paused until the browser is in line
+	e.start()
+	for i := 0; i < 12; i++ {
+		e.register("show", fmt.Sprintf("ahead-%d", i))
+	}
+	e.waitLine("show", 12)
+
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(e.stack.APIURL+"/items/show/wait?userId=browser-user"),
+		chromedp.WaitVisible("#position"),
+	))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err)
+	pos, err := chromedp.Run(ctx, chromedp.Text("#position"))
+	require.NoError(t, err)
+	first, err := strconv.Atoi(pos)
+	require.NoError(t, err, "position %q", pos)
+	assert.Equal(t, 13, first, "12 people ahead")
+
+	// Admission starts: the page must show the position falling, never rising.
+	adminPut(t, e, "show", `{"ratePerSecond":4}`)
+	seen := []int{first}
+	status := ""
+	deadline := time.Now().Add(60 * time.Second)
+	for status != "ADMITTED" && time.Now().Before(deadline) {
+		status, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
+		require.NoError(t, err)
+		pos, err = chromedp.Run(ctx, chromedp.Text("#position"))
+		require.NoError(t, err)
+		if n, err := strconv.Atoi(pos); err == nil && n != seen[len(seen)-1] {
+			seen = append(seen, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, "ADMITTED", status, "positions seen %v", seen)
+	for i := 1; i < len(seen); i++ {
+		assert.Less(t, seen[i], seen[i-1], "the position only falls: %v", seen)
+	}
+	assert.GreaterOrEqual(t, len(seen), 3, "the page showed the position falling: %v", seen)
+
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`getComputedStyle(document.getElementById("admitted")).display === "block"`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "the admission panel is shown")
+	admission, err := chromedp.Run(ctx, chromedp.Text("#admission-token"))
+	require.NoError(t, err)
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue("#continue", "href"))
+	require.NoError(t, err)
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	a := e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission, ItemID: "show"})
+	assert.Equal(t, http.StatusOK, a.Code, "the page's admission token verifies: %s", a.Body)
+	assert.Contains(t, href.Value, "admission=")
+
+	dir := os.Getenv("WR_ARTEFACTS_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "waitroom-artefacts")
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	out := filepath.Join(dir, "waiting-room-admitted.png")
+	require.NoError(t, os.WriteFile(out, shot, 0o644))
+	t.Logf("screenshot: %s (positions seen %v)", out, seen)
+}
+
+func adminPut(t *testing.T, e *env, item, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, e.stack.SchedulerURLs[0]+"/internal/admin/v1/items/"+item+"/admission", jsonBody(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := e.http.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
