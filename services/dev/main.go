@@ -40,6 +40,7 @@ type Config struct {
 	Tick         time.Duration `env:"WR_SCHEDULER_TICK" envDefault:"200ms"`
 	AdminToken   string        `env:"WR_ADMIN_TOKEN" envDefault:"dev-admin-token" secret:"true"`
 	AdmissionKey string        `env:"WR_ADMISSION_KEY" secret:"true"`
+	FrontAddr    string        `env:"WR_DEV_FRONT_ADDR" envDefault:"127.0.0.1:8000"`
 	Log          config.Log
 }
 
@@ -98,7 +99,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	s, err := stack.Start(ctx, stack.Options{Brokers: brokers, RedisAddr: rds.Addr, APIAddr: cfg.APIAddr,
 		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, ProduceLinger: cfg.Linger, Log: log,
 		Schedulers: len(cfg.Schedulers), SchedulerAddrs: cfg.Schedulers, Tick: cfg.Tick, AdminToken: cfg.AdminToken,
-		AdmissionKey: cfg.AdmissionKey})
+		AdmissionKey: cfg.AdmissionKey, FrontAddr: cfg.FrontAddr})
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,10 @@ func demoItems() []topics.ItemState {
 
 func printBanner(s *stack.Stack, brokers []string, rds *localredis.Server, adminToken string) {
 	fmt.Printf(`
-waitroom is running.
+waitroom is running. Open the waiting room in a browser:
+  %[9]s/items/concert-2026/wait
+
+  front door %[9]s   (the page, the API and the event streams on one origin)
   api        %[1]s   (health %[1]s/healthz, ready %[1]s/readyz, metrics %[1]s/metrics)
   consumer   %[2]s
   schedulers %[6]v (one leads; admin API on each)
@@ -149,5 +153,5 @@ Operate it (admin token %[7]q):
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"paused":true}'
 
 Ctrl-C stops everything; .data/ keeps the queue for the next run.
-`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0])
+`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0], s.URL)
 }

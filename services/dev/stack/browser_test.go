@@ -57,7 +57,7 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(e.stack.APIURL+"/items/show/wait?userId=browser-user"),
+		chromedp.Navigate(e.stack.URL+"/items/show/wait?userId=browser-user"), // through the front door
 		chromedp.WaitVisible("#position"),
 	))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,

@@ -38,11 +38,14 @@ type Options struct {
 	AdminToken string
 	// AdmissionKey is the base64 Ed25519 seed of admission tokens (empty: dev key).
 	AdmissionKey string
-	Log          *zap.Logger
+	// FrontAddr is the one origin for browsers: the page, the API and the event streams.
+	FrontAddr string
+	Log       *zap.Logger
 }
 
 // Stack is a running set of services.
 type Stack struct {
+	URL           string // the front door
 	APIURL        string
 	ConsumerURL   string
 	SchedulerURLs []string
@@ -87,10 +90,20 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, fmt.Errorf("listen scheduler: %w", err)
 		}
 	}
+	frontLn, err := net.Listen("tcp", or(o.FrontAddr, "127.0.0.1:0"))
+	if err != nil {
+		apiLn.Close()
+		conLn.Close()
+		for _, l := range schLns {
+			l.Close()
+		}
+		return nil, fmt.Errorf("listen front door: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stack{
+		URL:    "http://" + frontLn.Addr().String(),
 		APIURL: "http://" + apiLn.Addr().String(), ConsumerURL: "http://" + conLn.Addr().String(),
-		done: make(chan error, 2+o.Schedulers), running: 2 + o.Schedulers, cancel: cancel,
+		done: make(chan error, 3+o.Schedulers), running: 3 + o.Schedulers, cancel: cancel,
 	}
 	for _, l := range schLns {
 		s.SchedulerURLs = append(s.SchedulerURLs, "http://"+l.Addr().String())
@@ -114,6 +127,14 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			s.done <- wrap(name, admission.Run(ctx, schCfg, l, o.Log.Named(name), &schReady[i]))
 		}()
 	}
+	front, err := FrontDoor(s.APIURL, "")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() {
+		s.done <- wrap("front door", httpserver.Serve(ctx, frontLn, front, httpc.ShutdownTimeout, o.Log.Named("front")))
+	}()
 	allReady := func() bool {
 		for i := range schReady {
 			if !schReady[i].Ready() {

@@ -1,0 +1,36 @@
+package stack
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+)
+
+// FrontDoor routes one origin to the services behind it, as a load balancer
+// would in production: event streams to the notifier, everything else (the
+// API and the waiting-room page) to the api. With no notifier, streams go to
+// the api too, which answers 404 and the page falls back to polling.
+func FrontDoor(api, notifier string) (http.Handler, error) {
+	apiURL, err := url.Parse(api)
+	if err != nil {
+		return nil, err
+	}
+	toAPI := httputil.NewSingleHostReverseProxy(apiURL)
+	toEvents := toAPI
+	if notifier != "" {
+		nURL, err := url.Parse(notifier)
+		if err != nil {
+			return nil, err
+		}
+		toEvents = httputil.NewSingleHostReverseProxy(nURL)
+		toEvents.FlushInterval = -1 // stream every event at once
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/v1/items/") && strings.HasSuffix(r.URL.Path, "/events") {
+			toEvents.ServeHTTP(w, r)
+			return
+		}
+		toAPI.ServeHTTP(w, r)
+	}), nil
+}
