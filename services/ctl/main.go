@@ -1,6 +1,7 @@
 // Command waitroomctl is the operator's command line: create and check the
-// Kafka topics, and benchmark a running stack. Exit codes: 0 ok, 1 failure or
-// unhealthy, 2 usage error.
+// Kafka topics, list, show and replay dead letters, override an item, watch
+// the lines' counters, and benchmark a running stack. Exit codes: 0 ok, 1
+// failure or unhealthy, 2 usage error.
 package main
 
 import (

@@ -6,9 +6,17 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/dlq"
 	"github.com/waitroom/waitroom/pkg/queue"
@@ -31,23 +39,97 @@ type DeadLetters interface {
 // Registrations applies registration records to the lines.
 type Registrations struct {
 	line  *queue.Line
+	rdb   redis.UniversalClient
 	items Items
 	dlq   DeadLetters
 	log   *zap.Logger
 	m     *Metrics
+	retry Retry
+
+	mu sync.Mutex
+	// refused remembers ops Redis refused that are not dead-lettered yet, by
+	// partition and offset. The enqueue and leave scripts move the item's
+	// applied-offset guard before they can fail, so the same op comes back as
+	// REPLAY when its batch is handled again (a failed DLQ write, Redis lost
+	// mid-retry): this memory keeps such a REPLAY counted as the refusal it was.
+	refused map[int32]map[int64]refusal
 }
 
-// NewRegistrations returns the registrations handler.
-func NewRegistrations(line *queue.Line, items Items, dl DeadLetters, m *Metrics, log *zap.Logger) *Registrations {
-	return &Registrations{line: line, items: items, dlq: dl, log: log, m: m}
+// refusal is the last refusal of an op by Redis and how often it was tried.
+type refusal struct {
+	err   error
+	tries int
+	final bool // no more tries: running it again could reorder the line
+}
+
+// NewRegistrations returns the registrations handler, applying to the lines
+// in rdb.
+func NewRegistrations(rdb redis.UniversalClient, items Items, dl DeadLetters, m *Metrics, log *zap.Logger, retry Retry) *Registrations {
+	return &Registrations{line: queue.New(rdb), rdb: rdb, items: items, dlq: dl, log: log, m: m,
+		retry: retry.withDefaults(), refused: map[int32]map[int64]refusal{}}
 }
 
 // Handle applies one partition's records in order. Records that are not
 // registrations, break the contract or name an unknown item go to the DLQ
 // (their offset is still recorded, so status reports them as handled); the
-// rest are applied in one pipelined round. Any error leaves the batch to be
-// retried whole, which the applied-offset guard makes safe.
+// rest are applied in one pipelined round. An op Redis refuses (a corrupt key)
+// is retried up to Retry.Attempts times with back-off, then dead-lettered as
+// PROCESSING_ERROR. Any other error leaves the batch to be retried whole by
+// the runner, which the applied-offset guard makes safe: while Redis is down
+// nothing is dead-lettered.
 func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	h.forgetBefore(partition, recs[0].Offset)
+	ops, opRecord, letters, err := h.judge(ctx, recs)
+	if err != nil {
+		return err
+	}
+	res, err := h.line.Apply(ctx, ops)
+	if err != nil {
+		return fmt.Errorf("apply partition %d batch of %d: %w", partition, len(ops), err)
+	}
+	st := make([]refusal, len(ops)) // per op: its refusal, if any, and tries so far
+	for i := range ops {
+		if opRecord[i] == nil { // a mark of a record dead-lettered above
+			continue
+		}
+		if res[i].Err != nil {
+			st[i] = refusal{err: res[i].Err, tries: h.tries(partition, ops[i].Offset) + 1}
+		} else if prev, ok := h.lookup(partition, ops[i].Offset); ok && res[i].Outcome == queue.Replay {
+			st[i] = prev // refused by an earlier attempt at this batch, not applied
+		}
+	}
+	// Until the letters are written, remember the refusals for the next attempt.
+	sent := false
+	defer func() { h.remember(partition, ops, st, sent) }()
+	if err := h.retryRefused(ctx, partition, ops, opRecord, res, st); err != nil {
+		return err
+	}
+	for i, r := range res {
+		if st[i].err != nil {
+			letters = append(letters, dlq.Letter{Record: opRecord[i], Err: st[i].err, Attempts: st[i].tries})
+			continue
+		}
+		h.m.applied.WithLabelValues(string(r.Outcome)).Inc()
+	}
+	if err := h.dlq.Send(ctx, letters...); err != nil {
+		return err
+	}
+	sent = true
+	h.m.batch.Observe(float64(len(ops)))
+	for _, l := range letters {
+		h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(l.Err)).Inc()
+		h.log.Warn("registration dead-lettered", zap.Int32("partition", l.Record.Partition), zap.Int64("offset", l.Record.Offset),
+			zap.Int("attempts", max(l.Attempts, 1)), zap.Error(l.Err))
+	}
+	return nil
+}
+
+// judge decodes and checks recs: the ops to apply (with the record of each,
+// nil for a mark) and the letters of records that break the contract.
+func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.Op, []*kgo.Record, []dlq.Letter, error) {
 	ops := make([]queue.Op, 0, len(recs))
 	opRecord := make([]*kgo.Record, 0, len(recs)) // the record of each op
 	var letters []dlq.Letter
@@ -61,7 +143,7 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 			if _, ok := h.items.Get(ev.ItemID); !ok && !synced {
 				// The item may be newer than our cache: catch up once per batch before judging.
 				if serr := h.items.Sync(ctx); serr != nil {
-					return fmt.Errorf("sync items before judging %s: %w", ev.ItemID, serr)
+					return nil, nil, nil, fmt.Errorf("sync items before judging %s: %w", ev.ItemID, serr)
 				}
 				synced = true
 			}
@@ -89,43 +171,265 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 		ops = append(ops, queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset})
 		opRecord = append(opRecord, r)
 	}
-	res, err := h.line.Apply(ctx, ops)
-	if err != nil {
-		return fmt.Errorf("apply partition %d batch of %d: %w", partition, len(ops), err)
+	return ops, opRecord, letters, nil
+}
+
+// retryRefused re-runs the ops Redis refused, with back-off, until they pass
+// or have been tried Retry.Attempts times; res and st are updated in place.
+//
+// A refused op cannot simply be sent again: its script set the item's
+// applied offset before failing, so it would answer REPLAY. So, per item, the
+// guard is rewound to just before the first refused op (a compare-and-set,
+// only while it still holds this batch's offsets) and the item's ops from
+// there on run again in order, as if they came for the first time. That is
+// only sound when none of those later ops changed the line (ADDED, LEFT,
+// ENDED): re-running them would reorder it, so such an item's refusals are
+// dead-lettered without more retries.
+func (h *Registrations) retryRefused(ctx context.Context, partition int32, ops []queue.Op, opRecord []*kgo.Record, res []queue.Result, st []refusal) error {
+	wait := h.retry.Backoff
+	for {
+		retry := map[string]bool{} // items with a refused op worth another try
+		for i := range ops {
+			if st[i].err != nil && !st[i].final && st[i].tries < h.retry.Attempts {
+				retry[ops[i].ItemID] = true
+			}
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("retry refused records of partition %d: %w", partition, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+		var again []int // indexes of the ops to run again, in batch order
+		for _, item := range slices.Sorted(maps.Keys(retry)) {
+			tail, ok, err := h.reopen(ctx, partition, item, ops, res, st)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				for i := range ops {
+					if ops[i].ItemID == item && st[i].err != nil {
+						st[i].final = true
+					}
+				}
+				continue
+			}
+			again = append(again, tail...)
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		slices.Sort(again)
+		sub := make([]queue.Op, len(again))
+		for j, i := range again {
+			sub[j] = ops[i]
+		}
+		out, err := h.line.Apply(ctx, sub)
+		if err != nil {
+			return fmt.Errorf("retry %d ops of partition %d: %w", len(sub), partition, err)
+		}
+		for j, i := range again {
+			res[i] = out[j]
+			if opRecord[i] == nil {
+				continue
+			}
+			switch {
+			case out[j].Err != nil:
+				h.m.recordRetries.WithLabelValues(topics.Registrations).Inc()
+				st[i] = refusal{err: out[j].Err, tries: st[i].tries + 1}
+			case st[i].err != nil && out[j].Outcome == queue.Replay:
+				st[i].final = true // the rewind did not hold: dead-letter as is
+			default:
+				if st[i].err != nil {
+					h.m.recordRetries.WithLabelValues(topics.Registrations).Inc()
+					h.log.Info("refused registration applied on retry", zap.Int32("partition", partition),
+						zap.Int64("offset", ops[i].Offset), zap.Int("tries", st[i].tries+1))
+				}
+				st[i] = refusal{}
+			}
+		}
 	}
-	for i, r := range res {
-		if r.Err != nil && opRecord[i] != nil {
-			letters = append(letters, dlq.Letter{Record: opRecord[i], Err: r.Err, Attempts: 1})
+}
+
+// reopen rewinds item's applied-offset guard to just before its first refused
+// op and returns the indexes of the item's ops from that one on; ok is false
+// when they cannot run again without reordering the line.
+func (h *Registrations) reopen(ctx context.Context, partition int32, item string, ops []queue.Op, res []queue.Result, st []refusal) (tail []int, ok bool, err error) {
+	first := -1
+	var last int64
+	for i, op := range ops {
+		if op.ItemID != item {
 			continue
 		}
-		h.m.applied.WithLabelValues(string(r.Outcome)).Inc()
+		last = op.Offset
+		if first < 0 && st[i].err == nil {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		tail = append(tail, i)
+		if st[i].err != nil || res[i].Err != nil {
+			continue
+		}
+		switch res[i].Outcome {
+		case queue.Marked, queue.Duplicate, queue.NotInLine: // only the guard moved
+		default:
+			return nil, false, nil
+		}
 	}
-	if err := h.dlq.Send(ctx, letters...); err != nil {
+	if first < 0 {
+		return nil, false, nil
+	}
+	ok, err = rewind(ctx, h.rdb, item, partition, ops[first].Offset, last)
+	return tail, ok, err
+}
+
+// rewind sets item's applied offset of partition to from-1, provided it lies
+// in [from, upTo], the offsets this batch may have set. ok is false when the
+// guard is not this batch's to move (someone went further) or is itself
+// corrupt.
+//
+// It writes a key pkg/queue owns, from outside it: it belongs there as a
+// script beside enqueue.lua.
+func rewind(ctx context.Context, rdb redis.UniversalClient, item string, partition int32, from, upTo int64) (ok bool, err error) {
+	key, field := queue.KeysFor(item).Applied, strconv.FormatInt(int64(partition), 10)
+	err = rdb.Watch(ctx, func(tx *redis.Tx) error {
+		v, err := tx.HGet(ctx, key, field).Result()
+		if errors.Is(err, redis.Nil) {
+			ok = true // nothing applied: the ops run again as they are
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cur, perr := strconv.ParseInt(v, 10, 64)
+		switch {
+		case perr != nil || cur > upTo:
+			return nil
+		case cur < from:
+			ok = true
+			return nil
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, key, field, strconv.FormatInt(from-1, 10))
+			return nil
+		})
+		ok = err == nil
 		return err
+	}, key)
+	switch {
+	case err == nil:
+		return ok, nil
+	case errors.Is(err, redis.TxFailedErr) || refused(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("rewind applied offset of %s partition %d: %w", item, partition, err)
 	}
-	h.m.batch.Observe(float64(len(ops)))
-	for _, l := range letters {
-		h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(l.Err)).Inc()
-		h.log.Warn("registration dead-lettered", zap.Int32("partition", l.Record.Partition), zap.Int64("offset", l.Record.Offset), zap.Error(l.Err))
+}
+
+func (h *Registrations) tries(partition int32, offset int64) int {
+	r, _ := h.lookup(partition, offset)
+	return r.tries
+}
+
+func (h *Registrations) lookup(partition int32, offset int64) (refusal, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.refused[partition][offset]
+	return r, ok
+}
+
+// remember keeps the refusals of ops still refused, and forgets every op of
+// the batch once its letters are written.
+func (h *Registrations) remember(partition int32, ops []queue.Op, st []refusal, sent bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.refused[partition]
+	for i, op := range ops {
+		switch {
+		case st[i].err != nil && !sent:
+			if m == nil {
+				m = map[int64]refusal{}
+				h.refused[partition] = m
+			}
+			m[op.Offset] = st[i]
+		case m != nil:
+			delete(m, op.Offset)
+		}
 	}
-	return nil
+}
+
+// forgetBefore drops what is remembered of offsets before a batch of the
+// partition: those are committed.
+func (h *Registrations) forgetBefore(partition int32, offset int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for off := range h.refused[partition] {
+		if off < offset {
+			delete(h.refused[partition], off)
+		}
+	}
+}
+
+// Retry is how a record Redis refuses (a corrupt key: WRONGTYPE and the like)
+// is retried before it is dead-lettered as PROCESSING_ERROR. Trouble with
+// Redis itself (down, loading, failing over) is never this: it pauses the
+// partition until Redis is back.
+type Retry struct {
+	// Attempts in all, the first included (default 3; 1 dead-letters at once).
+	Attempts int
+	// Backoff before the first retry, doubled before each next (default 100ms).
+	Backoff time.Duration
+}
+
+func (r Retry) withDefaults() Retry {
+	if r.Attempts <= 0 {
+		r.Attempts = 3
+	}
+	if r.Backoff <= 0 {
+		r.Backoff = 100 * time.Millisecond
+	}
+	return r
+}
+
+// refused tells a refusal of one command (a reply error such as WRONGTYPE)
+// from trouble with Redis itself (network, restart, failover, memory). It
+// mirrors queue's own test, which is unexported.
+func refused(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, transient := range []string{"NOSCRIPT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
+		if strings.HasPrefix(re.Error(), transient) {
+			return false
+		}
+	}
+	return true
 }
 
 // ItemStates applies item records to the items' stored state.
 type ItemStates struct {
-	line *queue.Line
-	dlq  DeadLetters
-	log  *zap.Logger
-	m    *Metrics
+	line  *queue.Line
+	dlq   DeadLetters
+	log   *zap.Logger
+	m     *Metrics
+	retry Retry
 }
 
 // NewItemStates returns the items handler.
-func NewItemStates(line *queue.Line, dl DeadLetters, m *Metrics, log *zap.Logger) *ItemStates {
-	return &ItemStates{line: line, dlq: dl, log: log, m: m}
+func NewItemStates(line *queue.Line, dl DeadLetters, m *Metrics, log *zap.Logger, retry Retry) *ItemStates {
+	return &ItemStates{line: line, dlq: dl, log: log, m: m, retry: retry.withDefaults()}
 }
 
 // Handle applies one partition's item records in order, with the version check
-// in Redis making repeats harmless.
+// in Redis making repeats harmless. A state Redis refuses (a corrupt key) is
+// retried Retry.Attempts times with back-off, then dead-lettered; trouble
+// with Redis itself fails the batch, which the runner retries.
 func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
 	var letters []dlq.Letter
 	for _, r := range recs {
@@ -147,8 +451,27 @@ func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Re
 			letters = append(letters, dlq.Letter{Record: r, Err: err, Attempts: 1})
 			continue
 		}
-		if _, err := h.line.ApplyItem(ctx, s); err != nil {
-			return err // Redis trouble: the runner retries the batch
+		// apply_item fails before it writes anything, so a retry really runs again.
+		wait := h.retry.Backoff
+		for try := 1; ; try++ {
+			_, err := h.line.ApplyItem(ctx, s)
+			if err == nil {
+				break
+			}
+			if !refused(err) {
+				return err // Redis trouble: the runner retries the batch
+			}
+			if try >= h.retry.Attempts {
+				letters = append(letters, dlq.Letter{Record: r, Err: err, Attempts: try})
+				break
+			}
+			h.m.recordRetries.WithLabelValues(topics.Items).Inc()
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("retry item %s: %w", s.ItemID, ctx.Err())
+			case <-time.After(wait):
+			}
+			wait *= 2
 		}
 	}
 	if err := h.dlq.Send(ctx, letters...); err != nil {
@@ -156,7 +479,8 @@ func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Re
 	}
 	for _, l := range letters {
 		h.m.deadLetters.WithLabelValues(topics.Items, dlq.ErrorType(l.Err)).Inc()
-		h.log.Warn("item record dead-lettered", zap.Int32("partition", l.Record.Partition), zap.Int64("offset", l.Record.Offset), zap.Error(l.Err))
+		h.log.Warn("item record dead-lettered", zap.Int32("partition", l.Record.Partition), zap.Int64("offset", l.Record.Offset),
+			zap.Int("attempts", max(l.Attempts, 1)), zap.Error(l.Err))
 	}
 	return nil
 }
@@ -167,7 +491,9 @@ type Metrics struct {
 	applied     *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	retries     *prometheus.CounterVec
-	lag         *prometheus.GaugeVec
+	// recordRetries counts retries of single records Redis refused.
+	recordRetries *prometheus.CounterVec
+	lag           *prometheus.GaugeVec
 }
 
 // NewMetrics registers the consumer's metrics on reg.
@@ -186,10 +512,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_consumer_batch_retries_total", Help: "Failed batch attempts that were retried (Redis or Kafka trouble).",
 		}, []string{"topic"}),
+		recordRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_consumer_record_retries_total", Help: "Retries of single records Redis refused (a corrupt key) before they pass or are dead-lettered.",
+		}, []string{"topic"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "waitroom_consumer_lag_records", Help: "Records behind the partition's high watermark after the last batch.",
 		}, []string{"topic", "partition"}),
 	}
-	reg.MustRegister(m.batch, m.applied, m.deadLetters, m.retries, m.lag)
+	reg.MustRegister(m.batch, m.applied, m.deadLetters, m.retries, m.recordRetries, m.lag)
 	return m
 }

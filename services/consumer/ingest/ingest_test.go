@@ -68,7 +68,7 @@ func TestConsumerKilledMidBatchLosesAndDoublesNothing(t *testing.T) {
 	require.NoError(t, err)
 	defer dlqCl.Close()
 	reg := prometheus.NewRegistry()
-	h := ingest.NewRegistrations(line, cache, dlq.NewWriter(dlqCl), ingest.NewMetrics(reg), log)
+	h := ingest.NewRegistrations(rdb, cache, dlq.NewWriter(dlqCl), ingest.NewMetrics(reg), log, ingest.Retry{})
 
 	member := func() *kgo.Client {
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, consume.GroupOpts("g", topics.Registrations)...)...)

@@ -30,6 +30,10 @@ type Config struct {
 	ItemsGroup     string        `env:"WR_CONSUMER_ITEMS_GROUP" envDefault:"waitroom-items"`
 	MaxPollRecords int           `env:"WR_CONSUMER_MAX_POLL_RECORDS" envDefault:"10000"`
 	MaxBackoff     time.Duration `env:"WR_CONSUMER_MAX_BACKOFF" envDefault:"5s"`
+	// RecordAttempts and RecordBackoff bound the retries of a record Redis
+	// refuses (a corrupt key) before it goes to the DLQ; zero takes the default.
+	RecordAttempts int           `env:"WR_CONSUMER_RECORD_ATTEMPTS" envDefault:"3"`
+	RecordBackoff  time.Duration `env:"WR_CONSUMER_RECORD_BACKOFF" envDefault:"100ms"`
 	Kafka          config.Kafka
 	Redis          config.Redis
 	Log            config.Log
@@ -87,11 +91,12 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 	}
+	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error {
-		return consume.Run(gctx, itemsCl, NewItemStates(line, dl, m, log).Handle, log.Named("items"), opts(topics.Items))
+		return consume.Run(gctx, itemsCl, NewItemStates(line, dl, m, log, retry).Handle, log.Named("items"), opts(topics.Items))
 	})
 	g.Go(func() error {
 		// Load the scripts and know the items before the first registration;
@@ -104,7 +109,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		}
 		ready.Set(true)
 		log.Info("consumer ready", zap.String("group", cfg.Group))
-		return consume.Run(gctx, regs, NewRegistrations(line, items, dl, m, log).Handle, log.Named("registrations"), opts(topics.Registrations))
+		return consume.Run(gctx, regs, NewRegistrations(rdb, items, dl, m, log, retry).Handle, log.Named("registrations"), opts(topics.Registrations))
 	})
 	err = g.Wait()
 	ready.Set(false)

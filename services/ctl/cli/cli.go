@@ -1,6 +1,7 @@
 // Package cli is waitroomctl, the operator's command line: it creates and
-// checks the Kafka topics and benchmarks a running stack over HTTP. Main runs
-// it in-process, so tests drive it with args and read what it printed.
+// checks the Kafka topics, lists, shows and replays dead letters, overrides an
+// item, shows the lines' counters and benchmarks a running stack. Main runs it
+// in-process, so tests drive it with args and read what it printed.
 package cli
 
 import (
@@ -27,6 +28,8 @@ type Env struct {
 	Kafka      config.Kafka
 	Partitions int32  `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
 	APIURL     string `env:"WR_API_URL" envDefault:"http://127.0.0.1:8080"`
+	AdminURL   string `env:"WR_ADMIN_URL" envDefault:"http://127.0.0.1:8082"`
+	AdminToken string `env:"WR_ADMIN_TOKEN" secret:"true"`
 	LogLevel   string `env:"WR_LOG_LEVEL" envDefault:"warn"`
 	LogFormat  string `env:"WR_LOG_FORMAT" envDefault:"console"`
 }
@@ -35,7 +38,7 @@ type Env struct {
 func DefaultEnv() Env {
 	return Env{
 		Kafka:      config.Kafka{Brokers: []string{"127.0.0.1:9092"}, ClientID: "waitroom"},
-		Partitions: 12, APIURL: "http://127.0.0.1:8080", LogLevel: "warn", LogFormat: "console",
+		Partitions: 12, APIURL: "http://127.0.0.1:8080", AdminURL: "http://127.0.0.1:8082", LogLevel: "warn", LogFormat: "console",
 	}
 }
 
@@ -78,15 +81,22 @@ type app struct {
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "waitroomctl",
-		Short:         "Operate a waitroom deployment: Kafka topics and load benchmarks",
+		Use:   "waitroomctl",
+		Short: "Operate a waitroom deployment: topics, dead letters, item overrides, queue stats, benchmarks",
+		Long: `waitroomctl operates a waitroom deployment.
+
+It talks to Kafka (--brokers, env WR_KAFKA_BROKERS) for topics, dead letters
+and item events, and to a scheduler's admin API (--admin-url, env WR_ADMIN_URL;
+--admin-token, env WR_ADMIN_TOKEN) for queue stats.
+
+Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing was run).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(a.topicsCmd(), a.benchCmd())
+	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd())
 	return root
 }
 

@@ -41,6 +41,25 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"error rate above 1", []string{"bench", "register", "--max-error-rate", "2"}, "--max-error-rate 2"},
 		{"zero tokens", []string{"bench", "status", "--tokens", "0"}, "--tokens 0"},
 		{"zero poll interval", []string{"bench", "status", "--poll-interval", "0s"}, "--poll-interval 0s"},
+		{"unknown dlq subcommand", []string{"dlq", "purge"}, `unknown command "purge" for "waitroomctl dlq"`},
+		{"bad error type", []string{"dlq", "ls", "--error-type", "OOPS"}, `--error-type "OOPS"`},
+		{"bad dlq topic", []string{"dlq", "ls", "--topic", "orders"}, `--topic: "orders" is not a DLQ`},
+		{"bad since", []string{"dlq", "ls", "--since", "yesterday"}, `--since "yesterday"`},
+		{"negative limit", []string{"dlq", "replay", "--limit", "-1"}, "--limit -1"},
+		{"negative rate", []string{"dlq", "replay", "--rate", "-1"}, "--rate -1"},
+		{"show without entry", []string{"dlq", "show"}, "wants one <partition>/<offset>"},
+		{"show bad entry", []string{"dlq", "show", "abc"}, `"abc" is not <partition>/<offset>`},
+		{"dlq zero timeout", []string{"dlq", "ls", "--timeout", "0s"}, "--timeout 0s"},
+		{"items set nothing", []string{"items", "set", "x"}, "nothing to change"},
+		{"items set bad id", []string{"items", "set", "a b", "--rate", "1"}, `itemId "a b"`},
+		{"items set two ids", []string{"items", "set", "a", "b", "--rate", "1"}, "wants one <itemId>"},
+		{"items negative rate", []string{"items", "set", "x", "--rate", "-1"}, "--rate -1"},
+		{"items huge rate", []string{"items", "set", "x", "--rate", "1e9"}, "--rate 1e+09"},
+		{"items stock below -1", []string{"items", "set", "x", "--stock", "-2"}, "--stock -2"},
+		{"items ttl fraction", []string{"items", "set", "x", "--session-ttl", "1500ms"}, "--session-ttl 1.5s"},
+		{"items bad admin url", []string{"items", "set", "x", "--rate", "1", "--admin-token", "t", "--admin-url", "x"}, `--admin-url "x"`},
+		{"stats without token", []string{"stats"}, "needs its token"},
+		{"stats short interval", []string{"stats", "--admin-token", "t", "--interval", "1ms"}, "--interval 1ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(t, tc.args...)
@@ -55,7 +74,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 }
 
 func TestHelpExits0(t *testing.T) {
-	for _, args := range [][]string{nil, {"--help"}, {"topics"}, {"bench", "register", "--help"}} {
+	for _, args := range [][]string{nil, {"--help"}, {"topics"}, {"bench", "register", "--help"}, {"dlq"}, {"dlq", "replay", "--help"},
+		{"dlq", "show", "--help"}, {"items", "set", "--help"}, {"stats", "--help"}} {
 		if code, _, stderr := run(t, args...); code != ExitOK {
 			t.Errorf("%v: exit code %d, stderr:\n%s", args, code, stderr)
 		}

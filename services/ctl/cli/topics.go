@@ -18,14 +18,19 @@ import (
 // ErrUnhealthy is returned when the topics do not match the contract.
 var ErrUnhealthy = errors.New("topics do not match the contract")
 
-type topicsOpts struct {
-	brokers     []string
-	partitions  int32
-	replication int16
-	timeout     time.Duration
+// kafkaOpts are the flags of every command that talks to Kafka.
+type kafkaOpts struct {
+	brokers []string
+	timeout time.Duration
 }
 
-func (o *topicsOpts) validate() error {
+func (a *app) kafkaFlags(cmd *cobra.Command, o *kafkaOpts) {
+	pf := cmd.PersistentFlags()
+	pf.StringSliceVar(&o.brokers, "brokers", a.env.Kafka.Brokers, "Kafka seed brokers, comma separated (env WR_KAFKA_BROKERS)")
+	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up when Kafka has not answered within this time")
+}
+
+func (o *kafkaOpts) validate() error {
 	if len(o.brokers) == 0 {
 		return usagef("--brokers: at least one broker is needed")
 	}
@@ -34,14 +39,32 @@ func (o *topicsOpts) validate() error {
 			return usagef("--brokers: empty broker address in %q", strings.Join(o.brokers, ","))
 		}
 	}
+	if o.timeout <= 0 {
+		return usagef("--timeout %s: must be positive", o.timeout)
+	}
+	return nil
+}
+
+// base returns the options every Kafka client of the command starts from.
+func (a *app) base(o *kafkaOpts) []kgo.Opt {
+	return kclient.Base(o.brokers, a.env.Kafka.ClientID, a.log)
+}
+
+type topicsOpts struct {
+	kafkaOpts
+	partitions  int32
+	replication int16
+}
+
+func (o *topicsOpts) validate() error {
+	if err := o.kafkaOpts.validate(); err != nil {
+		return err
+	}
 	if o.partitions <= 0 {
 		return usagef("--partitions %d: must be positive", o.partitions)
 	}
 	if o.replication == 0 || o.replication < -1 {
 		return usagef("--replication-factor %d: must be positive, or -1 for the broker default", o.replication)
-	}
-	if o.timeout <= 0 {
-		return usagef("--timeout %s: must be positive", o.timeout)
 	}
 	return nil
 }
@@ -62,10 +85,8 @@ func (a *app) topicsCmd() *cobra.Command {
 		RunE:  a.leaf(func(ctx context.Context) error { return a.runTopics(ctx, &o, false) }),
 	}
 	g := group("topics", "Create or check the Kafka topics of the contract", ensure, check)
-	pf := g.PersistentFlags()
-	pf.StringSliceVar(&o.brokers, "brokers", a.env.Kafka.Brokers, "Kafka seed brokers, comma separated (env WR_KAFKA_BROKERS)")
-	pf.Int32Var(&o.partitions, "partitions", a.env.Partitions, "partitions of waitroom.registrations and waitroom.admissions (env WR_REGISTRATION_PARTITIONS)")
-	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up when Kafka has not answered within this time")
+	a.kafkaFlags(g, &o.kafkaOpts)
+	g.PersistentFlags().Int32Var(&o.partitions, "partitions", a.env.Partitions, "partitions of waitroom.registrations and waitroom.admissions (env WR_REGISTRATION_PARTITIONS)")
 	return g
 }
 
@@ -73,7 +94,7 @@ func (a *app) runTopics(ctx context.Context, o *topicsOpts, fix bool) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kclient.Base(o.brokers, a.env.Kafka.ClientID, a.log)...)
+	cl, err := kgo.NewClient(a.base(&o.kafkaOpts)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}

@@ -1,6 +1,7 @@
 // Package admin is the operator API the scheduler hosts on its own port: read
-// every item with its line's counters, and change an item's admission policy
-// or state, recorded on waitroom.items first and then applied to Redis.
+// every item with its line's counters, change an item's admission policy or
+// state (recorded on waitroom.items first, then applied to Redis), and list
+// and replay the dead-letter topics.
 package admin
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/dlq"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -57,6 +59,11 @@ type Server struct {
 	// mu serializes this replica's writes, so two of them never read the same
 	// version and publish two different states under one version number.
 	mu sync.Mutex
+
+	// The DLQ routes' readers, set by WithKafka; replaying lets one replay run at a time.
+	dlqs      *dlq.Inspector
+	replayer  *dlq.Replayer
+	replaying sync.Mutex
 }
 
 // New returns a Server that accepts requests bearing token; an empty token
@@ -77,6 +84,9 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.POST("/items/:itemId", s.updateItem)
 	g.PUT("/items/:itemId/admission", s.updateAdmission)
 	g.GET("/stats", s.stats)
+	g.GET("/dlq", s.listDLQ)
+	g.GET("/dlq/:partition/:offset", s.showDLQ)
+	g.POST("/dlq/replay", s.replayDLQ)
 }
 
 // auth lets a request through only with the configured bearer token. Both

@@ -69,7 +69,7 @@ func newEnv(t *testing.T, f fakes) *env {
 		items = f.items
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
-	admin.New(e.line, items, prod, token, log).Routes(engine)
+	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -155,6 +155,7 @@ func TestAuth(t *testing.T) {
 	routes := [][2]string{
 		{http.MethodGet, "/items"}, {http.MethodGet, "/items/drop-1"}, {http.MethodGet, "/stats"},
 		{http.MethodPut, "/items/drop-1/admission"}, {http.MethodPost, "/items/drop-1"},
+		{http.MethodGet, "/dlq"}, {http.MethodGet, "/dlq/0/0"}, {http.MethodPost, "/dlq/replay"},
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer " + token + "x", "Basic " + token, token} {
 		for _, r := range routes {
