@@ -1,0 +1,424 @@
+package sse_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/services/notifier/sse"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// childEnv makes the test binary run a notifier process instead of the tests
+// (BenchmarkStreams measures the notifier alone, apart from its clients).
+const childEnv = "WR_NOTIFIER_BENCH_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		if err := runChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "notifier child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// memReport is what the child's /debug/mem answers, after a GC.
+type memReport struct {
+	HeapInuse, StackInuse, RSS uint64
+	CPU                        float64 // user + system seconds so far
+	Goroutines                 int
+}
+
+// runChild serves a notifier configured from the environment, with a
+// /debug/mem route on the same engine, until SIGTERM.
+func runChild() error {
+	cfg, err := config.Load[sse.Config]()
+	if err != nil {
+		return err
+	}
+	raiseNoFile()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := zap.NewNop()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	n, err := sse.New(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	ready := &httpserver.Readiness{}
+	engine := httpserver.New(log, reg, ready)
+	n.Routes(engine)
+	engine.GET("/debug/mem", func(c *gin.Context) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		cpu := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+		c.JSON(http.StatusOK, memReport{HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, RSS: rss(), CPU: cpu, Goroutines: runtime.NumGoroutine()})
+	})
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.Run(gctx, ready) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	return g.Wait()
+}
+
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// raiseNoFile lifts the open-files limit to its hard maximum.
+func raiseNoFile() uint64 {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	return l.Cur
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDur(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkStreams opens WR_BENCH_STREAMS (default 2,000) SSE streams on one
+// notifier process (this test binary re-run as the notifier, so its figures
+// are its own), then reports:
+//   - bytes/stream: heap + stacks in use after a GC, over the streams, less
+//     the idle notifier's (rss-bytes/stream: the same from the RSS);
+//   - idle-cpu-%: the notifier's CPU over WR_BENCH_IDLE (default 16 s, so one
+//     15 s heartbeat round is in it) with every stream open and no events;
+//   - admitted-p50-ms, admitted-p99-ms: from an admission event's time (the
+//     scheduler's tick) to the client reading its admitted event, and
+//     position-p99-ms the same for position events (paced to one a second per
+//     stream), while the real scheduler admits WR_BENCH_RATE per second
+//     (default 100; tick 200 ms) for WR_BENCH_SECONDS (default 5): every tick
+//     moves every stream.
+//
+// b.N is ignored; run it once:
+//
+//	go test -run '^$' -bench BenchmarkStreams -benchtime 1x ./sse/
+func BenchmarkStreams(b *testing.B) {
+	streams := envInt("WR_BENCH_STREAMS", 2000)
+	rate := envInt("WR_BENCH_RATE", 100)
+	admitFor := envDur("WR_BENCH_SECONDS", 5*time.Second)
+	idle := envDur("WR_BENCH_IDLE", 16*time.Second)
+	if lim := raiseNoFile(); uint64(streams)+200 > lim {
+		b.Fatalf("%d streams need %d open files in this process; the limit is %d (each side of a stream is a socket)", streams, streams+200, lim)
+	}
+	w := newWorld(b)
+	w.http.Transport.(*http.Transport).MaxIdleConnsPerHost = 10
+	// Paused while the streams open; more registered than streams, so the
+	// line does not run dry during the admission window.
+	w.setItem("bench", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 600})
+	regs := w.register("bench", streams)
+
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=1",
+		"WR_NOTIFIER_ADDR="+addr, "WR_KAFKA_BROKERS="+strings.Join(w.brokers, ","), "WR_REDIS_ADDR="+w.redis.Addr,
+		"WR_LOG_LEVEL=warn", "WR_SSE_HEARTBEAT=15s")
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	require.NoError(b, child.Start())
+	defer func() {
+		_ = child.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = child.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = child.Process.Kill()
+			<-done
+		}
+	}()
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := w.http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		require.True(b, time.Now().Before(deadline), "notifier child not ready")
+		time.Sleep(50 * time.Millisecond)
+	}
+	mem := func() memReport {
+		resp, err := w.http.Get(base + "/debug/mem")
+		require.NoError(b, err)
+		defer resp.Body.Close()
+		var m memReport
+		require.NoError(b, json.NewDecoder(resp.Body).Decode(&m))
+		return m
+	}
+	before := mem()
+
+	// Open the streams, a few hundred dials at a time.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type seen struct {
+		at  time.Time
+		pos int64 // 0: admitted
+	}
+	got := make([][]seen, streams)
+	opened := make(chan error, streams)
+	dials := make(chan struct{}, 256)
+	var wg sync.WaitGroup
+	openStart := time.Now()
+	for i, r := range regs {
+		wg.Go(func() {
+			dials <- struct{}{}
+			c, err := w.open(ctx, base+"/api/v1/items/bench/registrations/"+r.Token+"/events", nil)
+			if err == nil {
+				defer c.close()
+				var ev event
+				if ev, err = c.next(); err == nil && ev.Type != sse.EventPosition {
+					err = fmt.Errorf("first event %s", ev.Type)
+				}
+			}
+			<-dials
+			opened <- err
+			if err != nil {
+				return
+			}
+			for {
+				ev, err := c.next()
+				if err != nil {
+					return
+				}
+				switch ev.Type {
+				case sse.EventPosition:
+					got[i] = append(got[i], seen{at: ev.At, pos: positionOf(ev.Data)})
+				case sse.EventAdmitted:
+					got[i] = append(got[i], seen{at: ev.At})
+				}
+			}
+		})
+	}
+	for range streams {
+		require.NoError(b, <-opened)
+	}
+	b.Logf("%d streams open in %s", streams, time.Since(openStart).Round(time.Millisecond))
+	time.Sleep(time.Second)
+	open := mem()
+	perStream := (float64(open.HeapInuse+open.StackInuse) - float64(before.HeapInuse+before.StackInuse)) / float64(streams)
+	rssPerStream := (float64(open.RSS) - float64(before.RSS)) / float64(streams)
+	b.Logf("notifier: heap %d -> %d MiB, stacks %d -> %d MiB, RSS %d -> %d MiB, goroutines %d -> %d",
+		before.HeapInuse>>20, open.HeapInuse>>20, before.StackInuse>>20, open.StackInuse>>20, before.RSS>>20, open.RSS>>20, before.Goroutines, open.Goroutines)
+
+	// Idle: streams open, nothing happening but heartbeats.
+	idleStart := mem()
+	time.Sleep(idle)
+	idleEnd := mem()
+	idleCPU := (idleEnd.CPU - idleStart.CPU) / idle.Seconds() * 100
+
+	// Admission: the real scheduler at rate per second; every tick moves every stream.
+	w.setItem("bench", -1, true, topics.AdmissionPolicy{RatePerSecond: float64(rate), SessionTTLSeconds: 600})
+	cpuBefore, selfBefore := mem().CPU, selfCPU()
+	admitStart := time.Now()
+	sctx, stopSched := context.WithCancel(context.Background())
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		w.schedulerRun(sctx, 200*time.Millisecond)
+	}()
+	time.Sleep(admitFor)
+	stopSched()
+	<-schedDone
+	time.Sleep(time.Second) // the last tick's updates reach the clients
+	clientCPU := (selfCPU() - selfBefore) / time.Since(admitStart).Seconds() * 100
+	cpuAdmit := (mem().CPU - cpuBefore) / time.Since(admitStart).Seconds() * 100
+	srvP50, srvP99 := histogramQuantiles(b, w, base, "waitroom_notifier_delivery_latency_seconds")
+	cancel()
+	wg.Wait()
+
+	// Heads and times of every admission event, and the event that admitted each token.
+	headAt, tokenAt := w.readAdmissions("bench")
+	var adm, pos []time.Duration
+	for i, r := range regs {
+		seq := int64(i + 1)
+		for _, s := range got[i] {
+			if s.pos == 0 {
+				if at, ok := tokenAt[r.TokenID]; ok {
+					adm = append(adm, s.at.Sub(at))
+				}
+			} else if at, ok := headAt[seq-s.pos]; ok {
+				pos = append(pos, s.at.Sub(at))
+			}
+		}
+	}
+	require.NotEmpty(b, adm, "nobody was admitted")
+	require.NotEmpty(b, pos, "no position was delivered")
+	q := func(lat []time.Duration, p float64) float64 {
+		slices.Sort(lat)
+		return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
+	}
+	b.Logf("admission: %d events, %d admitted told, %d position updates; CPU while admitting: notifier %.0f%%, this process (clients, kfake, scheduler) %.0f%% of one core",
+		len(headAt), len(adm), len(pos), cpuAdmit, clientCPU)
+	b.Logf("admitted: p50 %.1f ms, p99 %.1f ms, max %.1f ms; positions (paced to 1/s per stream): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		q(adm, .5), q(adm, .99), q(adm, 1), q(pos, .5), q(pos, .99), q(pos, 1))
+	b.ReportMetric(float64(streams), "streams")
+	b.ReportMetric(perStream, "bytes/stream")
+	b.ReportMetric(rssPerStream, "rss-bytes/stream")
+	b.ReportMetric(idleCPU, "idle-cpu-%")
+	b.ReportMetric(q(adm, .5), "admitted-p50-ms")
+	b.ReportMetric(q(adm, .99), "admitted-p99-ms")
+	b.ReportMetric(q(pos, .99), "position-p99-ms")
+	b.Logf("notifier's own histogram (event time -> written, bucket bounds): p50 <= %s, p99 <= %s", srvP50, srvP99)
+}
+
+// positionOf reads "position" from a position event's data without a JSON
+// decoder (the clients share the notifier's two cores).
+func positionOf(data string) int64 {
+	const key = `"position":`
+	i := strings.Index(data, key)
+	if i < 0 {
+		return -1
+	}
+	var n int64
+	for _, c := range data[i+len(key):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// schedulerRun runs one scheduler replica until ctx ends.
+func (w *world) schedulerRun(ctx context.Context, tick time.Duration) {
+	s := newScheduler(w, tick)
+	_ = s.Run(ctx)
+}
+
+// readAdmissions reads item's admission events from the start: each head's
+// event time and each token's first event time.
+func (w *world) readAdmissions(item string) (map[int64]time.Time, map[string]time.Time) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(w.brokers...), kgo.ConsumeTopics(topics.Admissions),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(w.t, err)
+	defer cl.Close()
+	heads, tokens := map[int64]time.Time{}, map[string]time.Time{}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			return heads, tokens
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			ev, err := topics.DecodeAdmission(r.Value)
+			if err != nil || ev.ItemID != item {
+				return
+			}
+			at := time.UnixMilli(ev.At)
+			if _, ok := heads[ev.Head]; !ok {
+				heads[ev.Head] = at
+			}
+			for _, id := range ev.Admitted {
+				if _, ok := tokens[id]; !ok {
+					tokens[id] = at
+				}
+			}
+		})
+	}
+}
+
+// histogramQuantiles reads a histogram from /metrics and returns the upper
+// bounds of the buckets holding its median and 99th percentile.
+func histogramQuantiles(b *testing.B, w *world, base, name string) (p50, p99 string) {
+	resp, err := w.http.Get(base + "/metrics")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(b, err)
+	type bucket struct {
+		le    string
+		count float64
+	}
+	var bs []bucket
+	prefix := name + `_bucket{le="`
+	for _, l := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		rest := l[len(prefix):]
+		i := strings.Index(rest, `"}`)
+		n, err := strconv.ParseFloat(strings.TrimSpace(rest[i+2:]), 64)
+		require.NoError(b, err)
+		bs = append(bs, bucket{le: rest[:i], count: n})
+	}
+	if len(bs) == 0 {
+		return "?", "?"
+	}
+	total := bs[len(bs)-1].count
+	find := func(q float64) string {
+		for _, bk := range bs {
+			if bk.count >= q*total {
+				return bk.le + "s"
+			}
+		}
+		return "+Inf"
+	}
+	return find(0.5), find(0.99)
+}

@@ -1,0 +1,234 @@
+// Package sse is the notifier: it streams where a queue token stands to the
+// browser over Server-Sent Events, fed by waitroom.admissions and waitroom.items.
+package sse
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Items is where the notifier looks items up (the in-memory item cache).
+type Items interface {
+	Get(item string) (topics.ItemState, bool)
+}
+
+// Verdict is what an item's state means for the people in its line.
+type Verdict uint8
+
+// Verdicts.
+const (
+	Open    Verdict = iota // enabled and not sold out
+	Closed                 // disabled, or unknown (deleted)
+	SoldOut                // stock 0
+)
+
+// VerdictOf judges an item's state as the API does for a waiting registration.
+func VerdictOf(st topics.ItemState, known bool) Verdict {
+	switch {
+	case !known || !st.Enabled:
+		return Closed
+	case st.SoldOut():
+		return SoldOut
+	}
+	return Open
+}
+
+// Snapshot is what this notifier knows of one item at one moment. Snapshots
+// are immutable; a newer one replaces it and closes its Next channel.
+type Snapshot struct {
+	// Version counts the publishes of this item on this notifier: a subscriber
+	// that sees it jump by more than one skipped states (it was slow).
+	Version uint64
+	// Head is the highest sequence admitted so far, from the admission events
+	// (0 until this notifier saw one): the watermark positions come from.
+	Head int64
+	// Waiting is how many wait, as of the latest admission event.
+	Waiting int64
+	// At is when the scheduler made the latest admission event (unix ms; 0: none).
+	At int64
+	// Verdict is the item's state from waitroom.items.
+	Verdict Verdict
+	next    chan struct{}
+}
+
+// Next is closed once a newer snapshot of the item exists.
+func (s *Snapshot) Next() <-chan struct{} { return s.next }
+
+// Feed is one item's current snapshot and how many local streams watch it.
+type Feed struct {
+	item string
+	cur  atomic.Pointer[Snapshot]
+	subs int // guarded by Hub.mu
+}
+
+// Latest returns the item's current snapshot.
+func (f *Feed) Latest() *Snapshot { return f.cur.Load() }
+
+// Hub fans each item's admission events and state changes out to the item's
+// local streams. A publish costs O(1) whatever the number of streams: it
+// swaps the item's snapshot and closes the old one's channel, which wakes
+// every stream of the item; each stream then reads the newest snapshot when it
+// gets to it, so a slow stream skips states instead of queueing them (the
+// latest state, never a backlog) and can never hold the publisher up.
+type Hub struct {
+	items Items
+
+	mu    sync.Mutex
+	feeds map[string]*Feed
+
+	beat     atomic.Pointer[chan struct{}] // closed and replaced at every heartbeat
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	// stale counts admission events older than what the hub holds (at-least-once
+	// replays, a late event of a previous leader): they change nothing.
+	stale atomic.Int64
+}
+
+// NewHub returns a Hub judging items with items (nil: every item is open).
+func NewHub(items Items) *Hub {
+	h := &Hub{items: items, feeds: map[string]*Feed{}, stop: make(chan struct{})}
+	b := make(chan struct{})
+	h.beat.Store(&b)
+	return h
+}
+
+// Run beats the heartbeat every heartbeat and re-judges the watched items
+// every itemPoll until ctx ends; then it stops every stream.
+func (h *Hub) Run(ctx context.Context, heartbeat, itemPoll time.Duration) {
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	poll := time.NewTicker(itemPoll)
+	defer poll.Stop()
+	defer h.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			h.Beat()
+		case <-poll.C:
+			h.RecheckItems()
+		}
+	}
+}
+
+// Stop ends every stream (they return at once) and refuses new ones.
+func (h *Hub) Stop() { h.stopOnce.Do(func() { close(h.stop) }) }
+
+// Stopped is closed once the hub stopped.
+func (h *Hub) Stopped() <-chan struct{} { return h.stop }
+
+// Beat wakes every stream to write a heartbeat.
+func (h *Hub) Beat() {
+	b := make(chan struct{})
+	old := h.beat.Swap(&b)
+	close(*old)
+}
+
+// Heartbeat is closed at the next heartbeat.
+func (h *Hub) Heartbeat() <-chan struct{} { return *h.beat.Load() }
+
+// Subscribe registers a stream of item and returns its feed; the caller must
+// Unsubscribe it.
+func (h *Hub) Subscribe(item string) *Feed {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.feeds[item]
+	if f == nil {
+		f = &Feed{item: item}
+		f.cur.Store(&Snapshot{Verdict: h.verdict(item), next: make(chan struct{})})
+		h.feeds[item] = f
+	}
+	f.subs++
+	return f
+}
+
+// Unsubscribe forgets a stream; an item without streams is forgotten (its
+// events are then skipped by a map look-up).
+func (h *Hub) Unsubscribe(f *Feed) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.subs--
+	if f.subs == 0 && h.feeds[f.item] == f {
+		delete(h.feeds, f.item)
+	}
+}
+
+// Items reports how many items have local streams.
+func (h *Hub) Items() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.feeds)
+}
+
+// Admission applies an admission event. Events are at least once and may
+// come late, so one whose head is behind the item's is dropped, and one that
+// changes neither head nor waiting count wakes nobody. It reports whether the
+// item's streams were woken.
+func (h *Hub) Admission(ev topics.AdmissionEvent) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.feeds[ev.ItemID]
+	if f == nil {
+		return false
+	}
+	return h.publish(f, func(s *Snapshot) bool {
+		if ev.Head < s.Head || (ev.Head == s.Head && s.At != 0 && ev.At <= s.At) {
+			h.stale.Add(1)
+			return false
+		}
+		if ev.Head == s.Head && ev.Waiting == s.Waiting && s.At != 0 {
+			return false // a replay of what we hold
+		}
+		s.Head, s.Waiting, s.At = ev.Head, ev.Waiting, ev.At
+		return true
+	})
+}
+
+// RecheckItems re-judges every watched item and wakes the streams of those
+// whose verdict changed: O(watched items).
+func (h *Hub) RecheckItems() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for item, f := range h.feeds {
+		v := h.verdict(item)
+		h.publish(f, func(s *Snapshot) bool {
+			if s.Verdict == v {
+				return false
+			}
+			s.Verdict = v
+			return true
+		})
+	}
+}
+
+// Stale counts admission events dropped as older than the item's head.
+func (h *Hub) Stale() int64 { return h.stale.Load() }
+
+func (h *Hub) verdict(item string) Verdict {
+	if h.items == nil {
+		return Open
+	}
+	st, ok := h.items.Get(item)
+	return VerdictOf(st, ok)
+}
+
+// publish replaces f's snapshot with a copy changed by change (when it
+// reports a change) and wakes the watchers of the old one. Callers hold h.mu.
+func (h *Hub) publish(f *Feed, change func(*Snapshot) bool) bool {
+	old := f.cur.Load()
+	s := *old
+	if !change(&s) {
+		return false
+	}
+	s.Version++
+	s.next = make(chan struct{})
+	f.cur.Store(&s)
+	close(old.next)
+	return true
+}

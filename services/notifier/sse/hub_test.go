@@ -1,0 +1,99 @@
+package sse
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/topics"
+)
+
+func TestEstimate(t *testing.T) {
+	for name, c := range map[string]struct {
+		seq, refHead, refPos, head, want int64
+	}{
+		"at the reference head: exact":          {seq: 100, refHead: 40, refPos: 60, head: 40, want: 60},
+		"a stale head (replica behind):  exact": {seq: 100, refHead: 40, refPos: 60, head: 10, want: 60},
+		"nobody left: seq - head":               {seq: 100, refHead: 40, refPos: 60, head: 70, want: 30},
+		"half left ahead: shrinks in step":      {seq: 100, refHead: 0, refPos: 50, head: 50, want: 25},
+		"rounds up, never below 1":              {seq: 100, refHead: 0, refPos: 3, head: 99, want: 1},
+		"head passed it":                        {seq: 100, refHead: 0, refPos: 100, head: 150, want: 1},
+		"first in line":                         {seq: 1, refHead: 0, refPos: 1, head: 0, want: 1},
+	} {
+		got := estimate(c.seq, c.refHead, c.refPos, c.head)
+		assert.Equal(t, c.want, got, name)
+		assert.LessOrEqual(t, got, max(1, c.seq-max(c.head, c.refHead)), "%s: never above the places left ahead", name)
+	}
+	// Never increases as the head moves on.
+	prev := int64(1 << 62)
+	for h := int64(0); h <= 1000; h++ {
+		p := estimate(1000, 0, 700, h)
+		require.LessOrEqual(t, p, prev)
+		prev = p
+	}
+}
+
+type itemMap map[string]topics.ItemState
+
+func (m itemMap) Get(id string) (topics.ItemState, bool) { s, ok := m[id]; return s, ok }
+
+func woken(s *Snapshot) bool {
+	select {
+	case <-s.Next():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
+	items := itemMap{"a": {ItemID: "a", Enabled: true, Stock: -1}}
+	h := NewHub(items)
+	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, At: 1}), "no streams: skipped")
+	f := h.Subscribe("a")
+	s0 := f.Latest()
+	assert.Equal(t, Open, s0.Verdict)
+
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 100}))
+	assert.True(t, woken(s0))
+	s1 := f.Latest()
+	assert.Equal(t, int64(5), s1.Head)
+	assert.Equal(t, uint64(1), s1.Version)
+
+	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 3, Waiting: 12, At: 150}), "a late event of a previous leader")
+	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 100}), "the same event again")
+	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 200}), "a republish that changes nothing")
+	assert.False(t, woken(s1))
+	assert.Equal(t, int64(2), h.Stale())
+	assert.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 14, At: 300}), "more waiting")
+	assert.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 9, Waiting: 10, At: 400}))
+	s3 := f.Latest()
+	assert.Equal(t, uint64(3), s3.Version)
+	assert.Equal(t, int64(9), s3.Head)
+
+	items["a"] = topics.ItemState{ItemID: "a", Enabled: true, Stock: 0}
+	h.RecheckItems()
+	assert.True(t, woken(s3))
+	assert.Equal(t, SoldOut, f.Latest().Verdict)
+	delete(items, "a")
+	h.RecheckItems()
+	assert.Equal(t, Closed, f.Latest().Verdict)
+
+	f2 := h.Subscribe("a")
+	assert.Same(t, f, f2, "one feed per item")
+	h.Unsubscribe(f)
+	assert.Equal(t, 1, h.Items())
+	h.Unsubscribe(f2)
+	assert.Equal(t, 0, h.Items(), "an item without streams is forgotten")
+
+	beat := h.Heartbeat()
+	h.Beat()
+	select {
+	case <-beat:
+	default:
+		t.Fatal("the heartbeat did not wake its watchers")
+	}
+	h.Stop()
+	h.Stop()
+	<-h.Stopped()
+}

@@ -1,0 +1,70 @@
+package sse
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Event types a stream sends.
+const (
+	EventPending   = "pending"
+	EventPosition  = "position"
+	EventAdmitted  = "admitted"
+	EventSoldOut   = "sold_out"
+	EventClosed    = "closed"
+	EventExpired   = "expired"
+	EventLeft      = "left"
+	EventCompleted = "completed"
+	EventRejected  = "rejected"
+)
+
+var eventTypes = []string{EventPending, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected}
+
+// Metrics of the notifier.
+type Metrics struct {
+	streams    prometheus.Gauge
+	delivered  map[string]prometheus.Counter // by event type, resolved once
+	latency    prometheus.Histogram
+	replaced   prometheus.Counter
+	writeFails prometheus.Counter
+	records    prometheus.Counter
+	badRecords prometheus.Counter
+	stale      prometheus.CounterFunc
+}
+
+// NewMetrics registers the notifier's metrics on reg; hub feeds the stale
+// events counter.
+func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
+	delivered := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "waitroom_notifier_events_delivered_total", Help: "SSE events written to streams, by type.",
+	}, []string{"type"})
+	m := &Metrics{
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "waitroom_notifier_open_streams", Help: "SSE streams open on this notifier.",
+		}),
+		delivered: map[string]prometheus.Counter{},
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "waitroom_notifier_delivery_latency_seconds",
+			Help:    "From an admission event's time (the scheduler's tick) to writing what it changed to a stream.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 5},
+		}),
+		replaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_notifier_updates_replaced_total",
+			Help: "Item updates a stream skipped because a newer one arrived before it wrote (slow client: latest state, no backlog).",
+		}),
+		writeFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_notifier_write_errors_total", Help: "Streams ended by a failed or timed-out write (dead or stuck clients).",
+		}),
+		records: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_notifier_admission_records_total", Help: "Records read from waitroom.admissions.",
+		}),
+		badRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_notifier_admission_records_undecodable_total", Help: "Records of waitroom.admissions that could not be decoded (skipped).",
+		}),
+		stale: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "waitroom_notifier_admission_events_stale_total", Help: "Admission events behind the item's head (replays, late events of a previous leader): ignored.",
+		}, func() float64 { return float64(hub.Stale()) }),
+	}
+	for _, t := range eventTypes {
+		m.delivered[t] = delivered.WithLabelValues(t)
+	}
+	reg.MustRegister(m.streams, delivered, m.latency, m.replaced, m.writeFails, m.records, m.badRecords, m.stale)
+	return m
+}

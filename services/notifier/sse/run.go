@@ -1,0 +1,200 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/itemcache"
+	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Config of the notifier service. The token settings are the API's: the
+// notifier verifies the API's queue tokens and signs the same admission tokens.
+type Config struct {
+	Addr         string        `env:"WR_NOTIFIER_ADDR" envDefault:"127.0.0.1:8090"`
+	TokenAlg     string        `env:"WR_TOKEN_ALG" envDefault:"HS256"`
+	TokenKey     string        `env:"WR_TOKEN_KEY" secret:"true"`
+	TokenKID     string        `env:"WR_TOKEN_KID" envDefault:"k1"`
+	AdmissionKey string        `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
+	AdmissionKID string        `env:"WR_ADMISSION_KID" envDefault:"a1"`
+	Heartbeat    time.Duration `env:"WR_SSE_HEARTBEAT" envDefault:"15s"`
+	Retry        time.Duration `env:"WR_SSE_RETRY" envDefault:"3s"`
+	WriteTimeout time.Duration `env:"WR_SSE_WRITE_TIMEOUT" envDefault:"10s"`
+	Refresh      time.Duration `env:"WR_SSE_REFRESH" envDefault:"5s"`
+	IdleRefresh  time.Duration `env:"WR_SSE_IDLE_REFRESH" envDefault:"60s"`
+	// PositionEvery paces position events per stream (negative: unpaced).
+	PositionEvery time.Duration `env:"WR_SSE_POSITION_EVERY" envDefault:"1s"`
+	// RefreshRate caps the exact position reads of all streams per second
+	// (the reads at connect and on admission are not capped).
+	RefreshRate int `env:"WR_SSE_REFRESH_RATE" envDefault:"1000"`
+	Kafka       config.Kafka
+	Redis       config.Redis
+	Log         config.Log
+	HTTP        config.HTTP
+}
+
+// Validate checks what the environment cannot.
+func (c Config) Validate() error {
+	switch {
+	case c.Heartbeat <= 0:
+		return fmt.Errorf("WR_SSE_HEARTBEAT must be positive, not %s", c.Heartbeat)
+	case c.Retry <= 0:
+		return fmt.Errorf("WR_SSE_RETRY must be positive, not %s", c.Retry)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("WR_SSE_WRITE_TIMEOUT must be positive, not %s", c.WriteTimeout)
+	case c.IdleRefresh <= 0:
+		return fmt.Errorf("WR_SSE_IDLE_REFRESH must be positive, not %s", c.IdleRefresh)
+	case len(c.Kafka.Brokers) == 0:
+		return errors.New("WR_KAFKA_BROKERS is empty")
+	}
+	return nil
+}
+
+// Notifier is the service without its listener: the hub, the admissions
+// follower and the item cache. Mount its Routes on any engine (its own in Run,
+// or a front door that also serves the API and the waiting-room page).
+type Notifier struct {
+	// OnBadRecord, when set before Run, is told about every admissions record
+	// that cannot be decoded (after it was counted and logged): the DLQ hook.
+	OnBadRecord BadRecordFunc
+
+	hub    *Hub
+	srv    *Server
+	items  *itemcache.Cache
+	follow *kgo.Client
+	rdb    *redis.Client
+	m      *Metrics
+	opt    Options
+	log    *zap.Logger
+}
+
+// New builds a notifier from cfg; metrics go to reg. It connects nothing yet
+// beyond creating the clients; Run starts it and closes them when it returns.
+func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tokens := httpapi.Config{TokenAlg: cfg.TokenAlg, TokenKey: cfg.TokenKey, TokenKID: cfg.TokenKID,
+		AdmissionKey: cfg.AdmissionKey, AdmissionKID: cfg.AdmissionKID}
+	signer, err := tokens.Signer(log)
+	if err != nil {
+		return nil, fmt.Errorf("token signer: %w", err)
+	}
+	admit, err := tokens.AdmissionSigner(log)
+	if err != nil {
+		return nil, fmt.Errorf("admission token signer: %w", err)
+	}
+	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-notifier", log)
+	follow, err := kgo.NewClient(append(base, FollowOpts(time.Now(), time.Second)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("admissions kafka client: %w", err)
+	}
+	items, err := itemcache.New(base, log.Named("items"))
+	if err != nil {
+		follow.Close()
+		return nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	hub := NewHub(items)
+	m := NewMetrics(reg, hub)
+	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
+		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate}
+	srv := NewServer(hub, rdb, items, signer, admit, opt, m, log)
+	return &Notifier{hub: hub, srv: srv, items: items, follow: follow, rdb: rdb, m: m, opt: srv.Options(), log: log}, nil
+}
+
+// Routes adds the event stream route to r.
+func (n *Notifier) Routes(r gin.IRouter) { n.srv.Routes(r) }
+
+// Hub is the notifier's hub (streams, feeds, heartbeat).
+func (n *Notifier) Hub() *Hub { return n.hub }
+
+// Run follows the admissions and items topics and beats the heartbeat until
+// ctx ends; ready is set once the item cache caught up (before that every item
+// would look closed). When ctx ends every stream is ended (EventSource
+// reconnects, to another replica), then the clients are closed.
+func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
+	if ready == nil {
+		ready = &httpserver.Readiness{}
+	}
+	defer n.rdb.Close()
+	defer n.follow.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.items.Run(gctx) })
+	g.Go(func() error {
+		Follow(gctx, n.follow, n.hub, n.m, n.OnBadRecord, n.log.Named("admissions"))
+		return nil
+	})
+	g.Go(func() error {
+		n.hub.Run(gctx, n.opt.Heartbeat, n.opt.ItemPoll)
+		return nil
+	})
+	g.Go(func() error {
+		wctx, cancel := context.WithTimeout(gctx, 60*time.Second)
+		defer cancel()
+		if err := n.items.Sync(wctx); err != nil {
+			if gctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("notifier warm-up: %w", err)
+		}
+		if err := n.rdb.Ping(wctx).Err(); err != nil {
+			n.log.Warn("redis does not answer yet; streams answer 503 until it does", zap.Error(err))
+		}
+		ready.Set(true)
+		n.log.Info("notifier ready", zap.Int("items", len(n.items.All())))
+		return nil
+	})
+	err := g.Wait()
+	ready.Set(false)
+	n.hub.Stop()
+	// The streams end at once when the hub stops; wait for them to close
+	// their connections (EventSource then reconnects, to another replica).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if werr := n.srv.Wait(wctx); werr != nil {
+		n.log.Warn("streams still open at shutdown", zap.Error(werr))
+	}
+	return err
+}
+
+// Run serves the notifier until ctx ends. ln, when not nil, is used instead of
+// listening on cfg.Addr (tests and the dev stack pass one). ready, when not
+// nil, is set once the service is ready.
+func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
+	if ready == nil {
+		ready = &httpserver.Readiness{}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n, err := New(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	engine := httpserver.New(log, reg, ready)
+	n.Routes(engine)
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			n.rdb.Close()
+			n.follow.Close()
+			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.Run(gctx, ready) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	return g.Wait()
+}

@@ -1,0 +1,296 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// EventsPath is the stream's route; the token segment is the queue token, or
+// "current" with the token in an Authorization bearer or ?token=.
+const EventsPath = "/api/v1/items/:itemId/registrations/:token/events"
+
+// Options tune the streams. Zero values take the defaults.
+type Options struct {
+	// Heartbeat is how often an idle stream gets a ": ping" comment (15 s).
+	Heartbeat time.Duration
+	// Retry is the reconnection delay told to EventSource (3 s).
+	Retry time.Duration
+	// WriteTimeout bounds one write: a client that stops reading is dropped
+	// after it (10 s).
+	WriteTimeout time.Duration
+	// Refresh is how often, at most, a stream re-reads its exact position from
+	// Redis while admission events arrive (5 s, jittered ±25%); negative: never.
+	Refresh time.Duration
+	// IdleRefresh is how long a stream without admission events waits before
+	// re-reading its exact position, checked at each heartbeat (60 s): it
+	// catches people ahead who left while admission is paused.
+	IdleRefresh time.Duration
+	// PendingPoll is how often a registration not yet in the line is re-read (500 ms).
+	PendingPoll time.Duration
+	// ItemPoll is how often the item cache is re-judged for closed or sold out items (500 ms).
+	ItemPoll time.Duration
+	// ReadTimeout bounds one Redis read (2 s).
+	ReadTimeout time.Duration
+	// PositionEvery paces position events: at most one per interval per
+	// stream, the latest state at its end (1 s; negative: every change at
+	// once). Admission and final states are never held.
+	PositionEvery time.Duration
+	// RefreshRate caps the exact reads (Refresh, IdleRefresh) of all streams
+	// together per second, so Redis load does not grow with the streams: a
+	// stream that finds the budget spent reads later (1,000/s; negative: no
+	// cap). Reads at connect and to confirm an admission are never capped.
+	RefreshRate int
+	// NoHijack keeps every stream on net/http's handler (as HTTP/2 streams
+	// always are), for middleware that must see the response end. It costs
+	// about 40 KiB per stream instead of about 7-11 (BenchmarkStreams).
+	NoHijack bool
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.Heartbeat, 15*time.Second)
+	def(&o.Retry, 3*time.Second)
+	def(&o.WriteTimeout, 10*time.Second)
+	def(&o.Refresh, 5*time.Second)
+	def(&o.IdleRefresh, 60*time.Second)
+	def(&o.PendingPoll, 500*time.Millisecond)
+	def(&o.ItemPoll, 500*time.Millisecond)
+	def(&o.ReadTimeout, 2*time.Second)
+	def(&o.PositionEvery, time.Second)
+	if o.RefreshRate == 0 {
+		o.RefreshRate = 1000
+	}
+	return o
+}
+
+// Server serves the event streams.
+type Server struct {
+	hub    *Hub
+	rdb    redis.UniversalClient
+	line   *queue.Line
+	items  Items
+	signer *token.Signer // verifies queue tokens
+	admit  *token.Signer // signs admission tokens
+	opt    Options
+	m      *Metrics
+	log    *zap.Logger
+	now    func() time.Time
+	open   sync.WaitGroup // streams running off their handler (hijacked)
+	reads  budget         // exact reads for refreshes
+}
+
+// budget is a token bucket of Redis reads per second, holding one second's worth.
+type budget struct {
+	mu     sync.Mutex
+	rate   float64 // <= 0: unlimited
+	tokens float64
+	last   time.Time
+}
+
+// take spends one read if the budget has it.
+func (b *budget) take(now time.Time) bool {
+	if b.rate <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// NewServer returns a Server streaming from hub, reading positions from rdb
+// and items from items (nil: no ETA from the configured rate).
+func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *token.Signer, opt Options, m *Metrics, log *zap.Logger) *Server {
+	s := &Server{hub: hub, rdb: rdb, line: queue.New(rdb), items: items, signer: signer, admit: admit,
+		opt: opt.withDefaults(), m: m, log: log, now: time.Now}
+	s.reads.rate = float64(s.opt.RefreshRate)
+	return s
+}
+
+// Options returns the options in force (defaults filled in).
+func (s *Server) Options() Options { return s.opt }
+
+// Routes adds the stream route to r, which may be the engine of another
+// service (the API's front door, a page's): the route shares nothing else.
+func (s *Server) Routes(r gin.IRouter) {
+	r.GET(EventsPath, s.events)
+}
+
+// rawToken returns the queue token of a request: an Authorization bearer,
+// else ?token=, else the path segment (unless it is "current").
+func rawToken(c *gin.Context) string {
+	if h := c.GetHeader("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	if t := c.Query("token"); t != "" {
+		return t
+	}
+	if p := c.Param("token"); p != "current" {
+		return p
+	}
+	return ""
+}
+
+// authorize checks the queue token against the item in the path; on failure
+// it has answered 400, 401 or 403 with the JSON error body.
+func (s *Server) authorize(c *gin.Context) (token.Queue, bool) {
+	item := c.Param("itemId")
+	if !topics.ValidID(item) {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+		return token.Queue{}, false
+	}
+	raw := rawToken(c)
+	if raw == "" {
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
+		return token.Queue{}, false
+	}
+	q, err := s.signer.ParseQueue(raw)
+	switch {
+	case errors.Is(err, token.ErrExpired):
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
+		return token.Queue{}, false
+	case err != nil:
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
+		return token.Queue{}, false
+	case q.ItemID != item:
+		httpserver.Abort(c, http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
+		return token.Queue{}, false
+	}
+	return q, true
+}
+
+// events authorizes the request, reads where the token stands, and only then
+// opens the stream, so every refusal is a plain JSON answer.
+func (s *Server) events(c *gin.Context) {
+	q, ok := s.authorize(c)
+	if !ok {
+		return
+	}
+	select {
+	case <-s.hub.Stopped():
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "SHUTTING_DOWN", "this notifier is stopping; reconnect")
+		return
+	default:
+	}
+	ctx := c.Request.Context()
+	rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
+	st, err := s.line.Status(rctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	cancel()
+	if err != nil {
+		s.log.Warn("read status for a stream", zap.String("item", q.ItemID), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the line cannot be read right now; retry shortly")
+		return
+	}
+	str := &stream{s: s, q: q, progress: lastEventID(c)}
+	c.Status(http.StatusOK) // for the request metrics
+	if conn := hijack(c, s.opt.NoHijack); conn != nil {
+		// The stream goes on in a goroutine of its own over the bare
+		// connection; this handler returns, so net/http's request, buffers
+		// and deep handler stack are freed: an open stream then costs its
+		// socket, a small stack and this struct (BENCHMARKS: bytes/stream).
+		str.w, str.rc, str.conn = conn, connFlusher{conn}, conn
+		s.m.streams.Inc()
+		s.open.Add(1)
+		go func() {
+			defer s.open.Done()
+			defer s.m.streams.Dec()
+			defer conn.Close()
+			if str.write(hijackedHead(s.opt.Retry)) != nil {
+				return
+			}
+			str.run(context.WithoutCancel(ctx), st)
+		}()
+		return
+	}
+	// HTTP/2 and writers that cannot be hijacked: stream on the handler.
+	str.w, str.rc = openStream(c)
+	s.m.streams.Inc()
+	defer s.m.streams.Dec()
+	if err := str.write(retryLine(s.opt.Retry)); err != nil {
+		return
+	}
+	str.run(ctx, st)
+}
+
+// Wait waits until every stream the server handed off has ended (after the
+// hub stopped, they end at once), or ctx ends.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.open.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hijack takes an HTTP/1.x connection over from net/http; nil when the
+// writer cannot be hijacked (HTTP/2).
+func hijack(c *gin.Context, off bool) net.Conn {
+	if off || c.Request.ProtoMajor != 1 {
+		return nil
+	}
+	conn, _, err := c.Writer.Hijack()
+	if err != nil {
+		return nil
+	}
+	return conn
+}
+
+// hijackedHead is the response head of a hijacked stream and its retry
+// field. The body ends when the connection closes (no chunking: the
+// connection is ours now and is not reused).
+func hijackedHead(retry time.Duration) []byte {
+	return append([]byte("HTTP/1.1 200 OK\r\n"+
+		"Content-Type: text/event-stream\r\n"+
+		"Cache-Control: no-cache\r\n"+
+		"X-Accel-Buffering: no\r\n"+
+		"Connection: close\r\n\r\n"), retryLine(retry)...)
+}
+
+// connFlusher gives a bare connection the stream writer's controls: writes
+// go straight to the socket, so there is nothing to flush.
+type connFlusher struct{ net.Conn }
+
+func (connFlusher) Flush() error { return nil }
+
+// openStream writes the stream's headers and returns the writer to stream on
+// (the server's own, so write errors and deadlines reach us) and its controller.
+func openStream(c *gin.Context) (http.ResponseWriter, *http.ResponseController) {
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	c.Status(http.StatusOK)
+	c.Writer.WriteHeaderNow()
+	var w http.ResponseWriter = c.Writer
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		w = u.Unwrap() // gin's Flush swallows errors; the server's FlushError does not
+	}
+	return w, http.NewResponseController(w)
+}

@@ -1,0 +1,530 @@
+package sse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/token"
+	"go.uber.org/zap"
+)
+
+// Payloads of the events (the `data:` JSON).
+type (
+	// Position is a waiting registration's place.
+	Position struct {
+		Position     int64 `json:"position"`
+		WaitingTotal int64 `json:"waitingTotal"`
+		// EtaSeconds is absent while admission is paused.
+		EtaSeconds *int64 `json:"etaSeconds,omitempty"`
+	}
+	// Admitted carries the admission token; the stream ends after it.
+	Admitted struct {
+		AdmissionToken string `json:"admissionToken"`
+		ExpiresAt      string `json:"expiresAt"`
+	}
+	// Terminal says why the stream ends (sold_out, closed, expired, left,
+	// completed, rejected) or that the registration is not in the line yet (pending).
+	Terminal struct {
+		Status string `json:"status"`
+	}
+)
+
+// stream is one open SSE response and what it knows of its registration. It
+// runs on the request's goroutine; nothing else touches it.
+type stream struct {
+	s  *Server
+	w  interface{ Write([]byte) (int, error) }
+	rc interface {
+		SetWriteDeadline(time.Time) error
+		Flush() error
+	}
+	q    token.Queue
+	feed *Feed
+	conn net.Conn // the bare connection of a hijacked stream (nil: net/http's writer)
+
+	tok string // the user's live token (a repeat registration keeps the first)
+	// seq is the registration's place number; refHead and refPos are the
+	// item's head and the exact position read with it (0: not in the line yet).
+	seq, refHead, refPos int64
+	total, totalAt       int64 // waiting count and when it was true (unix ms)
+	sum60                int64 // admitted in the last minute, at the last exact read
+	// progress is the id of the last event: seq - position while waiting,
+	// seq once admitted. Positions never increase, so ids never decrease,
+	// whichever replica serves the stream; Last-Event-ID seeds it.
+	progress int64
+	// ceiling bounds the position to report: the last one sent, or the one
+	// Last-Event-ID implies. 0: none yet.
+	ceiling  int64
+	sentPos  int64 // last position event, to send only changes
+	sentTot  int64
+	sentEta  int64 // -1: none
+	pending  bool  // told "pending", polling until the line has the registration
+	version  uint64
+	nextRead time.Time // next exact read from Redis while events arrive
+	lastRead time.Time
+	recheck  *time.Timer
+	armed    bool
+	// Position events are paced: at most one per Options.PositionEvery; a
+	// change inside the interval is held and the latest one goes out at its end.
+	sentAt  time.Time
+	held    *time.Timer
+	holding bool
+}
+
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// lastEventID parses Last-Event-ID (or ?lastEventId= for clients that cannot
+// set it); anything but a non-negative number is ignored.
+func lastEventID(c *gin.Context) int64 {
+	v := c.GetHeader("Last-Event-ID")
+	if v == "" {
+		v = c.Query("lastEventId")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+func retryLine(d time.Duration) []byte {
+	return []byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n")
+}
+
+var ping = []byte(": ping\n\n")
+
+// write writes b and flushes it within the write timeout; an error ends the
+// stream (the client is gone or stopped reading).
+func (st *stream) write(b []byte) error {
+	_ = st.rc.SetWriteDeadline(st.s.now().Add(st.s.opt.WriteTimeout))
+	_, err := st.w.Write(b)
+	if err == nil {
+		err = st.rc.Flush()
+	}
+	if err != nil {
+		st.s.m.writeFails.Inc()
+	}
+	return err
+}
+
+// send writes one event with the stream's progress as its id.
+func (st *stream) send(event string, data []byte, at int64) error {
+	bp := bufs.Get().(*[]byte)
+	b := append((*bp)[:0], "id: "...)
+	b = strconv.AppendInt(b, st.progress, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	err := st.write(b)
+	*bp = b
+	bufs.Put(bp)
+	if err != nil {
+		return err
+	}
+	st.s.m.delivered[event].Inc()
+	if at > 0 {
+		st.s.m.latency.Observe(max(0, float64(st.s.now().UnixMilli()-at)/1000))
+	}
+	return nil
+}
+
+// run streams until the registration reaches a final state, the client
+// leaves, a write fails or the hub stops.
+func (st *stream) run(ctx context.Context, status queue.Status) {
+	// Subscribe before the first exact read, so no event between the two is lost.
+	st.feed = st.s.hub.Subscribe(st.q.ItemID)
+	defer st.s.hub.Unsubscribe(st.feed)
+	defer func() {
+		if st.recheck != nil {
+			st.recheck.Stop()
+		}
+		if st.held != nil {
+			st.held.Stop()
+		}
+	}()
+	snap := st.feed.Latest()
+	st.version = snap.Version
+	if st.settle(ctx, status, snap, 0) {
+		return
+	}
+	for {
+		var recheck, held <-chan time.Time
+		if st.armed {
+			recheck = st.recheck.C
+		}
+		if st.holding {
+			held = st.held.C
+		}
+		beat := st.s.hub.Heartbeat()
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.s.hub.Stopped():
+			return
+		case <-snap.Next():
+			snap = st.feed.Latest()
+			if st.onSnapshot(ctx, snap) {
+				return
+			}
+		case <-beat:
+			if st.conn != nil && peerClosed(st.conn) {
+				return // nobody reads a hijacked stream to notice the close: look
+			}
+			if st.write(ping) != nil {
+				return
+			}
+			if now := st.s.now(); st.seq > 0 && !st.pending && now.Sub(st.lastRead) >= st.s.opt.IdleRefresh && st.s.reads.take(now) {
+				if st.exact(ctx, snap, 0) {
+					return
+				}
+			}
+		case <-held:
+			st.holding = false
+			if st.position(snap, snap.At) {
+				return
+			}
+		case <-recheck:
+			st.armed = false
+			if st.full(ctx, snap) {
+				return
+			}
+		}
+	}
+}
+
+// arm schedules a full re-read (pending registration, or Redis trouble).
+func (st *stream) arm(d time.Duration) {
+	if st.recheck == nil {
+		st.recheck = time.NewTimer(d)
+	} else {
+		st.recheck.Reset(d)
+	}
+	st.armed = true
+}
+
+// full reads the registration's status and acts on it; true ends the stream.
+func (st *stream) full(ctx context.Context, snap *Snapshot) bool {
+	rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
+	status, err := st.s.line.Status(rctx, st.q.ItemID, st.q.UserID, st.q.Partition, st.q.Offset)
+	cancel()
+	if err != nil {
+		st.trouble(ctx, "status", err)
+		return false
+	}
+	return st.settle(ctx, status, snap, 0)
+}
+
+// trouble logs a failed Redis read (at debug: with Redis down every stream
+// would say it) and tries again a little later.
+func (st *stream) trouble(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	st.s.log.Debug("stream read", zap.String("what", what), zap.String("item", st.q.ItemID), zap.Error(err))
+	st.arm(time.Second)
+}
+
+// settle acts on a status read from Redis; true ends the stream.
+func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapshot, depth int) bool {
+	if status.State == queue.Waiting || status.State == queue.Pending {
+		switch snap.Verdict {
+		case Closed:
+			return st.final(EventClosed, "CLOSED")
+		case SoldOut:
+			return st.final(EventSoldOut, "SOLD_OUT")
+		}
+	}
+	switch status.State {
+	case queue.Pending:
+		if !st.pending {
+			st.pending = true
+			if st.send(EventPending, mustJSON(Terminal{Status: "PENDING"}), 0) != nil {
+				return true
+			}
+		}
+		st.arm(st.s.opt.PendingPoll)
+		return false
+	case queue.Waiting:
+		st.pending = false
+		st.tok = status.TokenID
+		if st.sum60 == 0 {
+			st.sum60 = status.AdmittedLastMinute
+		}
+		return st.exactOr(ctx, snap, 0, depth)
+	case queue.Admitted:
+		st.tok = status.TokenID
+		return st.admitted(time.UnixMilli(status.ExpiresAtMs), snap.At)
+	case queue.Gone:
+		return st.final(EventExpired, "EXPIRED")
+	case queue.Completed:
+		return st.final(EventCompleted, "COMPLETED")
+	case queue.LeftLine:
+		return st.final(EventLeft, "LEFT")
+	default:
+		return st.final(EventRejected, "REJECTED")
+	}
+}
+
+// exact reads the registration's exact place and reports the position (at:
+// the admission event that led here, 0: none); true ends the stream.
+func (st *stream) exact(ctx context.Context, snap *Snapshot, at int64) bool {
+	return st.exactOr(ctx, snap, at, 0)
+}
+
+func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth int) bool {
+	rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
+	p, waiting, err := readPlace(rctx, st.s.rdb, st.q.ItemID, st.tok)
+	cancel()
+	if err != nil {
+		st.trouble(ctx, "place", err)
+		return false
+	}
+	if !waiting { // admitted or gone since the status read: read it again
+		if depth >= 2 {
+			st.arm(100 * time.Millisecond)
+			return false
+		}
+		rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
+		status, err := st.s.line.Status(rctx, st.q.ItemID, st.q.UserID, st.q.Partition, st.q.Offset)
+		cancel()
+		if err != nil {
+			st.trouble(ctx, "status", err)
+			return false
+		}
+		return st.settle(ctx, status, snap, depth+1)
+	}
+	now := st.s.now()
+	if st.seq == 0 && st.progress > 0 && st.progress < p.seq {
+		st.ceiling = p.seq - st.progress // what Last-Event-ID says this client saw
+	}
+	st.seq, st.refHead, st.refPos = p.seq, p.head, p.position
+	st.total, st.totalAt, st.sum60 = p.total, now.UnixMilli(), p.sum60
+	st.lastRead = now
+	st.nextRead = now.Add(jitter(st.s.opt.Refresh))
+	return st.position(snap, at)
+}
+
+// onSnapshot acts on a newer snapshot of the item; true ends the stream.
+func (st *stream) onSnapshot(ctx context.Context, snap *Snapshot) bool {
+	if snap.Version > st.version+1 {
+		st.s.m.replaced.Add(float64(snap.Version - st.version - 1))
+	}
+	st.version = snap.Version
+	if st.seq == 0 || st.pending { // not in the line yet: the poll decides
+		if snap.Verdict != Open {
+			return st.full(ctx, snap)
+		}
+		return false
+	}
+	switch snap.Verdict {
+	case Closed:
+		return st.final(EventClosed, "CLOSED")
+	case SoldOut:
+		return st.final(EventSoldOut, "SOLD_OUT")
+	}
+	if snap.Head >= st.seq {
+		// The head passed this registration: admitted, unless it left.
+		rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
+		until, ok, err := st.s.line.AdmittedUntil(rctx, st.q.ItemID, st.tok)
+		cancel()
+		if err != nil {
+			st.trouble(ctx, "admission", err)
+			return false
+		}
+		if ok {
+			return st.admitted(until, snap.At)
+		}
+		return st.full(ctx, snap)
+	}
+	if snap.At > st.totalAt {
+		st.total, st.totalAt = snap.Waiting, snap.At
+	}
+	// The estimate goes out first; an exact read, when due, follows it, so
+	// Redis never sits between an admission event and the streams.
+	if st.position(snap, snap.At) {
+		return true
+	}
+	if st.s.opt.Refresh > 0 {
+		now := st.s.now()
+		switch {
+		case now.Sub(st.nextRead) > st.s.opt.Refresh:
+			// Events resume after a quiet spell: every stream is overdue, so
+			// spread the reads over the next period instead of all at once.
+			st.nextRead = now.Add(rand.N(st.s.opt.Refresh))
+		case !now.Before(st.nextRead) && !st.s.reads.take(now):
+			st.nextRead = now.Add(rand.N(st.s.opt.Refresh)) // over budget: later
+		case !now.Before(st.nextRead):
+			return st.exact(ctx, snap, 0)
+		}
+	}
+	return false
+}
+
+// position reports the position if it changed. at is the admission event
+// that caused it (0: none), for the latency histogram.
+func (st *stream) position(snap *Snapshot, at int64) bool {
+	pos := estimate(st.seq, st.refHead, st.refPos, snap.Head)
+	if st.total > 0 {
+		pos = min(pos, st.total) // a waiting registration is within the line
+	}
+	if st.ceiling > 0 {
+		pos = min(pos, st.ceiling)
+	}
+	pos = max(pos, 1)
+	eta := st.eta(pos)
+	if st.sentPos > 0 && pos == st.sentPos && st.total == st.sentTot && eta == st.sentEta {
+		return false
+	}
+	now := st.s.now()
+	if every := st.s.opt.PositionEvery; st.sentPos > 0 && every > 0 && now.Sub(st.sentAt) < every {
+		if !st.holding { // the latest state goes out when the interval ends
+			st.holding = true
+			if st.held == nil {
+				st.held = time.NewTimer(every - now.Sub(st.sentAt))
+			} else {
+				st.held.Reset(every - now.Sub(st.sentAt))
+			}
+		}
+		return false
+	}
+	st.sentAt = now
+	st.ceiling, st.sentPos, st.sentTot, st.sentEta = pos, pos, st.total, eta
+	st.progress = max(st.progress, st.seq-pos)
+	bp := bufs.Get().(*[]byte)
+	b := append((*bp)[:0], `{"position":`...)
+	b = strconv.AppendInt(b, pos, 10)
+	b = append(b, `,"waitingTotal":`...)
+	b = strconv.AppendInt(b, max(st.total, pos), 10)
+	if eta >= 0 {
+		b = append(b, `,"etaSeconds":`...)
+		b = strconv.AppendInt(b, eta, 10)
+	}
+	b = append(b, '}')
+	err := st.send(EventPosition, b, at)
+	*bp = b
+	bufs.Put(bp)
+	return err != nil
+}
+
+// estimate is the position at head of a registration whose exact position
+// was refPos when the head was refHead. The people between the head and the
+// registration shrink as the head moves; the ones that left (the gap between
+// seq-refHead and refPos) are assumed spread evenly among them. It never
+// exceeds seq-head, the count of sequence numbers left ahead, and is exact at
+// refHead.
+func estimate(seq, refHead, refPos, head int64) int64 {
+	if head <= refHead {
+		return refPos
+	}
+	if head >= seq {
+		return 1
+	}
+	span := seq - refHead // >= refPos
+	return max(1, ((seq-head)*refPos+span-1)/span)
+}
+
+// eta estimates the seconds until admission the way the API does: position
+// over the admissions per second of the last minute, or over the configured
+// rate while nobody was admitted lately; -1 while admission is paused.
+func (st *stream) eta(pos int64) int64 {
+	rate := float64(st.sum60) / 60
+	enabled := true
+	if st.s.items != nil {
+		it, ok := st.s.items.Get(st.q.ItemID)
+		enabled = ok && it.Enabled
+		if rate <= 0 && ok {
+			rate = it.Policy.RatePerSecond
+		}
+	}
+	if rate <= 0 || !enabled {
+		return -1
+	}
+	return int64(math.Ceil(float64(pos) / rate))
+}
+
+// admitted sends the admission token (or "expired" when its time is past);
+// the stream ends either way.
+func (st *stream) admitted(until time.Time, at int64) bool {
+	if !until.After(st.s.now()) {
+		return st.final(EventExpired, "EXPIRED")
+	}
+	raw, err := st.s.admit.IssueAdmission(token.Admission{TokenID: st.tok, ItemID: st.q.ItemID, UserID: st.q.UserID, ExpiresAt: until})
+	if err != nil {
+		st.s.log.Error("sign admission token", zap.Error(err))
+		return true // the client reconnects and tries again
+	}
+	st.progress = max(st.progress, st.seq)
+	_ = st.send(EventAdmitted, mustJSON(Admitted{AdmissionToken: raw, ExpiresAt: until.UTC().Format(time.RFC3339Nano)}), at)
+	return true
+}
+
+// final sends a terminal event; the stream ends.
+func (st *stream) final(event, status string) bool {
+	_ = st.send(event, mustJSON(Terminal{Status: status}), 0)
+	return true
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // unreachable: plain structs of strings and numbers
+	}
+	return b
+}
+
+// jitter spreads d by ±25% so streams that connected together do not all
+// read Redis on the same event.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d*3/4 + rand.N(d/2+1)
+}
+
+// place is a waiting registration's exact place, read atomically.
+type place struct {
+	seq, head, position, total, sum60 int64
+}
+
+// readPlace reads tok's sequence and exact position with the item's head,
+// waiting count and last-minute pace in one MULTI (all keys share the item's
+// hash tag); waiting is false when tok is not in the line.
+func readPlace(ctx context.Context, rdb redis.UniversalClient, item, tok string) (p place, waiting bool, err error) {
+	k := queue.KeysFor(item)
+	var head, sum *redis.StringCmd
+	var score *redis.FloatCmd
+	var rank, card *redis.IntCmd
+	_, err = rdb.TxPipelined(ctx, func(pl redis.Pipeliner) error {
+		head = pl.Get(ctx, k.Head)
+		score = pl.ZScore(ctx, k.Waiting, tok)
+		rank = pl.ZRank(ctx, k.Waiting, tok)
+		card = pl.ZCard(ctx, k.Waiting)
+		sum = pl.HGet(ctx, k.Pace, "sum60")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return place{}, false, err
+	}
+	if errors.Is(score.Err(), redis.Nil) || errors.Is(rank.Err(), redis.Nil) {
+		return place{}, false, nil
+	}
+	for _, c := range []interface{ Err() error }{score, rank, card} {
+		if c.Err() != nil {
+			return place{}, false, c.Err()
+		}
+	}
+	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
+	return place{seq: int64(score.Val()), head: num(head), position: rank.Val() + 1, total: card.Val(), sum60: num(sum)}, true, nil
+}
