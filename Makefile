@@ -36,6 +36,7 @@ build: ## build every service binary into bin/
 	$(GO) build -o bin/waitroom-api ./services/api
 	$(GO) build -o bin/waitroom-consumer ./services/consumer
 	$(GO) build -o bin/waitroom-scheduler ./services/scheduler
+	$(GO) build -o bin/waitroom-notifier ./services/notifier
 	$(GO) build -o bin/waitroomctl ./services/ctl
 	$(GO) build -o bin/waitroom-dev ./services/dev
 

@@ -13,6 +13,7 @@ require (
 	github.com/waitroom/waitroom/pkg v0.0.0
 	github.com/waitroom/waitroom/services/api v0.0.0
 	github.com/waitroom/waitroom/services/consumer v0.0.0
+	github.com/waitroom/waitroom/services/notifier v0.0.0
 	github.com/waitroom/waitroom/services/scheduler v0.0.0
 	github.com/waitroom/waitroom/topics v0.0.0
 	go.uber.org/zap v1.28.0
@@ -76,6 +77,7 @@ replace (
 	github.com/waitroom/waitroom/pkg => ../../pkg
 	github.com/waitroom/waitroom/services/api => ../api
 	github.com/waitroom/waitroom/services/consumer => ../consumer
+	github.com/waitroom/waitroom/services/notifier => ../notifier
 	github.com/waitroom/waitroom/services/scheduler => ../scheduler
 	github.com/waitroom/waitroom/topics => ../../topics
 )

@@ -41,6 +41,7 @@ type Config struct {
 	AdminToken   string        `env:"WR_ADMIN_TOKEN" envDefault:"dev-admin-token" secret:"true"`
 	AdmissionKey string        `env:"WR_ADMISSION_KEY" secret:"true"`
 	FrontAddr    string        `env:"WR_DEV_FRONT_ADDR" envDefault:"127.0.0.1:8000"`
+	NotifierAddr string        `env:"WR_NOTIFIER_ADDR" envDefault:"127.0.0.1:8090"`
 	Log          config.Log
 }
 
@@ -99,7 +100,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	s, err := stack.Start(ctx, stack.Options{Brokers: brokers, RedisAddr: rds.Addr, APIAddr: cfg.APIAddr,
 		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, ProduceLinger: cfg.Linger, Log: log,
 		Schedulers: len(cfg.Schedulers), SchedulerAddrs: cfg.Schedulers, Tick: cfg.Tick, AdminToken: cfg.AdminToken,
-		AdmissionKey: cfg.AdmissionKey, FrontAddr: cfg.FrontAddr})
+		AdmissionKey: cfg.AdmissionKey, FrontAddr: cfg.FrontAddr, NotifierAddr: cfg.NotifierAddr})
 	if err != nil {
 		return err
 	}
@@ -134,6 +135,7 @@ waitroom is running. Open the waiting room in a browser:
   front door %[9]s   (the page, the API and the event streams on one origin)
   api        %[1]s   (health %[1]s/healthz, ready %[1]s/readyz, metrics %[1]s/metrics)
   consumer   %[2]s
+  notifier   %[10]s   (Server-Sent Events: GET …/registrations/{token}/events)
   schedulers %[6]v (one leads; admin API on each)
   kafka      %[3]v (embedded)
   redis      %[4]s (%[5]s)
@@ -153,5 +155,5 @@ Operate it (admin token %[7]q):
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"paused":true}'
 
 Ctrl-C stops everything; .data/ keeps the queue for the next run.
-`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0], s.URL)
+`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0], s.URL, s.NotifierURL)
 }

@@ -85,6 +85,9 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.Equal(t, "ADMITTED", status, "positions seen %v", seen)
+	transport, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
+	require.NoError(t, err)
+	assert.Equal(t, "sse", transport, "the page listened on Server-Sent Events through the front door")
 	for i := 1; i < len(seen); i++ {
 		assert.Less(t, seen[i], seen[i-1], "the position only falls: %v", seen)
 	}

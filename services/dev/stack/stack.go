@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
+	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -40,13 +41,16 @@ type Options struct {
 	AdmissionKey string
 	// FrontAddr is the one origin for browsers: the page, the API and the event streams.
 	FrontAddr string
-	Log       *zap.Logger
+	// NotifierAddr is the SSE notifier's listener (default: a free port).
+	NotifierAddr string
+	Log          *zap.Logger
 }
 
 // Stack is a running set of services.
 type Stack struct {
 	URL           string // the front door
 	APIURL        string
+	NotifierURL   string
 	ConsumerURL   string
 	SchedulerURLs []string
 	done          chan error
@@ -90,25 +94,44 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, fmt.Errorf("listen scheduler: %w", err)
 		}
 	}
-	frontLn, err := net.Listen("tcp", or(o.FrontAddr, "127.0.0.1:0"))
-	if err != nil {
+	closeAll := func() {
 		apiLn.Close()
 		conLn.Close()
 		for _, l := range schLns {
 			l.Close()
 		}
+	}
+	frontLn, err := net.Listen("tcp", or(o.FrontAddr, "127.0.0.1:0"))
+	if err != nil {
+		closeAll()
 		return nil, fmt.Errorf("listen front door: %w", err)
 	}
+	notLn, err := net.Listen("tcp", or(o.NotifierAddr, "127.0.0.1:0"))
+	if err != nil {
+		closeAll()
+		frontLn.Close()
+		return nil, fmt.Errorf("listen notifier: %w", err)
+	}
+	notCfg, err := config.Load[sse.Config]() // the defaults of its tags
+	if err != nil {
+		closeAll()
+		frontLn.Close()
+		notLn.Close()
+		return nil, err
+	}
+	notCfg.TokenAlg, notCfg.TokenKey, notCfg.AdmissionKey = "HS256", o.TokenKey, o.AdmissionKey
+	notCfg.Kafka, notCfg.Redis, notCfg.HTTP = kafka, redis, httpc
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stack{
 		URL:    "http://" + frontLn.Addr().String(),
 		APIURL: "http://" + apiLn.Addr().String(), ConsumerURL: "http://" + conLn.Addr().String(),
-		done: make(chan error, 3+o.Schedulers), running: 3 + o.Schedulers, cancel: cancel,
+		done: make(chan error, 4+o.Schedulers), running: 4 + o.Schedulers, cancel: cancel,
 	}
+	s.NotifierURL = "http://" + notLn.Addr().String()
 	for _, l := range schLns {
 		s.SchedulerURLs = append(s.SchedulerURLs, "http://"+l.Addr().String())
 	}
-	var apiReady, conReady httpserver.Readiness
+	var apiReady, conReady, notReady httpserver.Readiness
 	schReady := make([]httpserver.Readiness, o.Schedulers)
 	apiCfg := httpapi.Config{
 		TokenAlg: "HS256", TokenKey: o.TokenKey, TokenKID: "k1", QueueTokenTTL: 24 * time.Hour,
@@ -127,7 +150,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			s.done <- wrap(name, admission.Run(ctx, schCfg, l, o.Log.Named(name), &schReady[i]))
 		}()
 	}
-	front, err := FrontDoor(s.APIURL, "")
+	go func() { s.done <- wrap("notifier", sse.Run(ctx, notCfg, notLn, o.Log.Named("notifier"), &notReady)) }()
+	front, err := FrontDoor(s.APIURL, s.NotifierURL)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -141,7 +165,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				return false
 			}
 		}
-		return apiReady.Ready() && conReady.Ready()
+		return apiReady.Ready() && conReady.Ready() && notReady.Ready()
 	}
 
 	deadline := time.NewTimer(60 * time.Second)
