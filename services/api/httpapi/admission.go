@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -44,10 +43,8 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 	}
 	var req AdmissionRequest
 	if len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			httpserver.Abort(c, http.StatusBadRequest, "INVALID_JSON", describeJSONError(err))
+		if e := httpserver.DecodeJSON(body, &req); e != nil {
+			httpserver.Abort(c, http.StatusBadRequest, e.Code, e.Message)
 			return token.Admission{}, false
 		}
 	}
@@ -78,6 +75,24 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 	return a, true
 }
 
+// liveAdmission checks a's admission is still in the item's admitted set and
+// unexpired. When it cannot tell or the admission ended, it has answered (503,
+// or 410 ADMISSION_ENDED) and returns false.
+func (s *Server) liveAdmission(ctx context.Context, c *gin.Context, a token.Admission) (until time.Time, ok bool) {
+	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
+	if err != nil {
+		s.log.Warn("read admission", zap.String("item", a.ItemID), zap.String("route", c.FullPath()), zap.Error(err))
+		c.Header("Retry-After", "1")
+		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "admissions cannot be read right now; retry shortly")
+		return time.Time{}, false
+	}
+	if !live || !until.After(s.now()) {
+		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission expired or was completed")
+		return time.Time{}, false
+	}
+	return until, true
+}
+
 // verify answers 200 while the admission is live: signed by us, for the item
 // asked, and still in the item's admitted set (not expired, not completed).
 func (s *Server) verify(c *gin.Context) {
@@ -87,15 +102,8 @@ func (s *Server) verify(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
 	defer cancel()
-	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
-	if err != nil {
-		s.log.Warn("verify admission", zap.String("item", a.ItemID), zap.Error(err))
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "admissions cannot be read right now; retry shortly")
-		return
-	}
-	if !live || !until.After(s.now()) {
-		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission expired or was completed")
+	until, ok := s.liveAdmission(ctx, c, a)
+	if !ok {
 		return
 	}
 	c.JSON(http.StatusOK, AdmissionResponse{Valid: true, Status: StatusAdmitted, ItemID: a.ItemID, UserID: a.UserID,
@@ -112,15 +120,7 @@ func (s *Server) complete(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
 	defer cancel()
-	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
-	if err != nil {
-		s.log.Warn("complete admission: read it", zap.String("item", a.ItemID), zap.Error(err))
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "admissions cannot be read right now; retry shortly")
-		return
-	}
-	if !live || !until.After(s.now()) {
-		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission had already expired or been completed")
+	if _, ok := s.liveAdmission(ctx, c, a); !ok {
 		return
 	}
 	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,

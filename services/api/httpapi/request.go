@@ -2,11 +2,8 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -32,34 +29,11 @@ func DecodeRegisterRequest(body []byte) (RegisterRequest, *RequestError) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return req, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return RegisterRequest{}, &RequestError{Code: "INVALID_JSON", Message: describeJSONError(err)}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return RegisterRequest{}, &RequestError{Code: "INVALID_JSON", Message: "body must be a single JSON object"}
+	if e := httpserver.DecodeJSON(body, &req); e != nil {
+		return RegisterRequest{}, &RequestError{Code: e.Code, Message: e.Message}
 	}
 	if req.UserID != "" && !topics.ValidID(req.UserID) {
 		return RegisterRequest{}, &RequestError{Code: "INVALID_USER_ID", Message: "userId must be " + topics.IDRule}
 	}
 	return req, nil
-}
-
-func describeJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be a %s, not %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("body must be a JSON object, not %s", te.Value)
-	case errors.As(err, &se):
-		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "malformed JSON: unexpected end of body"
-	default:
-		return "malformed JSON: " + err.Error()
-	}
 }

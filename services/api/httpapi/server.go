@@ -187,24 +187,38 @@ func clientMeta(c *gin.Context) *topics.ClientMeta {
 	return &topics.ClientMeta{IP: c.ClientIP(), UserAgent: ua}
 }
 
-// bearerOrPath returns the queue token of a request: the Authorization bearer
-// when present (the path segment is then "current"), else the path segment.
-func bearerOrPath(c *gin.Context) string {
+// QueueTokenOf returns the queue token of a request: an Authorization bearer,
+// else ?token= (EventSource cannot set headers), else the path segment unless
+// it is "current" (which stands for the bearer).
+func QueueTokenOf(c *gin.Context) string {
 	if h := c.GetHeader("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return strings.TrimSpace(h[7:])
 	}
-	return c.Param("token")
+	if t := c.Query("token"); t != "" {
+		return t
+	}
+	if p := c.Param("token"); p != "current" {
+		return p
+	}
+	return ""
 }
 
-// authorize parses the queue token of a request for the item in its path; on
-// failure it has answered 400, 401 or 403 and returns false.
-func (s *Server) authorize(c *gin.Context) (token.Queue, bool) {
+// AuthorizeQueue checks a request's queue token (QueueTokenOf) against the
+// item in its path. On failure it has answered 400 INVALID_ITEM_ID, 401
+// TOKEN_MISSING / TOKEN_INVALID / TOKEN_EXPIRED or 403 TOKEN_ITEM_MISMATCH,
+// with the JSON error body, and returns false.
+func AuthorizeQueue(c *gin.Context, signer *token.Signer) (token.Queue, bool) {
 	item := c.Param("itemId")
 	if !topics.ValidID(item) {
 		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
 		return token.Queue{}, false
 	}
-	q, err := s.signer.ParseQueue(bearerOrPath(c))
+	raw := QueueTokenOf(c)
+	if raw == "" {
+		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
+		return token.Queue{}, false
+	}
+	q, err := signer.ParseQueue(raw)
 	switch {
 	case errors.Is(err, token.ErrExpired):
 		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
@@ -248,7 +262,7 @@ const (
 )
 
 func (s *Server) status(c *gin.Context) {
-	q, ok := s.authorize(c)
+	q, ok := AuthorizeQueue(c, s.signer)
 	if !ok {
 		return
 	}
@@ -319,7 +333,7 @@ func eta(st queue.Status, it topics.ItemState) *int64 {
 }
 
 func (s *Server) leave(c *gin.Context) {
-	q, ok := s.authorize(c)
+	q, ok := AuthorizeQueue(c, s.signer)
 	if !ok {
 		return
 	}

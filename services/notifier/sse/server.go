@@ -2,10 +2,8 @@ package sse
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +12,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/topics"
+	"github.com/waitroom/waitroom/services/api/httpapi"
 	"go.uber.org/zap"
 )
 
@@ -138,53 +136,10 @@ func (s *Server) Routes(r gin.IRouter) {
 	r.GET(EventsPath, s.events)
 }
 
-// rawToken returns the queue token of a request: an Authorization bearer,
-// else ?token=, else the path segment (unless it is "current").
-func rawToken(c *gin.Context) string {
-	if h := c.GetHeader("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	if t := c.Query("token"); t != "" {
-		return t
-	}
-	if p := c.Param("token"); p != "current" {
-		return p
-	}
-	return ""
-}
-
-// authorize checks the queue token against the item in the path; on failure
-// it has answered 400, 401 or 403 with the JSON error body.
-func (s *Server) authorize(c *gin.Context) (token.Queue, bool) {
-	item := c.Param("itemId")
-	if !topics.ValidID(item) {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
-		return token.Queue{}, false
-	}
-	raw := rawToken(c)
-	if raw == "" {
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
-		return token.Queue{}, false
-	}
-	q, err := s.signer.ParseQueue(raw)
-	switch {
-	case errors.Is(err, token.ErrExpired):
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
-		return token.Queue{}, false
-	case err != nil:
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
-		return token.Queue{}, false
-	case q.ItemID != item:
-		httpserver.Abort(c, http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
-		return token.Queue{}, false
-	}
-	return q, true
-}
-
 // events authorizes the request, reads where the token stands, and only then
 // opens the stream, so every refusal is a plain JSON answer.
 func (s *Server) events(c *gin.Context) {
-	q, ok := s.authorize(c)
+	q, ok := httpapi.AuthorizeQueue(c, s.signer)
 	if !ok {
 		return
 	}

@@ -2,11 +2,9 @@ package admin
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -110,31 +108,8 @@ func decodeStrict(body []byte, v any) *RequestError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &RequestError{Code: "INVALID_JSON", Message: "body must be a JSON object"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &RequestError{Code: "INVALID_JSON", Message: describeJSONError(err)}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &RequestError{Code: "INVALID_JSON", Message: "body must be a single JSON object"}
+	if e := httpserver.DecodeJSON(body, v); e != nil {
+		return &RequestError{Code: e.Code, Message: e.Message}
 	}
 	return nil
-}
-
-func describeJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be a %s, not %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("body must be a JSON object, not %s", te.Value)
-	case errors.As(err, &se):
-		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "malformed JSON: unexpected end of body"
-	default:
-		return "malformed JSON: " + err.Error()
-	}
 }
