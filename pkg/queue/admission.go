@@ -54,7 +54,7 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 		}
 		return l.PromoteMany(ctx, items, epoch, now, burst)
 	}
-	if err != nil && !isRecordError(err) {
+	if err != nil && !IsRecordError(err) {
 		return nil, nil, fmt.Errorf("promote %d items: %w", len(items), err)
 	}
 	ticks, errs = make([]Tick, len(items)), make([]error, len(items))

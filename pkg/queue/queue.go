@@ -44,6 +44,8 @@ var (
 	markSrc string
 	//go:embed status.lua
 	statusSrc string
+	//go:embed rewind.lua
+	rewindSrc string
 	//go:embed apply_item.lua
 	applyItemSrc string
 	//go:embed promote.lua
@@ -57,6 +59,7 @@ var (
 	leaveScript     = redis.NewScript(leaveSrc)
 	markScript      = redis.NewScript(markSrc)
 	statusScript    = redis.NewScript(statusSrc)
+	rewindScript    = redis.NewScript(rewindSrc)
 	applyItemScript = redis.NewScript(applyItemSrc)
 	promoteScript   = redis.NewScript(promoteSrc)
 	completeScript  = redis.NewScript(completeSrc)
@@ -175,13 +178,13 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 		}
 		return nil
 	})
-	if err != nil && !isRecordError(err) {
+	if err != nil && !IsRecordError(err) {
 		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
 	}
 	out := make([]Result, len(ops))
 	for i, c := range cmds {
 		if err := c.Err(); err != nil {
-			if isRecordError(err) {
+			if IsRecordError(err) {
 				out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
 				continue
 			}
@@ -204,10 +207,10 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	return out, nil
 }
 
-// isRecordError tells a refusal of one command (a reply error such as
+// IsRecordError tells a refusal of one command (a reply error such as
 // WRONGTYPE) from trouble with Redis itself (network, restart, failover,
 // memory), which must pause consumption rather than fail a record.
-func isRecordError(err error) bool {
+func IsRecordError(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
@@ -303,4 +306,17 @@ func (l *Line) Waiting(ctx context.Context, item string, limit int64) ([]string,
 		return nil, fmt.Errorf("waiting of %s: %w", item, err)
 	}
 	return ids, nil
+}
+
+// Rewind moves item's applied offset on partition back to just before from,
+// so the ops from there on run again instead of being replays: the consumer
+// retries records Redis refused this way. It changes nothing and answers false
+// when the stored offset is beyond upTo (a newer write owns it).
+func (l *Line) Rewind(ctx context.Context, item string, partition int32, from, upTo int64) (bool, error) {
+	n, err := rewindScript.Run(ctx, l.rdb, []string{KeysFor(item).Applied}, strconv.FormatInt(int64(partition), 10),
+		strconv.FormatInt(from, 10), strconv.FormatInt(upTo, 10), strconv.FormatInt(from-1, 10)).Int()
+	if err != nil {
+		return false, fmt.Errorf("rewind %s partition %d to %d: %w", item, partition, from, err)
+	}
+	return n == 1, nil
 }

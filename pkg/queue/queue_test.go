@@ -177,3 +177,32 @@ func TestApplyTellsRecordErrorsFromOutages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, queue.Added, res[0].Outcome)
 }
+
+func TestRewindLetsRefusedOpsRunAgain(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	require.NoError(t, rdb.Set(ctx, queue.KeysFor("r").Users, "corrupt", 0).Err())
+	res, err := l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5), reg("r", "t2", "u2", 6)})
+	require.NoError(t, err)
+	require.Error(t, res[0].Err)
+	require.NoError(t, rdb.Del(ctx, queue.KeysFor("r").Users).Err()) // an operator fixes the key
+	res, err = l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5)})
+	require.NoError(t, err)
+	assert.Equal(t, queue.Replay, res[0].Outcome, "without a rewind the refused op is a replay")
+
+	ok, err := l.Rewind(ctx, "r", 0, 5, 6)
+	require.NoError(t, err)
+	require.True(t, ok)
+	res, err = l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5), reg("r", "t2", "u2", 6)})
+	require.NoError(t, err)
+	assert.Equal(t, queue.Added, res[0].Outcome)
+	assert.Equal(t, queue.Added, res[1].Outcome)
+
+	// A write beyond the batch owns the offset: no rewind.
+	_, err = l.Apply(ctx, []queue.Op{reg("r", "t9", "u9", 50)})
+	require.NoError(t, err)
+	ok, err = l.Rewind(ctx, "r", 0, 5, 6)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}

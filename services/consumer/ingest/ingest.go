@@ -6,12 +6,9 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +36,6 @@ type DeadLetters interface {
 // Registrations applies registration records to the lines.
 type Registrations struct {
 	line  *queue.Line
-	rdb   redis.UniversalClient
 	items Items
 	dlq   DeadLetters
 	log   *zap.Logger
@@ -65,7 +61,7 @@ type refusal struct {
 // NewRegistrations returns the registrations handler, applying to the lines
 // in rdb.
 func NewRegistrations(rdb redis.UniversalClient, items Items, dl DeadLetters, m *Metrics, log *zap.Logger, retry Retry) *Registrations {
-	return &Registrations{line: queue.New(rdb), rdb: rdb, items: items, dlq: dl, log: log, m: m,
+	return &Registrations{line: queue.New(rdb), items: items, dlq: dl, log: log, m: m,
 		retry: retry.withDefaults(), refused: map[int32]map[int64]refusal{}}
 }
 
@@ -284,51 +280,8 @@ func (h *Registrations) reopen(ctx context.Context, partition int32, item string
 	if first < 0 {
 		return nil, false, nil
 	}
-	ok, err = rewind(ctx, h.rdb, item, partition, ops[first].Offset, last)
+	ok, err = h.line.Rewind(ctx, item, partition, ops[first].Offset, last)
 	return tail, ok, err
-}
-
-// rewind sets item's applied offset of partition to from-1, provided it lies
-// in [from, upTo], the offsets this batch may have set. ok is false when the
-// guard is not this batch's to move (someone went further) or is itself
-// corrupt.
-//
-// It writes a key pkg/queue owns, from outside it: it belongs there as a
-// script beside enqueue.lua.
-func rewind(ctx context.Context, rdb redis.UniversalClient, item string, partition int32, from, upTo int64) (ok bool, err error) {
-	key, field := queue.KeysFor(item).Applied, strconv.FormatInt(int64(partition), 10)
-	err = rdb.Watch(ctx, func(tx *redis.Tx) error {
-		v, err := tx.HGet(ctx, key, field).Result()
-		if errors.Is(err, redis.Nil) {
-			ok = true // nothing applied: the ops run again as they are
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		cur, perr := strconv.ParseInt(v, 10, 64)
-		switch {
-		case perr != nil || cur > upTo:
-			return nil
-		case cur < from:
-			ok = true
-			return nil
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, key, field, strconv.FormatInt(from-1, 10))
-			return nil
-		})
-		ok = err == nil
-		return err
-	}, key)
-	switch {
-	case err == nil:
-		return ok, nil
-	case errors.Is(err, redis.TxFailedErr) || refused(err):
-		return false, nil
-	default:
-		return false, fmt.Errorf("rewind applied offset of %s partition %d: %w", item, partition, err)
-	}
 }
 
 func (h *Registrations) tries(partition int32, offset int64) int {
@@ -396,22 +349,6 @@ func (r Retry) withDefaults() Retry {
 	return r
 }
 
-// refused tells a refusal of one command (a reply error such as WRONGTYPE)
-// from trouble with Redis itself (network, restart, failover, memory). It
-// mirrors queue's own test, which is unexported.
-func refused(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	for _, transient := range []string{"NOSCRIPT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
-		if strings.HasPrefix(re.Error(), transient) {
-			return false
-		}
-	}
-	return true
-}
-
 // ItemStates applies item records to the items' stored state.
 type ItemStates struct {
 	line  *queue.Line
@@ -458,7 +395,7 @@ func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Re
 			if err == nil {
 				break
 			}
-			if !refused(err) {
+			if !queue.IsRecordError(err) {
 				return err // Redis trouble: the runner retries the batch
 			}
 			if try >= h.retry.Attempts {
