@@ -5,7 +5,7 @@ MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
 FUZZTIME ?= 10s
 
-.PHONY: run test vet unit fuzz race topics bench wrk build clean help
+.PHONY: run test vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ help: ## list the targets
 run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctrl-C stops it)
 	$(GO) run ./services/dev
 
-test: vet unit fuzz ## everything CI runs: vet, unit + integration tests (real redis-server, kfake), short fuzzing
+test: vet unit fuzz load ## everything CI runs: vet, unit + integration tests (real redis-server, kfake, chromium), short fuzzing, a short k6 spike
 
 vet:
 	$(GO) vet $(PKGS)
@@ -30,6 +30,26 @@ fuzz: ## run every fuzz target briefly (FUZZTIME=10s each)
 	  dir=$$(grep -rlE --include='*_test.go' "^func $$t\(" $(MODULES) | head -1 | xargs dirname); \
 	  echo "fuzz $$t in $$dir"; (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) .); \
 	done
+
+load: k6-test spike-ci ## the k6 extension's tests and a short spike on a fresh stack (thresholds enforced)
+
+k6: ## build bin/k6: k6 with our SSE extension k6/x/sse (module k6/, outside go.work; the first build takes minutes)
+	cd k6 && GOWORK=off $(GO) build -o ../bin/k6 ./cmd/k6
+
+k6-test: ## vet, gofmt and tests of the k6 extension
+	cd k6 && GOWORK=off $(GO) vet ./... && test -z "$$(gofmt -l .)" && GOWORK=off $(GO) test -count=1 ./...
+
+spike: k6 ## ticket-drop spike on a fresh dev stack (200 VUs, ramp 10s, hold 20s); summary in bench/results/
+	bench/run.sh spike
+
+spike-ci: k6 ## the short spike CI runs (50 VUs, 5s + 10s)
+	VUS=50 RAMP=5s HOLD=10s bench/run.sh spike
+
+soak: k6 ## RATE=50/s for DURATION=10m with SSE listeners; memory and the ledger in bench/results/
+	bench/run.sh soak
+
+soak-ci: k6 ## a 30 s soak
+	DURATION=30s bench/run.sh soak
 
 build: ## build every service binary into bin/
 	@mkdir -p bin

@@ -106,11 +106,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// isTaken reports the ordinary "another replica leads" answer.
+// isTaken reports the ordinary "another replica leads" answer. redsync
+// returns its taken errors as pointers (and may join them); match both forms.
 func isTaken(err error) bool {
-	var taken redsync.ErrTaken
-	var nodeTaken redsync.ErrNodeTaken
-	return errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) || errors.As(err, &nodeTaken)
+	var taken *redsync.ErrTaken
+	var nodeTaken *redsync.ErrNodeTaken
+	var takenV redsync.ErrTaken
+	var nodeTakenV redsync.ErrNodeTaken
+	return errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) || errors.As(err, &nodeTaken) ||
+		errors.As(err, &takenV) || errors.As(err, &nodeTakenV)
 }
 
 // lead ticks while this replica holds the lock; it returns when the lock is
