@@ -36,7 +36,8 @@ type Options struct {
 	// re-reading its exact position, checked at each heartbeat (60 s): it
 	// catches people ahead who left while admission is paused.
 	IdleRefresh time.Duration
-	// PendingPoll is how often a registration not yet in the line is re-read (500 ms).
+	// PendingPoll caps how often a registration not yet in the line is re-read
+	// (500 ms): the first re-read comes after 25 ms, then the delay doubles.
 	PendingPoll time.Duration
 	// ItemPoll is how often the item cache is re-judged for closed or sold out items (500 ms).
 	ItemPoll time.Duration

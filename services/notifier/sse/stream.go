@@ -64,16 +64,19 @@ type stream struct {
 	progress int64
 	// ceiling bounds the position to report: the last one sent, or the one
 	// Last-Event-ID implies. 0: none yet.
-	ceiling  int64
-	sentPos  int64 // last position event, to send only changes
-	sentTot  int64
-	sentEta  int64 // -1: none
-	pending  bool  // told "pending", polling until the line has the registration
-	version  uint64
-	nextRead time.Time // next exact read from Redis while events arrive
-	lastRead time.Time
-	recheck  *time.Timer
-	armed    bool
+	ceiling int64
+	sentPos int64 // last position event, to send only changes
+	sentTot int64
+	sentEta int64 // -1: none
+	pending bool  // told "pending", polling until the line has the registration
+	// pendingWait is the next pending re-read's delay: 25 ms, doubling up to
+	// Options.PendingPoll (a registration is usually applied within tens of ms).
+	pendingWait time.Duration
+	version     uint64
+	nextRead    time.Time // next exact read from Redis while events arrive
+	lastRead    time.Time
+	recheck     *time.Timer
+	armed       bool
 	// Position events are paced: at most one per Options.PositionEvery; a
 	// change inside the interval is held and the latest one goes out at its end.
 	sentAt  time.Time
@@ -254,10 +257,11 @@ func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapsho
 				return true
 			}
 		}
-		st.arm(st.s.opt.PendingPoll)
+		st.pendingWait = min(max(2*st.pendingWait, 25*time.Millisecond), st.s.opt.PendingPoll)
+		st.arm(st.pendingWait)
 		return false
 	case queue.Waiting:
-		st.pending = false
+		st.pending, st.pendingWait = false, 0
 		st.tok = status.TokenID
 		if st.sum60 == 0 {
 			st.sum60 = status.AdmittedLastMinute
