@@ -104,16 +104,17 @@ func TestBadRecordsGoToDLQ(t *testing.T) {
 		good("u3"),
 		{Topic: topics.Registrations, Key: []byte("ghost"), Value: topics.Encode(&unknown)},
 	}
-	res := e.kcl.ProduceSync(ctx, recs...)
-	require.NoError(t, res.FirstErr())
+	// ProduceSync answers in completion order; each record gets its own
+	// partition and offset set, so read them from recs.
+	require.NoError(t, e.kcl.ProduceSync(ctx, recs...).FirstErr())
 	line := e.waitLine("tix", 3)
 	assert.Equal(t, []string{"tok-u1", "tok-u2", "tok-u3"}, line)
 
 	want := map[int64]string{ // source offset -> error type, for the tix partition
-		res[1].Record.Offset: topics.ErrorTypeParsing,
-		res[3].Record.Offset: topics.ErrorTypeParsing,
-		res[4].Record.Offset: topics.ErrorTypeValidation,
-		res[5].Record.Offset: topics.ErrorTypeValidation,
+		recs[1].Offset: topics.ErrorTypeParsing,
+		recs[3].Offset: topics.ErrorTypeParsing,
+		recs[4].Offset: topics.ErrorTypeValidation,
+		recs[5].Offset: topics.ErrorTypeValidation,
 	}
 	dead := readDLQ(t, e, topics.Registrations, 5)
 	for _, r := range dead {
@@ -127,13 +128,13 @@ func TestBadRecordsGoToDLQ(t *testing.T) {
 		if string(r.Key) == "ghost" {
 			assert.Equal(t, topics.ErrorTypeValidation, dlq.Header(r, topics.HeaderErrorType))
 			assert.Contains(t, dlq.Header(r, topics.HeaderError), "unknown item")
-			assert.Equal(t, strconv.Itoa(int(res[7].Record.Partition)), dlq.Header(r, topics.HeaderSourcePartition))
+			assert.Equal(t, strconv.Itoa(int(recs[7].Partition)), dlq.Header(r, topics.HeaderSourcePartition))
 			continue
 		}
-		assert.Equal(t, strconv.Itoa(int(res[1].Record.Partition)), dlq.Header(r, topics.HeaderSourcePartition))
+		assert.Equal(t, strconv.Itoa(int(recs[1].Partition)), dlq.Header(r, topics.HeaderSourcePartition))
 		assert.Equal(t, want[off], dlq.Header(r, topics.HeaderErrorType), "offset %d: %s", off, dlq.Header(r, topics.HeaderError))
 		delete(want, off)
-		if off == res[1].Record.Offset {
+		if off == recs[1].Offset {
 			assert.Equal(t, recs[1].Value, r.Value, "the original bytes")
 			assert.Equal(t, "abc", dlq.Header(r, "trace"), "original headers kept")
 		}
@@ -141,7 +142,7 @@ func TestBadRecordsGoToDLQ(t *testing.T) {
 	assert.Empty(t, want, "every bad record of tix is in the DLQ")
 
 	// A registration the line refused reports REJECTED, not PENDING forever.
-	tok, err := e.signer.IssueQueue(token.Queue{TokenID: "tok-m", ItemID: "tix", UserID: "m", Partition: res[5].Record.Partition, Offset: res[5].Record.Offset}, time.Hour)
+	tok, err := e.signer.IssueQueue(token.Queue{TokenID: "tok-m", ItemID: "tix", UserID: "m", Partition: recs[5].Partition, Offset: recs[5].Offset}, time.Hour)
 	require.NoError(t, err)
 	assert.Equal(t, "REJECTED", e.status("tix", tok).Status)
 }
