@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -26,6 +27,11 @@ type Redis struct {
 	Password string `env:"WR_REDIS_PASSWORD" secret:"true"`
 	DB       int    `env:"WR_REDIS_DB" envDefault:"0"`
 	PoolSize int    `env:"WR_REDIS_POOL_SIZE" envDefault:"64"`
+}
+
+// NewClient returns a client of the configured Redis.
+func (r Redis) NewClient() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, PoolSize: r.PoolSize})
 }
 
 // Log is how a service logs.

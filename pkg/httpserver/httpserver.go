@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 )
@@ -116,6 +117,14 @@ func (m *metrics) middleware(c *gin.Context) {
 		return // streams last minutes; their latency would drown the histogram
 	}
 	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+}
+
+// NewRegistry returns a metrics registry with the Go runtime and process
+// collectors every service exposes.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // Serve serves h on ln until ctx ends, then stops accepting and drains open

@@ -7,9 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
@@ -102,11 +99,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	rdb := cfg.Redis.NewClient()
 	defer rdb.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := httpserver.NewRegistry()
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout,
 	}, reg, log)

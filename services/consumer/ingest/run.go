@@ -7,9 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/consume"
@@ -46,11 +43,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := httpserver.NewRegistry()
 	m := NewMetrics(reg)
 
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	rdb := cfg.Redis.NewClient()
 	defer rdb.Close()
 	line := queue.New(rdb)
 

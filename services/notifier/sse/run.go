@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
@@ -107,7 +106,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, err
 		follow.Close()
 		return nil, err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	rdb := cfg.Redis.NewClient()
 	hub := NewHub(items)
 	m := NewMetrics(reg, hub)
 	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
@@ -178,8 +177,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := httpserver.NewRegistry()
 	n, err := New(cfg, log, reg)
 	if err != nil {
 		return err

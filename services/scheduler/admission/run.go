@@ -6,9 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
@@ -38,9 +35,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	reg := httpserver.NewRegistry()
+	rdb := cfg.Redis.NewClient()
 	defer rdb.Close()
 	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-scheduler", log)
 	prod, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
