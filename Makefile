@@ -5,15 +5,25 @@ MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
 FUZZTIME ?= 10s
 
-.PHONY: run test vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
+.PHONY: run test test-all deps scripts-test vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctrl-C stops it)
 	$(GO) run ./services/dev
 
-test: vet unit fuzz load ## everything CI runs: vet, unit + integration tests (real redis-server, kfake, chromium), short fuzzing, a short k6 spike
+test: deps ## everything CI runs: installs what is missing (deps), then vet, script tests, unit + integration tests (real redis-server, kfake, chromium), short fuzzing, a short k6 spike
+	@$(MAKE) --no-print-directory test-all
+
+# A sub-make, so nothing of the suite starts before deps has finished, even under -j.
+test-all: vet scripts-test unit fuzz load
+
+deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command
+	@scripts/test-deps.sh
+
+scripts-test: ## tests of the scripts in scripts/
+	@scripts/test-deps_test.sh
 
 vet:
 	$(GO) vet $(PKGS)
@@ -63,5 +73,5 @@ build: ## build every service binary into bin/
 topics: ## create or verify the Kafka topics on WR_KAFKA_BROKERS
 	$(GO) run ./services/ctl topics ensure
 
-clean:
+clean: ## remove bin/ and .data/ (the dev stack's Kafka and Redis data: the next `make run` starts empty)
 	rm -rf bin .data
