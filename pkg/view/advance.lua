@@ -1,0 +1,14 @@
+-- advance: the view applied a topic-partition up to ARGV[2] - 1.
+-- KEYS[1] wr:view          HASH the marker (nothing is written while it is missing)
+-- KEYS[2] wr:view:applied  HASH "topic/partition" -> next offset not applied
+-- ARGV[1] "topic/partition"  ARGV[2] next offset
+-- Returns 1 when moved forward, 0 otherwise.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+if tonumber(ARGV[2]) <= cur then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1

@@ -1,0 +1,136 @@
+// Package view is the marker of what the Redis view holds: a generation, a
+// state (ready or rebuilding) and the Kafka offsets applied per
+// topic-partition, plus the Watcher every service runs to know whether the
+// view can be trusted (Redis lost or rolled back: not until it is rebuilt).
+package view
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Keys of the marker. They live outside every item's hash tag: one marker
+// describes the whole view.
+const (
+	// MarkerKey is a HASH: gen, state (ready|rebuilding), builtAt (unix ms), reason.
+	MarkerKey = "wr:view"
+	// AppliedKey is a HASH "topic/partition" -> the next offset the view has not
+	// applied (the highest applied offset + 1).
+	AppliedKey = "wr:view:applied"
+	// LockKey is held by whoever rebuilds the view.
+	LockKey = "wr:view:rebuild-lock"
+)
+
+// States of the marker.
+const (
+	Ready      = "ready"
+	Rebuilding = "rebuilding"
+)
+
+// Marker is what the view says of itself.
+type Marker struct {
+	Gen     string
+	State   string
+	BuiltAt time.Time
+	Reason  string
+	// Applied is "topic/partition" -> next offset not applied.
+	Applied map[string]int64
+}
+
+// Field returns the Applied key of a topic-partition.
+func Field(topic string, partition int32) string {
+	return topic + "/" + strconv.Itoa(int(partition))
+}
+
+// ParseField splits an Applied key; ok is false for a malformed one.
+func ParseField(f string) (topic string, partition int32, ok bool) {
+	i := strings.LastIndexByte(f, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	p, err := strconv.ParseInt(f[i+1:], 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return f[:i], int32(p), true
+}
+
+// Read reads the marker; ok is false when Redis holds none (an empty view).
+func Read(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, err error) {
+	var h, a *redis.MapStringStringCmd
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		h, a = p.HGetAll(ctx, MarkerKey), p.HGetAll(ctx, AppliedKey)
+		return nil
+	})
+	if err != nil {
+		return Marker{}, false, fmt.Errorf("read view marker: %w", err)
+	}
+	hv := h.Val()
+	if len(hv) == 0 {
+		return Marker{}, false, nil
+	}
+	m = Marker{Gen: hv["gen"], State: hv["state"], Reason: hv["reason"], Applied: map[string]int64{}}
+	if ms, err := strconv.ParseInt(hv["builtAt"], 10, 64); err == nil && ms > 0 {
+		m.BuiltAt = time.UnixMilli(ms)
+	}
+	for k, v := range a.Val() {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			m.Applied[k] = n
+		}
+	}
+	return m, true, nil
+}
+
+// SetRebuilding marks the view as being rebuilt (generation gen, for reason):
+// every Watcher stops trusting it within one check interval.
+func SetRebuilding(ctx context.Context, rdb redis.Cmdable, gen, reason string) error {
+	if err := rdb.HSet(ctx, MarkerKey, "gen", gen, "state", Rebuilding, "reason", reason).Err(); err != nil {
+		return fmt.Errorf("mark the view rebuilding: %w", err)
+	}
+	return nil
+}
+
+// SetReady writes the applied offsets (replacing the old ones) and then marks
+// generation gen ready, in one MULTI so no reader sees one without the other.
+func SetReady(ctx context.Context, rdb redis.Cmdable, gen string, applied map[string]int64, at time.Time) error {
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, AppliedKey)
+		if len(applied) > 0 {
+			args := make([]any, 0, 2*len(applied))
+			for k, v := range applied {
+				args = append(args, k, strconv.FormatInt(v, 10))
+			}
+			p.HSet(ctx, AppliedKey, args...)
+		}
+		p.Del(ctx, MarkerKey)
+		p.HSet(ctx, MarkerKey, "gen", gen, "state", Ready, "builtAt", strconv.FormatInt(at.UnixMilli(), 10), "reason", "")
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mark the view ready: %w", err)
+	}
+	return nil
+}
+
+//go:embed advance.lua
+var advanceSrc string
+
+var advanceScript = redis.NewScript(advanceSrc)
+
+// Advance records in p that the view applied topic/partition up to next-1;
+// the stored offset only moves forward. It writes nothing while the marker is
+// missing, so a write racing a lost Redis never fakes a marker.
+func Advance(ctx context.Context, p redis.Scripter, topic string, partition int32, next int64) *redis.Cmd {
+	return advanceScript.Run(ctx, p, []string{MarkerKey, AppliedKey}, Field(topic, partition), strconv.FormatInt(next, 10))
+}
+
+// ErrNotTrusted is returned by Watcher.Wait callers and gates: the view is
+// empty, older than the record or being rebuilt.
+var ErrNotTrusted = errors.New("the Redis view is being rebuilt")

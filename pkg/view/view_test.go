@@ -1,0 +1,80 @@
+package view_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/view"
+	"go.uber.org/zap"
+)
+
+type fixedRecord map[string]int64
+
+func (f fixedRecord) Floor(context.Context) (map[string]int64, error) { return f, nil }
+
+func TestWatcherVerdicts(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	rec := fixedRecord{}
+	w := view.NewWatcher(rdb, view.Options{Record: rec}, nil, zap.NewNop())
+	if ok, _ := w.Trusted(); ok {
+		t.Fatal("trusted before the first check")
+	}
+	if s := w.Check(ctx); s.Trusted || s.Cause != "empty" {
+		t.Fatalf("empty Redis: %+v, want not trusted (empty)", s)
+	}
+	// Advance never fakes a marker in an empty view.
+	if n, err := view.Advance(ctx, rdb, "t", 0, 5).Int(); err != nil || n != 0 {
+		t.Fatalf("advance without marker = %d, %v; want 0", n, err)
+	}
+	if err := view.SetRebuilding(ctx, rdb, "g1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Check(ctx); s.Trusted || s.Cause != "rebuilding" {
+		t.Fatalf("rebuilding: %+v", s)
+	}
+	if err := view.SetReady(ctx, rdb, "g1", map[string]int64{"t/0": 10}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Check(ctx); !s.Trusted || s.Gen != "g1" {
+		t.Fatalf("ready: %+v", s)
+	}
+	if err := w.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The record moves past what the view applied: older than the record.
+	rec["t/0"] = 12
+	if s := w.Check(ctx); s.Trusted || s.Cause != "behind" {
+		t.Fatalf("behind: %+v", s)
+	}
+	if n, err := view.Advance(ctx, rdb, "t", 0, 12).Int(); err != nil || n != 1 {
+		t.Fatalf("advance = %d, %v", n, err)
+	}
+	if n, _ := view.Advance(ctx, rdb, "t", 0, 11).Int(); n != 0 {
+		t.Fatal("advance moved backwards")
+	}
+	if s := w.Check(ctx); !s.Trusted {
+		t.Fatalf("caught up: %+v", s)
+	}
+	// A wipe is noticed by the next check; Wait returns once a rebuild is done.
+	rdb.FlushAll(ctx)
+	if s := w.Check(ctx); s.Trusted {
+		t.Fatal("trusted after FLUSHALL")
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait(ctx) }()
+	select {
+	case <-done:
+		t.Fatal("Wait returned while not trusted")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := view.SetReady(ctx, rdb, "g2", map[string]int64{"t/0": 12}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w.Check(ctx)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,224 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Record tells the least the view must have applied: per "topic/partition",
+// an offset the marker's applied offset must reach (what the record knows was
+// applied, such as the consumer group's committed offsets). A view behind it
+// is older than the record.
+type Record interface {
+	Floor(ctx context.Context) (map[string]int64, error)
+}
+
+// Status is the Watcher's verdict on the view.
+type Status struct {
+	Trusted bool
+	// Reason says why the view is not trusted (empty when it is).
+	Reason string
+	// Cause is a short word for metrics: empty, rebuilding, behind, unchecked.
+	Cause   string
+	Gen     string
+	Checked time.Time
+}
+
+// Options of a Watcher.
+type Options struct {
+	// Interval between checks (WR_VIEW_CHECK_INTERVAL, default 250 ms).
+	Interval time.Duration
+	// Record, when set, also compares the applied offsets with the record.
+	Record Record
+}
+
+// Watcher checks the marker at start and every Interval. Its verdict gates
+// every answer that reads the view. A nil *Watcher always trusts the view.
+type Watcher struct {
+	rdb redis.Cmdable
+	opt Options
+	log *zap.Logger
+	m   *metrics
+
+	st      atomic.Pointer[Status]
+	mu      sync.Mutex
+	waiters []chan struct{}
+}
+
+// NewWatcher returns a Watcher of the view in rdb; its metrics go on reg
+// (nil: not registered). It distrusts the view until its first check.
+func NewWatcher(rdb redis.Cmdable, o Options, reg prometheus.Registerer, log *zap.Logger) *Watcher {
+	if o.Interval <= 0 {
+		o.Interval = 250 * time.Millisecond
+	}
+	w := &Watcher{rdb: rdb, opt: o, log: log, m: newMetrics(reg)}
+	w.st.Store(&Status{Reason: "the view has not been checked yet", Cause: "unchecked"})
+	w.m.trusted.Set(0)
+	return w
+}
+
+// Interval is the time between two checks.
+func (w *Watcher) Interval() time.Duration { return w.opt.Interval }
+
+// Status is the last verdict.
+func (w *Watcher) Status() Status {
+	if w == nil {
+		return Status{Trusted: true}
+	}
+	return *w.st.Load()
+}
+
+// Trusted reports the last verdict and, when false, why.
+func (w *Watcher) Trusted() (bool, string) {
+	s := w.Status()
+	return s.Trusted, s.Reason
+}
+
+// Run checks until ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
+	t := time.NewTicker(w.opt.Interval)
+	defer t.Stop()
+	for {
+		w.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Check reads the marker (and the record, when set) now and stores the
+// verdict. A Redis that does not answer keeps the last verdict: whatever
+// reads the view fails on its own then.
+func (w *Watcher) Check(ctx context.Context) Status {
+	s, err := w.judge(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("check the view marker", zap.Error(err))
+		}
+		return w.Status()
+	}
+	w.set(s)
+	return s
+}
+
+func (w *Watcher) judge(ctx context.Context) (Status, error) {
+	now := time.Now()
+	m, ok, err := Read(ctx, w.rdb)
+	if err != nil {
+		return Status{}, err
+	}
+	if !ok {
+		return Status{Reason: "the Redis view is empty (no marker " + MarkerKey + "): it is rebuilt from Kafka", Cause: "empty", Checked: now}, nil
+	}
+	if m.State != Ready {
+		r := "the Redis view is being rebuilt from Kafka"
+		if m.Reason != "" {
+			r += ": " + m.Reason
+		}
+		return Status{Reason: r, Cause: "rebuilding", Gen: m.Gen, Checked: now}, nil
+	}
+	if w.opt.Record != nil {
+		floor, err := w.opt.Record.Floor(ctx)
+		if err != nil {
+			return Status{}, fmt.Errorf("read the record's offsets: %w", err)
+		}
+		// Re-read the marker: an apply between the two reads must not look like a rollback.
+		if m, ok, err = Read(ctx, w.rdb); err != nil || !ok {
+			return Status{}, fmt.Errorf("re-read the view marker (found %v): %w", ok, err)
+		}
+		if behind := Behind(m.Applied, floor); behind != "" {
+			return Status{Reason: "the Redis view is older than the record: " + behind, Cause: "behind", Gen: m.Gen, Checked: now}, nil
+		}
+	}
+	return Status{Trusted: true, Gen: m.Gen, Checked: now}, nil
+}
+
+// Behind describes the first topic-partition where applied is below floor,
+// or returns "".
+func Behind(applied, floor map[string]int64) string {
+	keys := make([]string, 0, len(floor))
+	for k := range floor {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if f := floor[k]; f > 0 && applied[k] < f {
+			return fmt.Sprintf("%s applied up to offset %d, the record has %d", k, applied[k], f)
+		}
+	}
+	return ""
+}
+
+func (w *Watcher) set(s Status) {
+	old := w.st.Swap(&s)
+	if s.Trusted {
+		w.m.trusted.Set(1)
+	} else {
+		w.m.trusted.Set(0)
+	}
+	switch {
+	case !s.Trusted && (old.Trusted || old.Cause != s.Cause):
+		w.m.distrust.WithLabelValues(s.Cause).Inc()
+		w.log.Error("view not trusted: answering VIEW_REBUILDING until it is rebuilt", zap.String("cause", s.Cause), zap.String("reason", s.Reason), zap.String("gen", s.Gen))
+	case s.Trusted && !old.Trusted:
+		w.log.Info("view trusted", zap.String("gen", s.Gen))
+	}
+	if s.Trusted {
+		w.mu.Lock()
+		for _, c := range w.waiters {
+			close(c)
+		}
+		w.waiters = nil
+		w.mu.Unlock()
+	}
+}
+
+// Wait blocks until the view is trusted (after a check) or ctx ends. A nil
+// Watcher returns at once.
+func (w *Watcher) Wait(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	if w.st.Load().Trusted {
+		w.mu.Unlock()
+		return nil
+	}
+	c := make(chan struct{})
+	w.waiters = append(w.waiters, c)
+	w.mu.Unlock()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for a trusted view: %w", ctx.Err())
+	}
+}
+
+type metrics struct {
+	trusted  prometheus.Gauge
+	distrust *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		trusted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_view_trusted",
+			Help: "1 while the Redis view is trusted; 0 while it is empty, older than the record or being rebuilt (answers are VIEW_REBUILDING)."}),
+		distrust: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_view_distrusted_total",
+			Help: "Times the view stopped being trusted, by cause (empty, rebuilding, behind)."}, []string{"cause"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.trusted, m.distrust)
+	}
+	return m
+}
