@@ -5,10 +5,12 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,44 +26,106 @@ type RedisServer struct {
 	Addr string
 	t    testing.TB
 	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
 	port int
 }
 
+// errExited says redis-server exited before it answered: most often its port
+// was taken between FreePort and the bind.
+var errExited = errors.New("redis-server exited before answering")
+
 // StartRedis starts a redis-server on a spare loopback port and stops it when
-// the test ends. It fails the test when redis-server is not installed (.ci/run
-// installs it): integration tests never fall back to a fake.
+// the test ends. A port taken by another process between picking and binding
+// is not a failure: it tries another. It fails the test when redis-server is
+// not installed (.ci/run installs it): integration tests never fall back to a
+// fake.
 func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found on PATH (apt-get install redis-server): %v", err)
 	}
-	s := &RedisServer{t: t, port: FreePort(t)}
-	s.Addr = "127.0.0.1:" + strconv.Itoa(s.port)
-	s.Start()
+	s := &RedisServer{t: t}
 	t.Cleanup(s.Stop)
+	var err error
+	for range 10 {
+		s.port = FreePort(t)
+		s.Addr = "127.0.0.1:" + strconv.Itoa(s.port)
+		if err = s.launch(); !errors.Is(err, errExited) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
 	return s
 }
 
-// Start (re)starts the server on its port and waits until it answers PING.
+// Start restarts the server on its port (after Stop) and waits until it
+// answers PING. Another process may have taken the port meanwhile; it retries
+// for a few seconds before failing the test.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
-	s.cmd.Stdout, s.cmd.Stderr = nil, nil // its banner is noise; a failure shows as no PING
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+	var err error
+	for range 30 {
+		if err = s.launch(); !errors.Is(err, errExited) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	if err != nil {
+		s.t.Fatalf("restart redis-server on %s: %v", s.Addr, err)
+	}
+}
+
+// launch starts redis-server on s.port and waits until the process it started
+// (checked by pid, so not another server that holds the port) answers.
+func (s *RedisServer) launch() error {
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	cmd.Stdout, cmd.Stderr = nil, nil // its banner is noise; a failure shows as an exit or no PING
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := c.Ping(context.Background()).Err(); err == nil {
-			return
-		} else if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer: %v", s.Addr, err)
+		select {
+		case <-done:
+			s.cmd, s.done = nil, nil
+			return fmt.Errorf("port %d: %w", s.port, errExited)
+		default:
+		}
+		pid, err := serverPID(c)
+		switch {
+		case err == nil && pid == cmd.Process.Pid:
+			return nil
+		case err == nil:
+			err = fmt.Errorf("another redis-server (pid %d) answers on %s", pid, s.Addr)
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return fmt.Errorf("redis-server (pid %d) on %s did not answer: %w", cmd.Process.Pid, s.Addr, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// serverPID asks the server on c for its process id.
+func serverPID(c *redis.Client) (int, error) {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server has no process_id")
 }
 
 // Stop kills the server; its data is gone (no persistence).
@@ -70,8 +134,8 @@ func (s *RedisServer) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
+	<-s.done
+	s.cmd, s.done = nil, nil
 }
 
 // Client returns a client of the server, closed when the test ends.
@@ -84,7 +148,9 @@ func (s *RedisServer) Client() *redis.Client {
 // Redis starts a redis-server and returns a client of it.
 func Redis(t testing.TB) *redis.Client { return StartRedis(t).Client() }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago. Another
+// process may take it before the caller binds it: a server that can listen on
+// port 0 itself should; StartRedis retries on another port when the bind fails.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

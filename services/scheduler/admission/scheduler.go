@@ -47,6 +47,10 @@ type Options struct {
 	// KeepLockOnStop leaves the lock to expire instead of releasing it when Run
 	// returns: a crashed process does that, and fault tests need to.
 	KeepLockOnStop bool
+	// Clock is the time the line runs on: the rate budget's refill and session
+	// expiries (default time.Now). The lock always runs on real time. Tests
+	// inject one so a rate plays out without waiting for it in real time.
+	Clock func() time.Time
 }
 
 // Scheduler is one replica.
@@ -81,9 +85,12 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 	if opt.BatchItems <= 0 {
 		opt.BatchItems = 500
 	}
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
 	return &Scheduler{
 		rdb: rdb, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
-		opt: opt, log: log, m: NewMetrics(reg), now: time.Now,
+		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock,
 	}
 }
 
@@ -170,8 +177,8 @@ var errStepDown = errors.New("no longer the leader")
 
 // tick promotes every active item once and publishes what changed.
 func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) error {
-	start := s.now()
-	if !start.Before(mu.Until()) {
+	began := time.Now()
+	if !began.Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
 	}
 	items, err := s.line.ActiveItems(ctx)
@@ -179,6 +186,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 		s.log.Warn("read active items", zap.Error(err))
 		return nil // Redis trouble: try again next tick, still leading
 	}
+	start := s.now()
 	var events []*kgo.Record
 	var evItems []string
 	var evCounts []int
@@ -212,7 +220,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 	if len(events) > 0 {
 		s.publish(ctx, epoch, events, evItems, evCounts)
 	}
-	s.m.tick.Observe(s.now().Sub(start).Seconds())
+	s.m.tick.Observe(time.Since(began).Seconds())
 	s.m.items.Set(float64(len(items)))
 	return nil
 }

@@ -119,8 +119,26 @@ func flatten(evs []topics.AdmissionEvent) []string {
 	return out
 }
 
+// stepClock is a line clock that moves on by step at every reading. The
+// leader reads it once a tick, so every tick sees exactly step of time pass
+// however fast the ticks really come or however slow the machine is.
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
 // Three replicas, 10,000 waiting, 500/s: everyone admitted exactly once, in
-// registration order, and never more than maxActive at once.
+// registration order, and never more than maxActive at once. The line runs on
+// a clock of 200 ms per tick while the replicas tick every 20 ms: the 20 s of
+// the line's time pass in about 2 s.
 func TestThreeReplicasAdmitInOrderExactlyOnce(t *testing.T) {
 	w := newWorld(t)
 	// Sessions of 1 s turn places over at 600/s; the first second's burst of
@@ -130,10 +148,11 @@ func TestThreeReplicasAdmitInOrderExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	most := w.watchActive(ctx, "drop")
+	clock := &stepClock{t: time.Now(), step: 200 * time.Millisecond}
 	var wg sync.WaitGroup
 	reps := make([]*Scheduler, 3)
 	for i := range reps {
-		reps[i] = w.replica(Options{Tick: 200 * time.Millisecond, LockExpiry: 2 * time.Second})
+		reps[i] = w.replica(Options{Tick: 20 * time.Millisecond, LockExpiry: 2 * time.Second, Clock: clock.Now})
 		wg.Go(func() { _ = reps[i].Run(ctx) })
 	}
 	var twoLeaders atomic.Bool
