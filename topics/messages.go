@@ -134,15 +134,25 @@ func DecodeItem(b []byte) (ItemState, error) {
 
 // AdmissionEvent is a record of waitroom.admissions: what one scheduler tick did
 // to one item. Key: itemId.
+//
+// An event of Kind KindEpochClaim admits nobody: a new scheduler leader
+// publishes it (ItemID EpochClaimItem) before its first promote, so the
+// highest epoch ever used can be read back from the topic after Redis lost
+// its counter.
 type AdmissionEvent struct {
 	V        int      `json:"v"`
+	Kind     string   `json:"kind,omitempty"` // "" (a tick) or KindEpochClaim
 	ItemID   string   `json:"itemId"`
 	Admitted []string `json:"admitted"` // tokenIds, in admission order
-	Head     int64    `json:"head"`     // highest sequence admitted so far
-	Waiting  int64    `json:"waiting"`
-	Active   int64    `json:"active"`
-	Epoch    int64    `json:"epoch"` // the leader's fencing epoch
-	At       int64    `json:"at"`    // unix milliseconds
+	// ExpiresAt is the admission expiry (unix ms) of each of Admitted, same
+	// order; a rebuild of the view restores them exactly. Empty in events
+	// written before it existed.
+	ExpiresAt []int64 `json:"expiresAt,omitempty"`
+	Head      int64   `json:"head"` // highest sequence admitted so far
+	Waiting   int64   `json:"waiting"`
+	Active    int64   `json:"active"`
+	Epoch     int64   `json:"epoch"` // the leader's fencing epoch
+	At        int64   `json:"at"`    // unix milliseconds
 }
 
 // Validate checks the fields against the contract.
@@ -152,6 +162,12 @@ func (a *AdmissionEvent) Validate() error {
 	}
 	if a.Head < 0 || a.Waiting < 0 || a.Active < 0 {
 		return fmt.Errorf("%w: negative head or count", ErrInvalid)
+	}
+	if len(a.ExpiresAt) != 0 && len(a.ExpiresAt) != len(a.Admitted) {
+		return fmt.Errorf("%w: %d expiries for %d admitted", ErrInvalid, len(a.ExpiresAt), len(a.Admitted))
+	}
+	if a.Kind != "" && a.Kind != KindEpochClaim {
+		return fmt.Errorf("%w: admission kind %q is not empty or %q", ErrInvalid, a.Kind, KindEpochClaim)
 	}
 	return nil
 }
@@ -164,6 +180,13 @@ func DecodeAdmission(b []byte) (AdmissionEvent, error) {
 	}
 	return a, a.Validate()
 }
+
+// KindEpochClaim marks an admission event that only claims a leader epoch.
+const KindEpochClaim = "epoch"
+
+// EpochClaimItem is the ItemID (and key) of epoch-claim events; followers
+// skip events of KindEpochClaim whatever item they name.
+const EpochClaimItem = "_scheduler"
 
 // Encode marshals a message; the message types above never fail to marshal.
 func Encode(v any) []byte {

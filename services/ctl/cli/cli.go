@@ -26,6 +26,7 @@ const (
 // Env is what waitroomctl reads from the environment: the defaults of its flags.
 type Env struct {
 	Kafka      config.Kafka
+	Redis      config.Redis
 	Partitions int32  `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
 	APIURL     string `env:"WR_API_URL" envDefault:"http://127.0.0.1:8080"`
 	AdminURL   string `env:"WR_ADMIN_URL" envDefault:"http://127.0.0.1:8082"`
@@ -38,6 +39,7 @@ type Env struct {
 func DefaultEnv() Env {
 	return Env{
 		Kafka:      config.Kafka{Brokers: []string{"127.0.0.1:9092"}, ClientID: "waitroom"},
+		Redis:      config.Redis{Addr: "127.0.0.1:6379", PoolSize: 64},
 		Partitions: 12, APIURL: "http://127.0.0.1:8080", AdminURL: "http://127.0.0.1:8082", LogLevel: "warn", LogFormat: "console",
 	}
 }
@@ -96,7 +98,7 @@ Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing wa
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd())
+	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd())
 	return root
 }
 

@@ -1,0 +1,114 @@
+package rebuild
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// bounds are, per partition, the offsets to read: [start, end).
+type bounds map[int32][2]int64
+
+// offsets lists the start and end offsets of topic now.
+func offsets(ctx context.Context, adm *kadm.Client, topic string) (bounds, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	b := bounds{}
+	var ferr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ferr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
+			return
+		}
+		b[o.Partition] = [2]int64{0, o.Offset}
+	})
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ferr = fmt.Errorf("start offset of %s/%d: %w", topic, o.Partition, o.Err)
+			return
+		}
+		if v, ok := b[o.Partition]; ok {
+			v[0] = o.Offset
+			b[o.Partition] = v
+		}
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("topic %s has no partitions (does it exist?)", topic)
+	}
+	return b, nil
+}
+
+// read hands every record of topic within b to fn, each partition in offset
+// order (partitions interleaved), with a client of its own built from base.
+func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, fn func(*kgo.Record) error) (int64, error) {
+	want := map[int32]kgo.Offset{}
+	left := 0
+	for p, se := range b {
+		if se[1] > se[0] {
+			want[p] = kgo.NewOffset().At(se[0])
+			left++
+		}
+	}
+	if left == 0 {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20),
+	)...)
+	if err != nil {
+		return 0, fmt.Errorf("kafka client to read %s: %w", topic, err)
+	}
+	defer cl.Close()
+	done := map[int32]bool{}
+	var n int64
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("read %s: %w", topic, err)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil {
+				ferr = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return n, ferr
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			end := b[fp.Partition][1]
+			for _, r := range fp.Records {
+				if done[fp.Partition] || r.Offset >= end {
+					break
+				}
+				if ferr == nil {
+					ferr = fn(r)
+				}
+				n++
+				if r.Offset == end-1 {
+					done[fp.Partition] = true
+					left--
+				}
+			}
+		})
+		if ferr != nil {
+			return n, ferr
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,257 @@
+// Package rebuild rebuilds the Redis view from the record: it replays
+// waitroom.items, waitroom.admissions and waitroom.registrations and writes
+// every item's line exactly as the services had built it (seq and position
+// of every token, waiting and admitted sets with the same expiries, head,
+// users, applied offsets, the pace window), fenced above every epoch used.
+package rebuild
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// EpochKey is the scheduler's epoch counter (admission.EpochKey).
+const EpochKey = "wr:scheduler:epoch"
+
+// ErrLocked: another process is rebuilding the view.
+var ErrLocked = errors.New("another rebuild holds " + view.LockKey)
+
+// Options of a rebuild.
+type Options struct {
+	// Reason is written on the marker while rebuilding (shown by /readyz).
+	Reason string
+	// Settle is how long to wait after marking the view rebuilding before
+	// writing, so every service has seen it and stopped writing (default 1 s;
+	// at least two watcher check intervals).
+	Settle time.Duration
+	// LockTTL is how long the rebuild lock outlives a crashed rebuilder
+	// (default 30 s; renewed while working).
+	LockTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Report says what a rebuild did.
+type Report struct {
+	Gen       string
+	Records   int64 // records replayed over the three topics
+	Items     int
+	Waiting   int
+	Admitted  int
+	Epoch     int64 // the epoch every item is fenced at now
+	Took      time.Duration
+	ReadTook  time.Duration
+	WriteTook time.Duration
+}
+
+// Rebuilder rebuilds the view in rdb from the cluster the kgo options reach.
+type Rebuilder struct {
+	rdb  redis.UniversalClient
+	base []kgo.Opt
+	log  *zap.Logger
+}
+
+// New returns a Rebuilder; base are the kgo options every client starts from
+// (seed brokers, TLS, SASL...).
+func New(rdb redis.UniversalClient, base []kgo.Opt, log *zap.Logger) *Rebuilder {
+	return &Rebuilder{rdb: rdb, base: base, log: log}
+}
+
+// Run takes the rebuild lock, marks the view rebuilding, replays the three
+// topics up to their end offsets at the start, writes the view, fences every
+// item above the highest epoch on the record, and marks the view ready with
+// the offsets it applied. Records produced meanwhile are applied afterwards
+// by the consumer, behind everyone already in line.
+func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
+	if o.Settle <= 0 {
+		o.Settle = time.Second
+	}
+	if o.LockTTL <= 0 {
+		o.LockTTL = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Reason == "" {
+		o.Reason = "rebuild requested"
+	}
+	start := time.Now()
+	gen := newGen(o.Now())
+	ok, err := b.rdb.SetNX(ctx, view.LockKey, gen, o.LockTTL).Result()
+	if err != nil {
+		return Report{}, fmt.Errorf("take the rebuild lock: %w", err)
+	}
+	if !ok {
+		return Report{}, ErrLocked
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.renew(lctx, gen, o.LockTTL)
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := releaseScript.Run(uctx, b.rdb, []string{view.LockKey}, gen).Err(); err != nil {
+			b.log.Warn("release the rebuild lock", zap.Error(err))
+		}
+	}()
+
+	if err := view.SetRebuilding(ctx, b.rdb, gen, o.Reason); err != nil {
+		return Report{}, err
+	}
+	b.log.Error("rebuilding the Redis view from Kafka", zap.String("gen", gen), zap.String("reason", o.Reason))
+	select {
+	case <-ctx.Done():
+		return Report{}, fmt.Errorf("rebuild: %w", ctx.Err())
+	case <-time.After(o.Settle):
+	}
+
+	rep := Report{Gen: gen}
+	res, applied, n, err := b.replay(lctx, o.Now().UnixMilli())
+	if err != nil {
+		return rep, err
+	}
+	rep.Records, rep.ReadTook = n, time.Since(start)
+
+	wstart := time.Now()
+	stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
+	if err != nil {
+		return rep, fmt.Errorf("read the old active items: %w", err)
+	}
+	// Fence above every epoch on the record: a leader paused since before
+	// the loss holds at most res.Epoch and is refused on every item.
+	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(res.Epoch+1, 10)).Int64()
+	if err != nil {
+		return rep, fmt.Errorf("raise the epoch counter: %w", err)
+	}
+	if err := writeLines(ctx, b.rdb, res, stale, fence, o.Now().UnixMilli()); err != nil {
+		return rep, err
+	}
+	if err := queue.New(b.rdb).Load(ctx); err != nil {
+		return rep, err
+	}
+	if err := view.SetReady(ctx, b.rdb, gen, applied, o.Now()); err != nil {
+		return rep, err
+	}
+	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, len(res.Lines)
+	for _, ln := range res.Lines {
+		rep.Waiting += len(ln.Waiting)
+		rep.Admitted += len(ln.Admitted)
+	}
+	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
+		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
+	return rep, nil
+}
+
+// replay reads the three topics up to their current ends into a Model.
+func (b *Rebuilder) replay(ctx context.Context, now int64) (Result, map[string]int64, int64, error) {
+	cl, err := kgo.NewClient(b.base...)
+	if err != nil {
+		return Result{}, nil, 0, fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	bs := map[string]bounds{}
+	for _, t := range []string{topics.Items, topics.Admissions, topics.Registrations} {
+		if bs[t], err = offsets(ctx, adm, t); err != nil {
+			return Result{}, nil, 0, err
+		}
+	}
+	m := NewModel()
+	var total int64
+	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], func(r *kgo.Record) error {
+		if r.Value == nil {
+			m.Item(string(r.Key), nil)
+			return nil
+		}
+		s, err := topics.DecodeItem(r.Value)
+		if err != nil || s.ItemID != string(r.Key) {
+			return nil // dead-lettered by the consumer: never applied
+		}
+		m.Item(s.ItemID, &s)
+		return nil
+	})
+	total += n
+	if err != nil {
+		return Result{}, nil, total, err
+	}
+	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], func(r *kgo.Record) error {
+		ev, err := topics.DecodeAdmission(r.Value)
+		if err != nil || (ev.Kind == "" && ev.ItemID != string(r.Key)) {
+			return nil // followers skip it too
+		}
+		m.Admission(&ev)
+		return nil
+	})
+	total += n
+	if err != nil {
+		return Result{}, nil, total, err
+	}
+	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], func(r *kgo.Record) error {
+		ev, err := topics.DecodeRegistration(r.Value)
+		if err == nil && string(r.Key) != ev.ItemID {
+			err = topics.ErrInvalid
+		}
+		if err != nil {
+			if item := string(r.Key); topics.ValidID(item) {
+				m.Mark(item, r.Partition, r.Offset)
+			}
+			return nil
+		}
+		m.Registration(&ev, r.Partition, r.Offset, r.Timestamp.UnixMilli())
+		return nil
+	})
+	total += n
+	if err != nil {
+		return Result{}, nil, total, err
+	}
+	applied := map[string]int64{}
+	for _, t := range []string{topics.Registrations, topics.Admissions} {
+		for p, se := range bs[t] {
+			applied[view.Field(t, p)] = se[1]
+		}
+	}
+	return m.Finish(now), applied, total, nil
+}
+
+func (b *Rebuilder) renew(ctx context.Context, gen string, ttl time.Duration) {
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := renewScript.Run(ctx, b.rdb, []string{view.LockKey}, gen, ttl.Milliseconds()).Err(); err != nil && ctx.Err() == nil {
+				b.log.Warn("renew the rebuild lock", zap.Error(err))
+			}
+		}
+	}
+}
+
+func newGen(now time.Time) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return strconv.FormatInt(now.UnixMilli(), 36) + "-" + hex.EncodeToString(r[:])
+}
+
+var (
+	releaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	renewScript   = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
+	// raise sets the counter to at least ARGV[1] and returns its value.
+	raiseScript = redis.NewScript(`local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
+return cur`)
+)
