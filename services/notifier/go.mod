@@ -9,7 +9,6 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.2
 	github.com/waitroom/waitroom/pkg v0.0.0
-	github.com/waitroom/waitroom/services/api v0.0.0
 	github.com/waitroom/waitroom/services/scheduler v0.0.0
 	github.com/waitroom/waitroom/topics v0.0.0
 	go.uber.org/zap v1.28.0
@@ -68,7 +67,6 @@ require (
 
 replace (
 	github.com/waitroom/waitroom/pkg => ../../pkg
-	github.com/waitroom/waitroom/services/api => ../api
 	github.com/waitroom/waitroom/services/scheduler => ../scheduler
 	github.com/waitroom/waitroom/topics => ../../topics
 )

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -49,27 +49,12 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 		}
 	}
 	raw := req.Token
-	if h := c.GetHeader("Authorization"); raw == "" && len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		raw = strings.TrimSpace(h[7:])
-	}
 	if raw == "" {
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_MISSING", "give the admission token as \"token\" or an Authorization bearer")
-		return token.Admission{}, false
+		raw = registration.Bearer(c.GetHeader("Authorization"))
 	}
-	if req.ItemID != "" && !topics.ValidID(req.ItemID) {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
-		return token.Admission{}, false
-	}
-	a, err := s.admit.ParseAdmission(raw)
-	switch {
-	case errors.Is(err, token.ErrExpired):
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the admission has expired")
-		return token.Admission{}, false
-	case err != nil:
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_INVALID", "the admission token is not valid")
-		return token.Admission{}, false
-	case req.ItemID != "" && req.ItemID != a.ItemID:
-		httpserver.Abort(c, http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the admission token is for another item")
+	a, err := registration.AuthorizeAdmission(s.admit, req.ItemID, raw)
+	if err != nil {
+		registration.Abort(c, err)
 		return token.Admission{}, false
 	}
 	return a, true
@@ -82,12 +67,11 @@ func (s *Server) liveAdmission(ctx context.Context, c *gin.Context, a token.Admi
 	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
 	if err != nil {
 		s.log.Warn("read admission", zap.String("item", a.ItemID), zap.String("route", c.FullPath()), zap.Error(err))
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "admissions cannot be read right now; retry shortly")
+		registration.Abort(c, registration.Unavailable("admissions cannot be read right now; retry shortly"))
 		return time.Time{}, false
 	}
 	if !live || !until.After(s.now()) {
-		httpserver.Abort(c, http.StatusGone, "ADMISSION_ENDED", "the admission expired or was completed")
+		registration.Abort(c, registration.ErrAdmissionEnded)
 		return time.Time{}, false
 	}
 	return until, true
@@ -106,7 +90,7 @@ func (s *Server) verify(c *gin.Context) {
 	if !ok {
 		return
 	}
-	c.JSON(http.StatusOK, AdmissionResponse{Valid: true, Status: StatusAdmitted, ItemID: a.ItemID, UserID: a.UserID,
+	c.JSON(http.StatusOK, AdmissionResponse{Valid: true, Status: registration.StatusAdmitted, ItemID: a.ItemID, UserID: a.UserID,
 		TokenID: a.TokenID, ExpiresAt: until.UTC().Format(time.RFC3339Nano)})
 }
 
@@ -133,7 +117,7 @@ func (s *Server) complete(c *gin.Context) {
 	if _, err := s.line.Complete(ctx, a.ItemID, a.TokenID, a.UserID); err != nil {
 		s.log.Warn("complete admission in redis; the consumer applies it", zap.String("item", a.ItemID), zap.Error(err))
 	}
-	c.JSON(http.StatusOK, AdmissionResponse{Valid: false, Status: StatusCompleted, ItemID: a.ItemID, UserID: a.UserID, TokenID: a.TokenID})
+	c.JSON(http.StatusOK, AdmissionResponse{Valid: false, Status: registration.StatusCompleted, ItemID: a.ItemID, UserID: a.UserID, TokenID: a.TokenID})
 }
 
 // jwks publishes the public key that verifies admission tokens offline.

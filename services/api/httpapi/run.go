@@ -13,6 +13,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/api/waitpage"
 	"github.com/waitroom/waitroom/topics"
@@ -20,32 +21,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// DevTokenKey is the HMAC key used when none is configured; fine for a laptop,
-// refused nowhere, and loudly logged.
-const DevTokenKey = "waitroom-dev-only-hmac-key-change-me-0123456789"
-
-// DevAdmissionKey is the Ed25519 seed used when none is configured (dev only).
-const DevAdmissionKey = "d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE="
-
-// AdmissionSigner builds the Ed25519 signer of admission tokens.
-func (c Config) AdmissionSigner(log *zap.Logger) (*token.Signer, error) {
-	key := c.AdmissionKey
-	if key == "" {
-		log.Warn("WR_ADMISSION_KEY not set: using the built-in development key; set it in production")
-		key = DevAdmissionKey
-	}
-	return token.New(token.EdDSA, key, c.AdmissionKID)
-}
-
 // Config of the API service.
 type Config struct {
 	Addr           string        `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
-	TokenAlg       string        `env:"WR_TOKEN_ALG" envDefault:"HS256"`
-	TokenKey       string        `env:"WR_TOKEN_KEY" secret:"true"`
-	TokenKID       string        `env:"WR_TOKEN_KID" envDefault:"k1"`
+	registration.TokenConfig
 	QueueTokenTTL  time.Duration `env:"WR_QUEUE_TOKEN_TTL" envDefault:"24h"`
-	AdmissionKey   string        `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
-	AdmissionKID   string        `env:"WR_ADMISSION_KID" envDefault:"a1"`
 	MaxBodyBytes   int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
 	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
@@ -56,17 +36,24 @@ type Config struct {
 	HTTP           config.HTTP
 }
 
-// Signer builds the token signer the config names (the dev key when none is set).
-func (c Config) Signer(log *zap.Logger) (*token.Signer, error) {
-	key := c.TokenKey
-	if key == "" {
-		if c.TokenAlg != token.HS256 {
-			return nil, fmt.Errorf("WR_TOKEN_KEY is required with WR_TOKEN_ALG=%s", c.TokenAlg)
-		}
-		log.Warn("WR_TOKEN_KEY not set: using the built-in development key; set it in production")
-		key = DevTokenKey
+// Validate checks what the environment cannot; the service refuses to start
+// on an error.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return errors.New("WR_API_ADDR is empty")
+	case c.QueueTokenTTL <= 0:
+		return fmt.Errorf("WR_QUEUE_TOKEN_TTL must be positive, not %s", c.QueueTokenTTL)
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("WR_MAX_BODY_BYTES must be positive, not %d", c.MaxBodyBytes)
+	case c.ProduceTimeout <= 0:
+		return fmt.Errorf("WR_PRODUCE_TIMEOUT must be positive, not %s", c.ProduceTimeout)
+	case c.ProduceLinger < 0:
+		return fmt.Errorf("WR_PRODUCE_LINGER must not be negative, not %s", c.ProduceLinger)
+	case len(c.Kafka.Brokers) == 0:
+		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
-	return token.New(c.TokenAlg, key, c.TokenKID)
+	return c.TokenConfig.Validate()
 }
 
 // Run serves the API until ctx ends. ln, when not nil, is used instead of
@@ -76,14 +63,14 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}
-	signer, err := cfg.Signer(log)
-	if err != nil {
-		return fmt.Errorf("token signer: %w", err)
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
-	admit, err := cfg.AdmissionSigner(log)
+	signers, err := cfg.Signers(log)
 	if err != nil {
-		return fmt.Errorf("admission token signer: %w", err)
+		return err
 	}
+	signer, admit := signers.Queue, signers.Admission
 	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-api", log)
 	prod, err := kgo.NewClient(append(base,
 		kgo.DefaultProduceTopic(topics.Registrations),

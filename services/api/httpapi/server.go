@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -104,8 +104,8 @@ type RegisterResponse struct {
 
 func (s *Server) register(c *gin.Context) {
 	item := c.Param("itemId")
-	if !topics.ValidID(item) {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+	if err := registration.CheckItemID(item); err != nil {
+		registration.Abort(c, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
@@ -123,16 +123,8 @@ func (s *Server) register(c *gin.Context) {
 		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
 		return
 	}
-	st, ok := s.items.Get(item)
-	switch {
-	case !ok:
-		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
-		return
-	case !st.Enabled:
-		httpserver.Abort(c, http.StatusConflict, "QUEUE_CLOSED", "the line of "+item+" is closed")
-		return
-	case st.SoldOut():
-		httpserver.Abort(c, http.StatusGone, "SOLD_OUT", item+" is sold out")
+	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {
+		registration.Abort(c, registration.Decide(item, st, ok))
 		return
 	}
 	user := req.UserID
@@ -150,12 +142,12 @@ func (s *Server) register(c *gin.Context) {
 	tok, err := s.signer.IssueQueue(token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Partition: rec.Partition, Offset: rec.Offset}, s.opt.QueueTokenTTL)
 	if err != nil {
 		s.log.Error("sign queue token", zap.Error(err))
-		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "could not sign the queue token")
+		registration.Abort(c, registration.Internal("could not sign the queue token"))
 		return
 	}
 	base := "/api/v1/items/" + item + "/registrations/" + tok
 	c.JSON(http.StatusAccepted, RegisterResponse{
-		Status: "QUEUED", ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
+		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
 		StatusURL: base, EventsURL: base + "/events",
 	})
 }
@@ -172,8 +164,7 @@ func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Rec
 	if err != nil {
 		s.m.produceErrors.Inc()
 		s.log.Warn("produce registration event", zap.String("item", ev.ItemID), zap.String("kind", ev.Kind), zap.Error(err))
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the queue could not record the request; retry shortly")
+		registration.Abort(c, registration.Unavailable("the queue could not record the request; retry shortly"))
 		return nil, false
 	}
 	return rec, true
@@ -187,52 +178,6 @@ func clientMeta(c *gin.Context) *topics.ClientMeta {
 	return &topics.ClientMeta{IP: c.ClientIP(), UserAgent: ua}
 }
 
-// QueueTokenOf returns the queue token of a request: an Authorization bearer,
-// else ?token= (EventSource cannot set headers), else the path segment unless
-// it is "current" (which stands for the bearer).
-func QueueTokenOf(c *gin.Context) string {
-	if h := c.GetHeader("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	if t := c.Query("token"); t != "" {
-		return t
-	}
-	if p := c.Param("token"); p != "current" {
-		return p
-	}
-	return ""
-}
-
-// AuthorizeQueue checks a request's queue token (QueueTokenOf) against the
-// item in its path. On failure it has answered 400 INVALID_ITEM_ID, 401
-// TOKEN_MISSING / TOKEN_INVALID / TOKEN_EXPIRED or 403 TOKEN_ITEM_MISMATCH,
-// with the JSON error body, and returns false.
-func AuthorizeQueue(c *gin.Context, signer *token.Signer) (token.Queue, bool) {
-	item := c.Param("itemId")
-	if !topics.ValidID(item) {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
-		return token.Queue{}, false
-	}
-	raw := QueueTokenOf(c)
-	if raw == "" {
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
-		return token.Queue{}, false
-	}
-	q, err := signer.ParseQueue(raw)
-	switch {
-	case errors.Is(err, token.ErrExpired):
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
-		return token.Queue{}, false
-	case err != nil:
-		httpserver.Abort(c, http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
-		return token.Queue{}, false
-	case q.ItemID != item:
-		httpserver.Abort(c, http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
-		return token.Queue{}, false
-	}
-	return q, true
-}
-
 // StatusResponse is where a registration stands.
 type StatusResponse struct {
 	Status       string `json:"status"`
@@ -241,29 +186,16 @@ type StatusResponse struct {
 	TokenID      string `json:"tokenId"`
 	Position     int64  `json:"position,omitempty"`
 	WaitingTotal int64  `json:"waitingTotal,omitempty"`
-	// EtaSeconds estimates the wait from the item's measured admission rate
-	// (the configured one until anyone was admitted); absent while paused.
+	// EtaSeconds estimates the wait (registration.ETA); absent while paused.
 	EtaSeconds     *int64 `json:"etaSeconds,omitempty"`
 	AdmissionToken string `json:"admissionToken,omitempty"`
 	ExpiresAt      string `json:"expiresAt,omitempty"`
 }
 
-// Statuses a client sees.
-const (
-	StatusPending   = "PENDING"
-	StatusWaiting   = "WAITING"
-	StatusAdmitted  = "ADMITTED"
-	StatusExpired   = "EXPIRED"
-	StatusCompleted = "COMPLETED"
-	StatusLeft      = "LEFT"
-	StatusSoldOut   = "SOLD_OUT"
-	StatusClosed    = "CLOSED"
-	StatusRejected  = "REJECTED"
-)
-
 func (s *Server) status(c *gin.Context) {
-	q, ok := AuthorizeQueue(c, s.signer)
-	if !ok {
+	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	if err != nil {
+		registration.Abort(c, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
@@ -271,70 +203,40 @@ func (s *Server) status(c *gin.Context) {
 	st, err := s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
 	if err != nil {
 		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the line cannot be read right now; retry shortly")
+		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
 		return
 	}
-	resp := StatusResponse{ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID}
 	it, known := s.items.Get(q.ItemID)
-	switch st.State {
-	case queue.Waiting:
-		resp.Status, resp.Position, resp.WaitingTotal, resp.TokenID = StatusWaiting, st.Position, st.WaitingTotal, st.TokenID
-		resp.EtaSeconds = eta(st, it)
-	case queue.Pending:
-		resp.Status = StatusPending
-	case queue.Admitted:
-		resp.TokenID = st.TokenID
-		exp := time.UnixMilli(st.ExpiresAtMs)
-		resp.ExpiresAt = exp.UTC().Format(time.RFC3339Nano)
-		resp.Status = StatusExpired
-		if exp.After(s.now()) {
-			resp.Status = StatusAdmitted
-			tok, err := s.admit.IssueAdmission(token.Admission{TokenID: st.TokenID, ItemID: q.ItemID, UserID: q.UserID, ExpiresAt: exp})
-			if err != nil {
-				s.log.Error("sign admission token", zap.Error(err))
-				httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "could not sign the admission token")
-				return
-			}
-			resp.AdmissionToken = tok
-		}
-	case queue.Gone:
-		resp.Status, resp.TokenID = StatusExpired, st.TokenID
-	case queue.Completed:
-		resp.Status, resp.TokenID = StatusCompleted, st.TokenID
-	case queue.LeftLine:
-		resp.Status = StatusLeft
-	default:
-		resp.Status = StatusRejected
+	a := registration.AnswerOf(st, registration.VerdictOf(it, known), s.now())
+	resp := StatusResponse{Status: a.Status, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
+		Position: a.Position, WaitingTotal: a.WaitingTotal}
+	if a.TokenID != "" {
+		resp.TokenID = a.TokenID
 	}
-	if resp.Status == StatusWaiting || resp.Status == StatusPending {
-		if !known || !it.Enabled {
-			resp.Status, resp.EtaSeconds = StatusClosed, nil
-		} else if it.SoldOut() {
-			resp.Status, resp.EtaSeconds = StatusSoldOut, nil
+	if !a.ExpiresAt.IsZero() {
+		resp.ExpiresAt = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	switch a.Status {
+	case registration.StatusWaiting:
+		if secs, ok := registration.ETA(a.Position, registration.Pace{AdmittedLastMinute: st.AdmittedLastMinute}, it, known); ok {
+			resp.EtaSeconds = &secs
 		}
+	case registration.StatusAdmitted:
+		tok, err := s.admit.IssueAdmission(token.Admission{TokenID: a.TokenID, ItemID: q.ItemID, UserID: q.UserID, ExpiresAt: a.ExpiresAt})
+		if err != nil {
+			s.log.Error("sign admission token", zap.Error(err))
+			registration.Abort(c, registration.Internal("could not sign the admission token"))
+			return
+		}
+		resp.AdmissionToken = tok
 	}
 	c.JSON(http.StatusOK, resp)
 }
 
-// eta estimates the seconds until a waiting user is admitted: position over
-// the item's admissions per second in the last minute, or over the configured
-// rate while nobody has been admitted lately; nil while admission is paused.
-func eta(st queue.Status, it topics.ItemState) *int64 {
-	rate := float64(st.AdmittedLastMinute) / 60
-	if rate <= 0 {
-		rate = it.Policy.RatePerSecond
-	}
-	if rate <= 0 || !it.Enabled {
-		return nil
-	}
-	secs := int64(math.Ceil(float64(st.Position) / rate))
-	return &secs
-}
-
 func (s *Server) leave(c *gin.Context) {
-	q, ok := AuthorizeQueue(c, s.signer)
-	if !ok {
+	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	if err != nil {
+		registration.Abort(c, err)
 		return
 	}
 	ev := topics.RegistrationEvent{
@@ -344,7 +246,7 @@ func (s *Server) leave(c *gin.Context) {
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}
-	c.JSON(http.StatusAccepted, StatusResponse{Status: StatusLeft, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID})
+	c.JSON(http.StatusAccepted, StatusResponse{Status: registration.StatusLeft, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID})
 }
 
 type metrics struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	reg "github.com/waitroom/waitroom/pkg/registration"
 	"io"
 	"net"
 	"net/http"
@@ -48,11 +49,11 @@ type statusAnswer struct {
 	Position int64  `json:"position"`
 }
 
-// Statuses the benches look for (see services/api/httpapi).
+// Statuses the benches look for.
 const (
-	statusPending  = "PENDING"
-	statusWaiting  = "WAITING"
-	statusAdmitted = "ADMITTED"
+	statusPending  = reg.StatusPending
+	statusWaiting  = reg.StatusWaiting
+	statusAdmitted = reg.StatusAdmitted
 )
 
 // register POSTs a registration and returns the HTTP status code and, on 202,

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/notifier/sse"
@@ -66,6 +68,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	kafka := config.Kafka{Brokers: o.Brokers, ClientID: "waitroom"}
 	redis := config.Redis{Addr: o.RedisAddr, PoolSize: 64}
 	httpc := config.HTTP{ShutdownTimeout: 5 * time.Second}
+	// The dev stack, and only it, lets the built-in development keys stand
+	// in for keys it was not given.
+	tokens := registration.TokenConfig{TokenAlg: token.HS256, TokenKey: o.TokenKey, TokenKID: "k1",
+		AdmissionKey: o.AdmissionKey, AdmissionKID: "a1", DevKeys: true}
 
 	apiLn, err := net.Listen("tcp", or(o.APIAddr, "127.0.0.1:0"))
 	if err != nil {
@@ -119,7 +125,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		notLn.Close()
 		return nil, err
 	}
-	notCfg.TokenAlg, notCfg.TokenKey, notCfg.AdmissionKey = "HS256", o.TokenKey, o.AdmissionKey
+	notCfg.TokenConfig = tokens
 	notCfg.Kafka, notCfg.Redis, notCfg.HTTP = kafka, redis, httpc
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stack{
@@ -134,9 +140,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	var apiReady, conReady, notReady httpserver.Readiness
 	schReady := make([]httpserver.Readiness, o.Schedulers)
 	apiCfg := httpapi.Config{
-		TokenAlg: "HS256", TokenKey: o.TokenKey, TokenKID: "k1", QueueTokenTTL: 24 * time.Hour,
+		TokenConfig: tokens, QueueTokenTTL: 24 * time.Hour, Addr: "127.0.0.1:0",
 		MaxBodyBytes: 4096, ProduceTimeout: 5 * time.Second, ProduceLinger: o.ProduceLinger, Kafka: kafka, Redis: redis, HTTP: httpc,
-		AdmissionKey: o.AdmissionKey, AdmissionKID: "a1",
 	}
 	schCfg := admission.Config{Tick: o.Tick, LockExpiry: 2 * time.Second, Burst: time.Second, AdminToken: o.AdminToken,
 		Kafka: kafka, Redis: redis, HTTP: httpc}

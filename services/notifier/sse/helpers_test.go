@@ -21,9 +21,9 @@ import (
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/topics"
@@ -55,9 +55,9 @@ func newWorld(t testing.TB) *world {
 	require.NoError(t, err)
 	t.Cleanup(w.prod.Close)
 	w.line = queue.New(w.rdb)
-	w.signer, err = token.New(token.HS256, httpapi.DevTokenKey, "k1")
+	w.signer, err = token.New(token.HS256, registration.DevTokenKey, "k1")
 	require.NoError(t, err)
-	w.admit, err = token.New(token.EdDSA, httpapi.DevAdmissionKey, "a1")
+	w.admit, err = token.New(token.EdDSA, registration.DevAdmissionKey, "a1")
 	require.NoError(t, err)
 	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: 2000, IdleConnTimeout: time.Minute,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
@@ -134,8 +134,8 @@ func (w *world) notifier(hb, refresh time.Duration) *notifier {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(w.t, err)
 	cfg := sse.Config{
-		TokenAlg: token.HS256, TokenKID: "k1", AdmissionKID: "a1",
-		Heartbeat: hb, Retry: 3 * time.Second, WriteTimeout: 5 * time.Second, Refresh: refresh, IdleRefresh: time.Minute,
+		TokenConfig: registration.TokenConfig{TokenAlg: token.HS256, TokenKID: "k1", AdmissionKID: "a1", DevKeys: true},
+		Heartbeat:   hb, Retry: 3 * time.Second, WriteTimeout: 5 * time.Second, Refresh: refresh, IdleRefresh: time.Minute,
 		Kafka: config.Kafka{Brokers: w.brokers, ClientID: "test"},
 		Redis: config.Redis{Addr: w.redis.Addr, PoolSize: 64},
 		HTTP:  config.HTTP{ShutdownTimeout: 5 * time.Second},

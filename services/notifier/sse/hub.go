@@ -8,33 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/topics"
 )
 
 // Items is where the notifier looks items up (the in-memory item cache).
 type Items interface {
 	Get(item string) (topics.ItemState, bool)
-}
-
-// Verdict is what an item's state means for the people in its line.
-type Verdict uint8
-
-// Verdicts.
-const (
-	Open    Verdict = iota // enabled and not sold out
-	Closed                 // disabled, or unknown (deleted)
-	SoldOut                // stock 0
-)
-
-// VerdictOf judges an item's state as the API does for a waiting registration.
-func VerdictOf(st topics.ItemState, known bool) Verdict {
-	switch {
-	case !known || !st.Enabled:
-		return Closed
-	case st.SoldOut():
-		return SoldOut
-	}
-	return Open
 }
 
 // Snapshot is what this notifier knows of one item at one moment. Snapshots
@@ -51,7 +31,7 @@ type Snapshot struct {
 	// At is when the scheduler made the latest admission event (unix ms; 0: none).
 	At int64
 	// Verdict is the item's state from waitroom.items.
-	Verdict Verdict
+	Verdict registration.Verdict
 	next    chan struct{}
 }
 
@@ -210,12 +190,12 @@ func (h *Hub) RecheckItems() {
 // Stale counts admission events dropped as older than the item's head.
 func (h *Hub) Stale() int64 { return h.stale.Load() }
 
-func (h *Hub) verdict(item string) Verdict {
+func (h *Hub) verdict(item string) registration.Verdict {
 	if h.items == nil {
-		return Open
+		return registration.Open
 	}
 	st, ok := h.items.Get(item)
-	return VerdictOf(st, ok)
+	return registration.VerdictOf(st, ok)
 }
 
 // publish replaces f's snapshot with a copy changed by change (when it

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"github.com/waitroom/waitroom/pkg/registration"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,7 +53,7 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, At: 1}), "no streams: skipped")
 	f := h.Subscribe("a")
 	s0 := f.Latest()
-	assert.Equal(t, Open, s0.Verdict)
+	assert.Equal(t, registration.Open, s0.Verdict)
 
 	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 100}))
 	assert.True(t, woken(s0))
@@ -74,10 +75,10 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	items["a"] = topics.ItemState{ItemID: "a", Enabled: true, Stock: 0}
 	h.RecheckItems()
 	assert.True(t, woken(s3))
-	assert.Equal(t, SoldOut, f.Latest().Verdict)
+	assert.Equal(t, registration.SoldOut, f.Latest().Verdict)
 	delete(items, "a")
 	h.RecheckItems()
-	assert.Equal(t, Closed, f.Latest().Verdict)
+	assert.Equal(t, registration.Closed, f.Latest().Verdict)
 
 	f2 := h.Subscribe("a")
 	assert.Same(t, f, f2, "one feed per item")

@@ -1,6 +1,9 @@
 package sse
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/waitroom/waitroom/pkg/registration"
+)
 
 // Event types a stream sends.
 const (
@@ -14,6 +17,15 @@ const (
 	EventCompleted = "completed"
 	EventRejected  = "rejected"
 )
+
+// eventOf names the event of each status (registration's vocabulary).
+var eventOf = map[string]string{
+	registration.StatusPending: EventPending, registration.StatusWaiting: EventPosition,
+	registration.StatusAdmitted: EventAdmitted, registration.StatusSoldOut: EventSoldOut,
+	registration.StatusClosed: EventClosed, registration.StatusExpired: EventExpired,
+	registration.StatusLeft: EventLeft, registration.StatusCompleted: EventCompleted,
+	registration.StatusRejected: EventRejected,
+}
 
 var eventTypes = []string{EventPending, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected}
 

@@ -15,7 +15,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
-	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
@@ -23,12 +23,8 @@ import (
 // Config of the notifier service. The token settings are the API's: the
 // notifier verifies the API's queue tokens and signs the same admission tokens.
 type Config struct {
-	Addr         string        `env:"WR_NOTIFIER_ADDR" envDefault:"127.0.0.1:8090"`
-	TokenAlg     string        `env:"WR_TOKEN_ALG" envDefault:"HS256"`
-	TokenKey     string        `env:"WR_TOKEN_KEY" secret:"true"`
-	TokenKID     string        `env:"WR_TOKEN_KID" envDefault:"k1"`
-	AdmissionKey string        `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
-	AdmissionKID string        `env:"WR_ADMISSION_KID" envDefault:"a1"`
+	Addr string `env:"WR_NOTIFIER_ADDR" envDefault:"127.0.0.1:8090"`
+	registration.TokenConfig
 	Heartbeat    time.Duration `env:"WR_SSE_HEARTBEAT" envDefault:"15s"`
 	Retry        time.Duration `env:"WR_SSE_RETRY" envDefault:"3s"`
 	WriteTimeout time.Duration `env:"WR_SSE_WRITE_TIMEOUT" envDefault:"10s"`
@@ -59,7 +55,7 @@ func (c Config) Validate() error {
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
-	return nil
+	return c.TokenConfig.Validate()
 }
 
 // Notifier is the service without its listener: the hub, the admissions
@@ -86,15 +82,9 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tokens := httpapi.Config{TokenAlg: cfg.TokenAlg, TokenKey: cfg.TokenKey, TokenKID: cfg.TokenKID,
-		AdmissionKey: cfg.AdmissionKey, AdmissionKID: cfg.AdmissionKID}
-	signer, err := tokens.Signer(log)
+	signers, err := cfg.Signers(log)
 	if err != nil {
-		return nil, fmt.Errorf("token signer: %w", err)
-	}
-	admit, err := tokens.AdmissionSigner(log)
-	if err != nil {
-		return nil, fmt.Errorf("admission token signer: %w", err)
+		return nil, err
 	}
 	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-notifier", log)
 	follow, err := kgo.NewClient(append(base, FollowOpts(time.Now(), time.Second)...)...)
@@ -111,7 +101,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, err
 	m := NewMetrics(reg, hub)
 	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
 		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate}
-	srv := NewServer(hub, rdb, items, signer, admit, opt, m, log)
+	srv := NewServer(hub, rdb, items, signers.Queue, signers.Admission, opt, m, log)
 	return &Notifier{hub: hub, srv: srv, items: items, follow: follow, rdb: rdb, m: m, opt: srv.Options(), log: log}, nil
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/services/api/httpapi"
 	"go.uber.org/zap"
 )
 
@@ -82,7 +82,6 @@ func (o Options) withDefaults() Options {
 // Server serves the event streams.
 type Server struct {
 	hub    *Hub
-	rdb    redis.UniversalClient
 	line   *queue.Line
 	items  Items
 	signer *token.Signer // verifies queue tokens
@@ -122,7 +121,7 @@ func (b *budget) take(now time.Time) bool {
 // NewServer returns a Server streaming from hub, reading positions from rdb
 // and items from items (nil: no ETA from the configured rate).
 func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *token.Signer, opt Options, m *Metrics, log *zap.Logger) *Server {
-	s := &Server{hub: hub, rdb: rdb, line: queue.New(rdb), items: items, signer: signer, admit: admit,
+	s := &Server{hub: hub, line: queue.New(rdb), items: items, signer: signer, admit: admit,
 		opt: opt.withDefaults(), m: m, log: log, now: time.Now}
 	s.reads.rate = float64(s.opt.RefreshRate)
 	return s
@@ -140,8 +139,9 @@ func (s *Server) Routes(r gin.IRouter) {
 // events authorizes the request, reads where the token stands, and only then
 // opens the stream, so every refusal is a plain JSON answer.
 func (s *Server) events(c *gin.Context) {
-	q, ok := httpapi.AuthorizeQueue(c, s.signer)
-	if !ok {
+	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	if err != nil {
+		registration.Abort(c, err)
 		return
 	}
 	select {
@@ -157,8 +157,7 @@ func (s *Server) events(c *gin.Context) {
 	cancel()
 	if err != nil {
 		s.log.Warn("read status for a stream", zap.String("item", q.ItemID), zap.Error(err))
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the line cannot be read right now; retry shortly")
+		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
 		return
 	}
 	str := &stream{s: s, q: q, progress: lastEventID(c)}

@@ -3,8 +3,6 @@ package sse
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"math"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -12,9 +10,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
@@ -241,43 +240,30 @@ func (st *stream) trouble(ctx context.Context, what string, err error) {
 
 // settle acts on a status read from Redis; true ends the stream.
 func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapshot, depth int) bool {
-	if status.State == queue.Waiting || status.State == queue.Pending {
-		switch snap.Verdict {
-		case Closed:
-			return st.final(EventClosed, "CLOSED")
-		case SoldOut:
-			return st.final(EventSoldOut, "SOLD_OUT")
-		}
-	}
-	switch status.State {
-	case queue.Pending:
+	a := registration.AnswerOf(status, snap.Verdict, st.s.now())
+	switch a.Status {
+	case registration.StatusPending:
 		if !st.pending {
 			st.pending = true
-			if st.send(EventPending, mustJSON(Terminal{Status: "PENDING"}), 0) != nil {
+			if st.send(EventPending, mustJSON(Terminal{Status: a.Status}), 0) != nil {
 				return true
 			}
 		}
 		st.pendingWait = min(max(2*st.pendingWait, 25*time.Millisecond), st.s.opt.PendingPoll)
 		st.arm(st.pendingWait)
 		return false
-	case queue.Waiting:
+	case registration.StatusWaiting:
 		st.pending, st.pendingWait = false, 0
-		st.tok = status.TokenID
+		st.tok = a.TokenID
 		if st.sum60 == 0 {
 			st.sum60 = status.AdmittedLastMinute
 		}
 		return st.exactOr(ctx, snap, 0, depth)
-	case queue.Admitted:
-		st.tok = status.TokenID
-		return st.admitted(time.UnixMilli(status.ExpiresAtMs), snap.At)
-	case queue.Gone:
-		return st.final(EventExpired, "EXPIRED")
-	case queue.Completed:
-		return st.final(EventCompleted, "COMPLETED")
-	case queue.LeftLine:
-		return st.final(EventLeft, "LEFT")
+	case registration.StatusAdmitted:
+		st.tok = a.TokenID
+		return st.admitted(a.ExpiresAt, snap.At)
 	default:
-		return st.final(EventRejected, "REJECTED")
+		return st.final(a.Status)
 	}
 }
 
@@ -289,7 +275,7 @@ func (st *stream) exact(ctx context.Context, snap *Snapshot, at int64) bool {
 
 func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth int) bool {
 	rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
-	p, waiting, err := readPlace(rctx, st.s.rdb, st.q.ItemID, st.tok)
+	p, waiting, err := st.s.line.Place(rctx, st.q.ItemID, st.tok)
 	cancel()
 	if err != nil {
 		st.trouble(ctx, "place", err)
@@ -310,11 +296,11 @@ func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth i
 		return st.settle(ctx, status, snap, depth+1)
 	}
 	now := st.s.now()
-	if st.seq == 0 && st.progress > 0 && st.progress < p.seq {
-		st.ceiling = p.seq - st.progress // what Last-Event-ID says this client saw
+	if st.seq == 0 && st.progress > 0 && st.progress < p.Seq {
+		st.ceiling = p.Seq - st.progress // what Last-Event-ID says this client saw
 	}
-	st.seq, st.refHead, st.refPos = p.seq, p.head, p.position
-	st.total, st.totalAt, st.sum60 = p.total, now.UnixMilli(), p.sum60
+	st.seq, st.refHead, st.refPos = p.Seq, p.Head, p.Position
+	st.total, st.totalAt, st.sum60 = p.Total, now.UnixMilli(), p.AdmittedLastMinute
 	st.lastRead = now
 	st.nextRead = now.Add(jitter(st.s.opt.Refresh))
 	return st.position(snap, at)
@@ -327,16 +313,16 @@ func (st *stream) onSnapshot(ctx context.Context, snap *Snapshot) bool {
 	}
 	st.version = snap.Version
 	if st.seq == 0 || st.pending { // not in the line yet: the poll decides
-		if snap.Verdict != Open {
+		if snap.Verdict != registration.Open {
 			return st.full(ctx, snap)
 		}
 		return false
 	}
 	switch snap.Verdict {
-	case Closed:
-		return st.final(EventClosed, "CLOSED")
-	case SoldOut:
-		return st.final(EventSoldOut, "SOLD_OUT")
+	case registration.Closed:
+		return st.final(registration.StatusClosed)
+	case registration.SoldOut:
+		return st.final(registration.StatusSoldOut)
 	}
 	if snap.Head >= st.seq {
 		// The head passed this registration: admitted, unless it left.
@@ -439,30 +425,24 @@ func estimate(seq, refHead, refPos, head int64) int64 {
 	return max(1, ((seq-head)*refPos+span-1)/span)
 }
 
-// eta estimates the seconds until admission the way the API does: position
-// over the admissions per second of the last minute, or over the configured
-// rate while nobody was admitted lately; -1 while admission is paused.
+// eta is registration.ETA at pos; -1: none (paused, closed).
 func (st *stream) eta(pos int64) int64 {
-	rate := float64(st.sum60) / 60
-	enabled := true
+	it, known := topics.ItemState{Enabled: true, Stock: topics.Unlimited}, true
 	if st.s.items != nil {
-		it, ok := st.s.items.Get(st.q.ItemID)
-		enabled = ok && it.Enabled
-		if rate <= 0 && ok {
-			rate = it.Policy.RatePerSecond
-		}
+		it, known = st.s.items.Get(st.q.ItemID)
 	}
-	if rate <= 0 || !enabled {
+	secs, ok := registration.ETA(pos, registration.Pace{AdmittedLastMinute: st.sum60}, it, known)
+	if !ok {
 		return -1
 	}
-	return int64(math.Ceil(float64(pos) / rate))
+	return secs
 }
 
 // admitted sends the admission token (or "expired" when its time is past);
 // the stream ends either way.
 func (st *stream) admitted(until time.Time, at int64) bool {
 	if !until.After(st.s.now()) {
-		return st.final(EventExpired, "EXPIRED")
+		return st.final(registration.StatusExpired)
 	}
 	raw, err := st.s.admit.IssueAdmission(token.Admission{TokenID: st.tok, ItemID: st.q.ItemID, UserID: st.q.UserID, ExpiresAt: until})
 	if err != nil {
@@ -474,9 +454,9 @@ func (st *stream) admitted(until time.Time, at int64) bool {
 	return true
 }
 
-// final sends a terminal event; the stream ends.
-func (st *stream) final(event, status string) bool {
-	_ = st.send(event, mustJSON(Terminal{Status: status}), 0)
+// final sends the terminal event of status; the stream ends.
+func (st *stream) final(status string) bool {
+	_ = st.send(eventOf[status], mustJSON(Terminal{Status: status}), 0)
 	return true
 }
 
@@ -495,40 +475,4 @@ func jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return d*3/4 + rand.N(d/2+1)
-}
-
-// place is a waiting registration's exact place, read atomically.
-type place struct {
-	seq, head, position, total, sum60 int64
-}
-
-// readPlace reads tok's sequence and exact position with the item's head,
-// waiting count and last-minute pace in one MULTI (all keys share the item's
-// hash tag); waiting is false when tok is not in the line.
-func readPlace(ctx context.Context, rdb redis.UniversalClient, item, tok string) (p place, waiting bool, err error) {
-	k := queue.KeysFor(item)
-	var head, sum *redis.StringCmd
-	var score *redis.FloatCmd
-	var rank, card *redis.IntCmd
-	_, err = rdb.TxPipelined(ctx, func(pl redis.Pipeliner) error {
-		head = pl.Get(ctx, k.Head)
-		score = pl.ZScore(ctx, k.Waiting, tok)
-		rank = pl.ZRank(ctx, k.Waiting, tok)
-		card = pl.ZCard(ctx, k.Waiting)
-		sum = pl.HGet(ctx, k.Pace, "sum60")
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return place{}, false, err
-	}
-	if errors.Is(score.Err(), redis.Nil) || errors.Is(rank.Err(), redis.Nil) {
-		return place{}, false, nil
-	}
-	for _, c := range []interface{ Err() error }{score, rank, card} {
-		if c.Err() != nil {
-			return place{}, false, c.Err()
-		}
-	}
-	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
-	return place{seq: int64(score.Val()), head: num(head), position: rank.Val() + 1, total: card.Val(), sum60: num(sum)}, true, nil
 }

@@ -1,0 +1,52 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Place is a waiting registration's exact place, read atomically with the
+// item's head, line length and pace.
+type Place struct {
+	Seq      int64 // the registration's place number
+	Head     int64 // the highest place number admitted so far
+	Position int64 // 1-based
+	Total    int64 // waiting in the item's line
+	// AdmittedLastMinute is how many of the item were admitted in the last minute.
+	AdmittedLastMinute int64
+}
+
+// Place reads tokenID's place in item's line with the item's head, waiting
+// count and last-minute pace in one MULTI (all keys share the item's hash
+// tag); waiting is false when tokenID is not in the line.
+func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waiting bool, err error) {
+	k := KeysFor(item)
+	var head, sum *redis.StringCmd
+	var score *redis.FloatCmd
+	var rank, card *redis.IntCmd
+	_, err = l.rdb.TxPipelined(ctx, func(pl redis.Pipeliner) error {
+		head = pl.Get(ctx, k.Head)
+		score = pl.ZScore(ctx, k.Waiting, tokenID)
+		rank = pl.ZRank(ctx, k.Waiting, tokenID)
+		card = pl.ZCard(ctx, k.Waiting)
+		sum = pl.HGet(ctx, k.Pace, "sum60")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Place{}, false, fmt.Errorf("place of %s in %s: %w", tokenID, item, err)
+	}
+	if errors.Is(score.Err(), redis.Nil) || errors.Is(rank.Err(), redis.Nil) {
+		return Place{}, false, nil
+	}
+	for _, c := range []interface{ Err() error }{score, rank, card} {
+		if c.Err() != nil {
+			return Place{}, false, fmt.Errorf("place of %s in %s: %w", tokenID, item, c.Err())
+		}
+	}
+	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
+	return Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum)}, true, nil
+}

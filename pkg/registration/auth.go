@@ -1,0 +1,99 @@
+package registration
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Bearer returns the token of an "Authorization: Bearer …" header value, or "".
+func Bearer(authorization string) string {
+	if len(authorization) > 7 && strings.EqualFold(authorization[:7], "bearer ") {
+		return strings.TrimSpace(authorization[7:])
+	}
+	return ""
+}
+
+// CurrentToken is the path segment that stands for the bearer's (or
+// ?token='s) queue token.
+const CurrentToken = "current"
+
+// QueueTokenOf returns a request's queue token: an Authorization bearer, else
+// ?token= (EventSource cannot set headers), else the path segment unless it is
+// CurrentToken.
+func QueueTokenOf(r *http.Request, pathToken string) string {
+	if t := Bearer(r.Header.Get("Authorization")); t != "" {
+		return t
+	}
+	if t := r.URL.Query().Get("token"); t != "" {
+		return t
+	}
+	if pathToken != CurrentToken {
+		return pathToken
+	}
+	return ""
+}
+
+// ErrInvalidItem refuses an item id that is not an id.
+var ErrInvalidItem = refuse(http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+
+// CheckItemID refuses an item id that is not an id (400 INVALID_ITEM_ID).
+func CheckItemID(item string) error {
+	if !topics.ValidID(item) {
+		return ErrInvalidItem
+	}
+	return nil
+}
+
+// AuthorizeQueue checks a queue token raw against the item of the request's
+// path: 400 INVALID_ITEM_ID, 401 TOKEN_MISSING / TOKEN_INVALID /
+// TOKEN_EXPIRED, or 403 TOKEN_ITEM_MISMATCH.
+func AuthorizeQueue(signer *token.Signer, item, raw string) (token.Queue, error) {
+	if err := CheckItemID(item); err != nil {
+		return token.Queue{}, err
+	}
+	if raw == "" {
+		return token.Queue{}, refuse(http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
+	}
+	q, err := signer.ParseQueue(raw)
+	switch {
+	case errors.Is(err, token.ErrExpired):
+		return token.Queue{}, refuse(http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
+	case err != nil:
+		return token.Queue{}, refuse(http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
+	case q.ItemID != item:
+		return token.Queue{}, refuse(http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
+	}
+	return q, nil
+}
+
+// AuthorizeAdmission checks an admission token raw, and when item is not
+// empty that it is for item: 400 INVALID_ITEM_ID, 401 TOKEN_MISSING /
+// TOKEN_INVALID / TOKEN_EXPIRED, or 403 TOKEN_ITEM_MISMATCH. It does not say
+// the admission is still live (see AdmissionEnded).
+func AuthorizeAdmission(signer *token.Signer, item, raw string) (token.Admission, error) {
+	if raw == "" {
+		return token.Admission{}, refuse(http.StatusUnauthorized, "TOKEN_MISSING", "give the admission token as \"token\" or an Authorization bearer")
+	}
+	if item != "" {
+		if err := CheckItemID(item); err != nil {
+			return token.Admission{}, err
+		}
+	}
+	a, err := signer.ParseAdmission(raw)
+	switch {
+	case errors.Is(err, token.ErrExpired):
+		return token.Admission{}, refuse(http.StatusUnauthorized, "TOKEN_EXPIRED", "the admission has expired")
+	case err != nil:
+		return token.Admission{}, refuse(http.StatusUnauthorized, "TOKEN_INVALID", "the admission token is not valid")
+	case item != "" && item != a.ItemID:
+		return token.Admission{}, refuse(http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the admission token is for another item")
+	}
+	return a, nil
+}
+
+// ErrAdmissionEnded refuses an admission that expired or was completed (410).
+var ErrAdmissionEnded = refuse(http.StatusGone, "ADMISSION_ENDED", "the admission expired or was completed")

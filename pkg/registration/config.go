@@ -1,0 +1,84 @@
+// Package registration holds the rules of a registration that every transport
+// answers the same way: the token configuration and signers, authorization of
+// queue and admission tokens, the status vocabulary and what a line status
+// means for a client, the item verdict, the ETA, and how errors map to HTTP.
+// The api (JSON over HTTP) and the notifier (Server-Sent Events) are thin
+// transports over it.
+package registration
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/waitroom/waitroom/pkg/token"
+	"go.uber.org/zap"
+)
+
+// DevTokenKey is the HMAC key of queue tokens on the dev stack. It is public
+// (it is in the source): only a TokenConfig with DevKeys set, which only the
+// dev stack sets, uses it.
+const DevTokenKey = "waitroom-dev-only-hmac-key-change-me-0123456789"
+
+// DevAdmissionKey is the Ed25519 seed of admission tokens on the dev stack
+// (public, like DevTokenKey).
+const DevAdmissionKey = "d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE="
+
+// TokenConfig is the key material of the api and the notifier: the notifier
+// verifies the api's queue tokens and signs the same admission tokens.
+type TokenConfig struct {
+	TokenAlg     string `env:"WR_TOKEN_ALG" envDefault:"HS256"`
+	TokenKey     string `env:"WR_TOKEN_KEY" secret:"true"`
+	TokenKID     string `env:"WR_TOKEN_KID" envDefault:"k1"`
+	AdmissionKey string `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
+	AdmissionKID string `env:"WR_ADMISSION_KID" envDefault:"a1"`
+	// DevKeys lets the built-in development keys stand in for missing ones.
+	// No environment variable sets it: only the dev stack does, in code, so a
+	// deployed service without keys refuses to start.
+	DevKeys bool
+}
+
+// Validate checks the keys are there (or DevKeys stands in) and usable.
+func (c TokenConfig) Validate() error {
+	_, err := c.Signers(zap.NewNop())
+	return err
+}
+
+// Signers are the two signers a transport needs.
+type Signers struct {
+	Queue     *token.Signer // queue tokens (HMAC or Ed25519)
+	Admission *token.Signer // admission tokens (Ed25519, published as JWKS)
+}
+
+// ErrNoKey says a key variable is unset outside the dev stack.
+var ErrNoKey = errors.New("key not set")
+
+// Signers builds the queue-token and admission-token signers.
+func (c TokenConfig) Signers(log *zap.Logger) (Signers, error) {
+	qkey, akey := c.TokenKey, c.AdmissionKey
+	if qkey == "" {
+		if !c.DevKeys {
+			return Signers{}, fmt.Errorf("WR_TOKEN_KEY is not set: give the queue-token key (the built-in development keys are for the dev stack only): %w", ErrNoKey)
+		}
+		if c.TokenAlg != token.HS256 {
+			return Signers{}, fmt.Errorf("WR_TOKEN_KEY is required with WR_TOKEN_ALG=%s: %w", c.TokenAlg, ErrNoKey)
+		}
+		log.Warn("WR_TOKEN_KEY not set: using the built-in development key (dev stack)")
+		qkey = DevTokenKey
+	}
+	if akey == "" {
+		if !c.DevKeys {
+			return Signers{}, fmt.Errorf("WR_ADMISSION_KEY is not set: give the admission-token key, a base64 Ed25519 seed (the built-in development keys are for the dev stack only): %w", ErrNoKey)
+		}
+		log.Warn("WR_ADMISSION_KEY not set: using the built-in development key (dev stack)")
+		akey = DevAdmissionKey
+	}
+	q, err := token.New(c.TokenAlg, qkey, c.TokenKID)
+	if err != nil {
+		return Signers{}, fmt.Errorf("WR_TOKEN_KEY: %w", err)
+	}
+	a, err := token.New(token.EdDSA, akey, c.AdmissionKID)
+	if err != nil {
+		return Signers{}, fmt.Errorf("WR_ADMISSION_KEY: %w", err)
+	}
+	return Signers{Queue: q, Admission: a}, nil
+}

@@ -1,0 +1,50 @@
+package registration
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+)
+
+// Error is a refusal a client sees: the HTTP status, a stable code and a
+// message. Every rule of this package fails with one.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// RetryAfter asks the client to retry after this many seconds (0: not said).
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func refuse(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// Unavailable is the answer while a dependency cannot be read or written:
+// 503 with Retry-After 1.
+func Unavailable(message string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: message, RetryAfter: 1}
+}
+
+// Internal is the answer to our own failure (500).
+func Internal(message string) *Error {
+	return refuse(http.StatusInternalServerError, "INTERNAL", message)
+}
+
+// Abort answers err as JSON and stops the handler chain: the one place where
+// errors become HTTP. An err that is not an *Error is a 500.
+func Abort(c *gin.Context, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = Internal("internal error")
+	}
+	if e.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	httpserver.Abort(c, e.Status, e.Code, e.Message)
+}

@@ -1,0 +1,134 @@
+package registration_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/topics"
+)
+
+func TestSignersRefuseMissingKeysOutsideTheDevStack(t *testing.T) {
+	c := registration.TokenConfig{TokenAlg: token.HS256, TokenKID: "k1", AdmissionKID: "a1"}
+	err := c.Validate()
+	require.ErrorIs(t, err, registration.ErrNoKey)
+	assert.Contains(t, err.Error(), "WR_TOKEN_KEY is not set")
+
+	c.TokenKey = "a-real-secret-of-at-least-32-bytes-long!!"
+	err = c.Validate()
+	require.ErrorIs(t, err, registration.ErrNoKey)
+	assert.Contains(t, err.Error(), "WR_ADMISSION_KEY is not set")
+
+	c.AdmissionKey = registration.DevAdmissionKey // any valid seed
+	require.NoError(t, c.Validate())
+
+	dev := registration.TokenConfig{TokenAlg: token.HS256, DevKeys: true}
+	s, err := dev.Signers(nopLog())
+	require.NoError(t, err)
+	raw, err := s.Queue.IssueQueue(token.Queue{TokenID: "t", ItemID: "i", UserID: "u"}, time.Minute)
+	require.NoError(t, err)
+	devQueue, err := token.New(token.HS256, registration.DevTokenKey, "")
+	require.NoError(t, err)
+	_, err = devQueue.ParseQueue(raw)
+	require.NoError(t, err, "the dev stack signs with the development key")
+
+	dev.TokenAlg = token.EdDSA
+	require.ErrorIs(t, dev.Validate(), registration.ErrNoKey, "the dev key is an HMAC key")
+}
+
+func TestAuthorizeQueue(t *testing.T) {
+	s, err := registration.TokenConfig{TokenAlg: token.HS256, DevKeys: true}.Signers(nopLog())
+	require.NoError(t, err)
+	raw, err := s.Queue.IssueQueue(token.Queue{TokenID: "t", ItemID: "drop", UserID: "u"}, time.Minute)
+	require.NoError(t, err)
+	expired, err := s.Queue.IssueQueue(token.Queue{TokenID: "t", ItemID: "drop", UserID: "u"}, -time.Hour)
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		item, raw string
+		status    int
+		code      string
+	}{
+		"bad item": {"no spaces", raw, 400, "INVALID_ITEM_ID"},
+		"missing":  {"drop", "", 401, "TOKEN_MISSING"},
+		"invalid":  {"drop", raw + "x", 401, "TOKEN_INVALID"},
+		"expired":  {"drop", expired, 401, "TOKEN_EXPIRED"},
+		"mismatch": {"other", raw, 403, "TOKEN_ITEM_MISMATCH"},
+		"admission token": {"drop", func() string {
+			a, _ := s.Admission.IssueAdmission(token.Admission{TokenID: "t", ItemID: "drop", UserID: "u", ExpiresAt: time.Now().Add(time.Minute)})
+			return a
+		}(), 401, "TOKEN_INVALID"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := registration.AuthorizeQueue(s.Queue, c.item, c.raw)
+			var e *registration.Error
+			require.True(t, errors.As(err, &e), "%v", err)
+			assert.Equal(t, c.status, e.Status)
+			assert.Equal(t, c.code, e.Code)
+		})
+	}
+	q, err := registration.AuthorizeQueue(s.Queue, "drop", raw)
+	require.NoError(t, err)
+	assert.Equal(t, "u", q.UserID)
+}
+
+func TestQueueTokenOf(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/x?token=fromquery", nil)
+	assert.Equal(t, "fromquery", registration.QueueTokenOf(r, "frompath"))
+	r.Header.Set("Authorization", "bEaReR  frombearer ")
+	assert.Equal(t, "frombearer", registration.QueueTokenOf(r, "frompath"))
+	r = httptest.NewRequest(http.MethodGet, "/x", nil)
+	assert.Equal(t, "frompath", registration.QueueTokenOf(r, "frompath"))
+	assert.Equal(t, "", registration.QueueTokenOf(r, registration.CurrentToken))
+	assert.Equal(t, "", registration.Bearer("Basic abc"))
+}
+
+func TestAnswerOf(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	for name, c := range map[string]struct {
+		st   queue.Status
+		v    registration.Verdict
+		want string
+	}{
+		"waiting":           {queue.Status{State: queue.Waiting, Position: 3, TokenID: "live"}, registration.Open, registration.StatusWaiting},
+		"waiting, closed":   {queue.Status{State: queue.Waiting}, registration.Closed, registration.StatusClosed},
+		"pending, sold out": {queue.Status{State: queue.Pending}, registration.SoldOut, registration.StatusSoldOut},
+		"pending":           {queue.Status{State: queue.Pending}, registration.Open, registration.StatusPending},
+		"admitted":          {queue.Status{State: queue.Admitted, ExpiresAtMs: 1_000_001}, registration.Closed, registration.StatusAdmitted},
+		"admitted, run out": {queue.Status{State: queue.Admitted, ExpiresAtMs: 1_000_000}, registration.Open, registration.StatusExpired},
+		"gone":              {queue.Status{State: queue.Gone}, registration.Open, registration.StatusExpired},
+		"completed":         {queue.Status{State: queue.Completed}, registration.SoldOut, registration.StatusCompleted},
+		"left":              {queue.Status{State: queue.LeftLine}, registration.Open, registration.StatusLeft},
+		"rejected":          {queue.Status{State: queue.Rejected}, registration.Open, registration.StatusRejected},
+		"unknown state":     {queue.Status{State: "??"}, registration.Open, registration.StatusRejected},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := registration.AnswerOf(c.st, c.v, now)
+			assert.Equal(t, c.want, a.Status)
+			assert.Equal(t, c.want != registration.StatusWaiting && c.want != registration.StatusPending, a.Final())
+		})
+	}
+	a := registration.AnswerOf(queue.Status{State: queue.Waiting, Position: 3, WaitingTotal: 9, TokenID: "live"}, registration.Open, now)
+	assert.Equal(t, registration.Answer{Status: registration.StatusWaiting, TokenID: "live", Position: 3, WaitingTotal: 9}, a)
+}
+
+func TestDecide(t *testing.T) {
+	open := topics.ItemState{Enabled: true, Stock: 5}
+	code := func(err error) string {
+		var e *registration.Error
+		if errors.As(err, &e) {
+			return e.Code
+		}
+		return ""
+	}
+	assert.NoError(t, registration.Decide("i", open, true))
+	assert.Equal(t, "ITEM_NOT_FOUND", code(registration.Decide("i", open, false)))
+	assert.Equal(t, "QUEUE_CLOSED", code(registration.Decide("i", topics.ItemState{Stock: 5}, true)))
+	assert.Equal(t, "SOLD_OUT", code(registration.Decide("i", topics.ItemState{Enabled: true}, true)))
+}

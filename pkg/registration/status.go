@@ -1,0 +1,75 @@
+package registration
+
+import (
+	"time"
+
+	"github.com/waitroom/waitroom/pkg/queue"
+)
+
+// Statuses a client sees, in every transport (the api's "status", the
+// notifier's events and their "status").
+const (
+	StatusQueued    = "QUEUED" // the answer to a registration the broker took
+	StatusPending   = "PENDING"
+	StatusWaiting   = "WAITING"
+	StatusAdmitted  = "ADMITTED"
+	StatusExpired   = "EXPIRED"
+	StatusCompleted = "COMPLETED"
+	StatusLeft      = "LEFT"
+	StatusSoldOut   = "SOLD_OUT"
+	StatusClosed    = "CLOSED"
+	StatusRejected  = "REJECTED"
+)
+
+// Answer is what a line status means for the client holding the token.
+type Answer struct {
+	Status string
+	// TokenID is the user's live token when the line names one (a repeat
+	// registration keeps the first); empty: the queue token's own.
+	TokenID string
+	// Position and WaitingTotal while WAITING.
+	Position, WaitingTotal int64
+	// ExpiresAt is when the admission ends (ADMITTED, and EXPIRED after one).
+	ExpiresAt time.Time
+}
+
+// Final reports whether the status can no longer change.
+func (a Answer) Final() bool {
+	return a.Status != StatusPending && a.Status != StatusWaiting
+}
+
+// AnswerOf maps a line status and the item's verdict at now to the answer:
+// a registration still waiting or pending for an item that closed or sold
+// out is CLOSED or SOLD_OUT; an admission past its end is EXPIRED.
+func AnswerOf(st queue.Status, v Verdict, now time.Time) Answer {
+	a := Answer{}
+	switch st.State {
+	case queue.Waiting:
+		a.Status, a.TokenID, a.Position, a.WaitingTotal = StatusWaiting, st.TokenID, st.Position, st.WaitingTotal
+	case queue.Pending:
+		a.Status = StatusPending
+	case queue.Admitted:
+		a.TokenID, a.ExpiresAt = st.TokenID, time.UnixMilli(st.ExpiresAtMs)
+		a.Status = StatusExpired
+		if a.ExpiresAt.After(now) {
+			a.Status = StatusAdmitted
+		}
+	case queue.Gone:
+		a.Status, a.TokenID = StatusExpired, st.TokenID
+	case queue.Completed:
+		a.Status, a.TokenID = StatusCompleted, st.TokenID
+	case queue.LeftLine:
+		a.Status = StatusLeft
+	default:
+		a.Status = StatusRejected
+	}
+	if !a.Final() {
+		switch v {
+		case Closed:
+			a.Status = StatusClosed
+		case SoldOut:
+			a.Status = StatusSoldOut
+		}
+	}
+	return a
+}
