@@ -23,7 +23,7 @@ import (
 
 // Config of the API service.
 type Config struct {
-	Addr           string        `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
+	Addr string `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
 	registration.TokenConfig
 	QueueTokenTTL  time.Duration `env:"WR_QUEUE_TOKEN_TTL" envDefault:"24h"`
 	MaxBodyBytes   int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
