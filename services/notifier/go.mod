@@ -9,7 +9,6 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.2
 	github.com/waitroom/waitroom/pkg v0.0.0
-	github.com/waitroom/waitroom/services/scheduler v0.0.0
 	github.com/waitroom/waitroom/topics v0.0.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sync v0.24.0
@@ -28,7 +27,6 @@ require (
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
-	github.com/go-redsync/redsync/v4 v4.18.1 // indirect
 	github.com/goccy/go-json v0.10.5 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
@@ -67,6 +65,5 @@ require (
 
 replace (
 	github.com/waitroom/waitroom/pkg => ../../pkg
-	github.com/waitroom/waitroom/services/scheduler => ../scheduler
 	github.com/waitroom/waitroom/topics => ../../topics
 )

@@ -347,8 +347,7 @@ func selfCPU() float64 {
 
 // schedulerRun runs one scheduler replica until ctx ends.
 func (w *world) schedulerRun(ctx context.Context, tick time.Duration) {
-	s := newScheduler(w, tick)
-	_ = s.Run(ctx)
+	w.runLeader(ctx, tick)
 }
 
 // readAdmissions reads item's admission events from the start: each head's

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +24,6 @@ import (
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/notifier/sse"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -109,16 +107,57 @@ func (w *world) register(item string, n int) []reg {
 	return out
 }
 
-func newScheduler(w *world, tick time.Duration) *admission.Scheduler {
-	return admission.New(w.rdb, w.prod, admission.Options{Tick: tick}, prometheus.NewRegistry(), zap.NewNop())
+// runLeader stands in for the scheduler, a service the notifier's tests may
+// not import: every tick it promotes each active item (queue.Line, the same
+// Lua script the scheduler runs) and publishes what changed to
+// waitroom.admissions, as the scheduler does, until ctx ends.
+func (w *world) runLeader(ctx context.Context, tick time.Duration) {
+	const epoch = 1
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		items, err := w.line.ActiveItems(ctx)
+		if err != nil || len(items) == 0 {
+			continue
+		}
+		now := time.Now()
+		ticks, errs, err := w.line.PromoteMany(ctx, items, epoch, now, time.Second)
+		if err != nil {
+			continue
+		}
+		var recs []*kgo.Record
+		var evItems []string
+		var counts []int
+		for i, tk := range ticks {
+			if errs[i] != nil || (len(tk.Unpublished) == 0 && tk.Expired == 0) {
+				continue
+			}
+			ev := topics.AdmissionEvent{V: topics.Version, ItemID: items[i], Admitted: tk.Unpublished, Head: tk.Head,
+				Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: now.UnixMilli()}
+			recs = append(recs, &kgo.Record{Topic: topics.Admissions, Key: []byte(items[i]), Value: topics.Encode(&ev)})
+			evItems, counts = append(evItems, items[i]), append(counts, len(tk.Unpublished))
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if w.prod.ProduceSync(pctx, recs...).FirstErr() == nil {
+			_ = w.line.AckPublished(pctx, epoch, evItems, counts)
+		}
+		cancel()
+	}
 }
 
-// scheduler runs one real scheduler replica until the test ends.
+// scheduler runs the stand-in leader until the test ends.
 func (w *world) scheduler(tick time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := newScheduler(w, tick)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
+	go func() { defer close(done); w.runLeader(ctx, tick) }()
 	w.t.Cleanup(func() { cancel(); <-done })
 }
 
