@@ -14,23 +14,51 @@ import (
 // promoted the item: the caller lost its lock and must not admit anyone.
 var ErrFenced = errors.New("fenced: a newer scheduler epoch owns this item")
 
+// MaxAdmitPerCall bounds how many people one promote script call admits: a
+// bigger tick runs as several slices, each atomic on its own and charging the
+// budget for what it admitted, so no call holds Redis long or builds an
+// unbounded reply.
+const MaxAdmitPerCall = 20_000
+
+// UnpublishedPage bounds how many unpublished tokenIds a promote returns (and
+// the scheduler reads at once): the rest are read page by page after the first
+// pages are acknowledged.
+const UnpublishedPage = 20_000
+
 // Tick is what one promote did to one item.
 type Tick struct {
 	Admitted int // admitted by this tick
-	// Unpublished are the tokenIds admitted and not yet acknowledged as
-	// published (this tick's last), in line order: the next event to publish.
+	// Unpublished are the first tokenIds (at most UnpublishedPage) admitted
+	// and not yet acknowledged as published (this tick's last), in line
+	// order: the next event to publish.
 	Unpublished []string
-	Head        int64 // highest seq admitted so far
-	Waiting     int64 // left in the line
-	Active      int64 // admitted and not expired
-	Expired     int64 // admissions that ran out during this tick
+	// UnpublishedTotal is how many tokenIds wait to be published, counting
+	// those beyond the first page (see Line.Unpublished).
+	UnpublishedTotal int64
+	Head             int64 // highest seq admitted so far
+	Waiting          int64 // left in the line
+	Active           int64 // admitted and not expired
+	Expired          int64 // admissions that ran out during this tick
+	// More is set when MaxAdmitPerCall cut the call short: the tick goes on
+	// with another slice (Promote and PromoteMany do that by themselves).
+	More bool
 }
 
 // Promote runs one tick for item under the leader's epoch at now: expired
 // admissions are dropped and up to min(rate budget, maxActive - active) people
 // are admitted from the front of the line, with the item's session TTL. burst
 // bounds how much unused rate the budget keeps. ErrFenced when epoch is stale.
+// A tick that admits more than MaxAdmitPerCall runs as several slices, each
+// atomic on its own.
 func (l *Line) Promote(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration) (Tick, error) {
+	tk, err := l.promoteSlice(ctx, item, epoch, now, burst)
+	if err != nil {
+		return Tick{}, err
+	}
+	return l.finishTick(ctx, item, epoch, now, burst, tk)
+}
+
+func (l *Line) promoteSlice(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration) (Tick, error) {
 	res, err := l.promote(ctx, l.rdb, item, epoch, now, burst).Slice()
 	if err != nil {
 		return Tick{}, fmt.Errorf("promote %s: %w", item, err)
@@ -38,33 +66,69 @@ func (l *Line) Promote(ctx context.Context, item string, epoch int64, now time.T
 	return parseTick(item, res)
 }
 
-// PromoteMany runs one tick for every item in one pipelined round; the result
-// of item i is ticks[i] or errs[i].
+// finishTick runs the slices left of a tick whose first slice was tk, and
+// returns the whole tick.
+func (l *Line) finishTick(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration, tk Tick) (Tick, error) {
+	for tk.More {
+		next, err := l.promoteSlice(ctx, item, epoch, now, burst)
+		if err != nil {
+			// The slices before were applied: their admissions are in the
+			// unpublished list, which the next tick hands out again.
+			return Tick{}, fmt.Errorf("after admitting %d: %w", tk.Admitted, err)
+		}
+		next.Admitted += tk.Admitted
+		next.Expired += tk.Expired
+		tk = next
+	}
+	return tk, nil
+}
+
+// PromoteMany runs one tick for every item in one pipelined round (plus one
+// more call for each further slice of a tick bigger than MaxAdmitPerCall);
+// the result of item i is ticks[i] or errs[i]. Scripts missing from Redis
+// (NOSCRIPT: a restart or a flush) are loaded and the items they failed run
+// once more; the items that ran are not run again.
 func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now time.Time, burst time.Duration) (ticks []Tick, errs []error, err error) {
-	cmds := make([]*redis.Cmd, len(items))
-	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, it := range items {
-			cmds[i] = l.promoteSha(ctx, p, it, epoch, now, burst)
-		}
-		return nil
-	})
-	if err != nil && isNoScript(err) {
-		if lerr := l.Load(ctx); lerr != nil {
-			return nil, nil, errors.Join(err, lerr)
-		}
-		return l.PromoteMany(ctx, items, epoch, now, burst)
-	}
-	if err != nil && !IsRecordError(err) {
-		return nil, nil, fmt.Errorf("promote %d items: %w", len(items), err)
-	}
 	ticks, errs = make([]Tick, len(items)), make([]error, len(items))
-	for i, c := range cmds {
-		res, cerr := c.Slice()
-		if cerr != nil {
-			errs[i] = fmt.Errorf("promote %s: %w", items[i], cerr)
-			continue
+	todo := make([]int, len(items))
+	for i := range todo {
+		todo[i] = i
+	}
+	for try := 0; len(todo) > 0; try++ {
+		cmds := make([]*redis.Cmd, len(todo))
+		_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range todo {
+				cmds[j] = l.promoteSha(ctx, p, items[i], epoch, now, burst)
+			}
+			return nil
+		})
+		if err != nil && !isNoScript(err) && !IsRecordError(err) {
+			return nil, nil, fmt.Errorf("promote %d items: %w", len(todo), err)
 		}
-		ticks[i], errs[i] = parseTick(items[i], res)
+		var again []int
+		for j, i := range todo {
+			res, cerr := cmds[j].Slice()
+			if isNoScript(cerr) && try == 0 {
+				again = append(again, i)
+				continue
+			}
+			if cerr != nil {
+				errs[i] = fmt.Errorf("promote %s: %w", items[i], cerr)
+				continue
+			}
+			ticks[i], errs[i] = parseTick(items[i], res)
+		}
+		if len(again) > 0 {
+			if lerr := l.Load(ctx); lerr != nil {
+				return nil, nil, fmt.Errorf("promote %d items: %w", len(again), errors.Join(err, lerr))
+			}
+		}
+		todo = again
+	}
+	for i := range items {
+		if errs[i] == nil && ticks[i].More {
+			ticks[i], errs[i] = l.finishTick(ctx, items[i], epoch, now, burst, ticks[i])
+		}
 	}
 	return ticks, errs, nil
 }
@@ -72,7 +136,8 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration) ([]string, []any) {
 	k := KeysFor(item)
 	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished},
-		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10)}
+		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10),
+			strconv.Itoa(MaxAdmitPerCall), strconv.Itoa(UnpublishedPage)}
 }
 
 func (l *Line) promote(ctx context.Context, c redis.Scripter, item string, epoch int64, now time.Time, burst time.Duration) *redis.Cmd {
@@ -86,7 +151,7 @@ func (l *Line) promoteSha(ctx context.Context, c redis.Scripter, item string, ep
 }
 
 func parseTick(item string, v []any) (Tick, error) {
-	if len(v) != 7 {
+	if len(v) != 9 {
 		return Tick{}, fmt.Errorf("promote %s: script returned %d values", item, len(v))
 	}
 	if o, _ := v[0].(string); o == "FENCED" {
@@ -105,29 +170,63 @@ func parseTick(item string, v []any) (Tick, error) {
 		s, _ := id.(string)
 		t.Unpublished = append(t.Unpublished, s)
 	}
+	t.UnpublishedTotal, _ = v[7].(int64)
+	more, _ := v[8].(int64)
+	t.More = more == 1
 	return t, nil
+}
+
+// Unpublished reads the first n (at most UnpublishedPage) tokenIds of item
+// admitted and not yet acknowledged as published: the next page to publish
+// once the pages before it were acknowledged.
+func (l *Line) Unpublished(ctx context.Context, item string, n int) ([]string, error) {
+	n = min(n, UnpublishedPage)
+	if n <= 0 {
+		return nil, nil
+	}
+	ids, err := l.rdb.LRange(ctx, KeysFor(item).Unpublished, 0, int64(n-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("unpublished of %s: %w", item, err)
+	}
+	return ids, nil
 }
 
 // AckPublished forgets the first n unpublished tokenIds of each item (their
 // event is on Kafka), in one pipelined round. A fenced epoch changes nothing.
+// Acks refused with NOSCRIPT are sent once more after loading the scripts.
 func (l *Line) AckPublished(ctx context.Context, epoch int64, items []string, n []int) error {
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, it := range items {
-			k := KeysFor(it)
-			ackScript.EvalSha(ctx, p, []string{k.Epoch, k.Unpublished}, strconv.FormatInt(epoch, 10), strconv.Itoa(n[i]))
+	todo := make([]int, len(items))
+	for i := range todo {
+		todo[i] = i
+	}
+	for try := 0; ; try++ {
+		cmds := make([]*redis.Cmd, len(todo))
+		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range todo {
+				k := KeysFor(items[i])
+				cmds[j] = ackScript.EvalSha(ctx, p, []string{k.Epoch, k.Unpublished}, strconv.FormatInt(epoch, 10), strconv.Itoa(n[i]))
+			}
+			return nil
+		})
+		if err == nil {
+			return nil
 		}
-		return nil
-	})
-	if err != nil && isNoScript(err) {
+		if !isNoScript(err) || try > 0 {
+			return fmt.Errorf("ack %d published items: %w", len(todo), err)
+		}
+		var again []int // each ack trims its own item: only the refused ones run again
+		for j, i := range todo {
+			if cerr := cmds[j].Err(); isNoScript(cerr) {
+				again = append(again, i)
+			} else if cerr != nil {
+				return fmt.Errorf("ack published %s: %w", items[i], cerr)
+			}
+		}
 		if lerr := l.Load(ctx); lerr != nil {
-			return errors.Join(err, lerr)
+			return fmt.Errorf("ack %d published items: %w", len(again), errors.Join(err, lerr))
 		}
-		return l.AckPublished(ctx, epoch, items, n)
+		todo = again
 	}
-	if err != nil {
-		return fmt.Errorf("ack %d published items: %w", len(items), err)
-	}
-	return nil
 }
 
 // Complete ends a live admission at once (the downstream service is done with

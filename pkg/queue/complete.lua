@@ -3,8 +3,13 @@
 -- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("!C"..tokenId once completed)
 -- ARGV[1] tokenId  ARGV[2] userId
 -- Returns 1 when the admission was live and is now completed, 0 otherwise.
-local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-if removed == 1 and redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
+-- Both keys are read before the first write.
+local cur = redis.call('HGET', KEYS[2], ARGV[2])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+if cur == ARGV[1] then
   redis.call('HSET', KEYS[2], ARGV[2], '!C' .. ARGV[1])
 end
-return removed
+return 1

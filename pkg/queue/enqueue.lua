@@ -8,29 +8,42 @@
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
 -- Returns {outcome, seq, tokenId}: ADDED with the new seq; DUPLICATE with the live
 -- tokenId of that user (waiting or admitted); REPLAY when the offset was applied before.
+-- Every key is read (and so type-checked) before the first write, and the
+-- applied offset is written last: a refused record leaves nothing behind.
 local last = redis.call('HGET', KEYS[1], ARGV[1])
 if last and tonumber(last) >= tonumber(ARGV[2]) then
   return {'REPLAY', 0, ''}
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local cur = redis.call('HGET', KEYS[2], ARGV[4])
+local dup = nil
 if cur and string.sub(cur, 1, 1) ~= '!' then
   local s = redis.call('ZSCORE', KEYS[4], cur)
   if s then
-    return {'DUPLICATE', tonumber(s), cur}
-  end
-  local exp = redis.call('ZSCORE', KEYS[5], cur)
-  if exp then
-    local t = redis.call('TIME')
-    if tonumber(exp) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-      return {'DUPLICATE', 0, cur}
+    dup = {'DUPLICATE', tonumber(s), cur}
+  else
+    local exp = redis.call('ZSCORE', KEYS[5], cur)
+    if exp then
+      local t = redis.call('TIME')
+      if tonumber(exp) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+        dup = {'DUPLICATE', 0, cur}
+      end
     end
   end
 end
-if redis.call('ZSCORE', KEYS[4], ARGV[3]) then
-  return {'DUPLICATE', 0, ARGV[3]}
+if not dup and redis.call('ZSCORE', KEYS[4], ARGV[3]) then
+  dup = {'DUPLICATE', 0, ARGV[3]}
 end
-local seq = redis.call('INCR', KEYS[3])
+redis.call('ZSCORE', KEYS[5], ARGV[3]) -- type-checks the admitted set
+if dup then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return dup
+end
+local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
+if not seq or seq ~= math.floor(seq) then
+  return redis.error_reply('ERR corrupt ' .. KEYS[3] .. ': not an integer')
+end
+seq = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[4], 'NX', seq, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'ADDED', seq, ARGV[3]}

@@ -7,16 +7,21 @@
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
 -- Returns {outcome, 0, tokenId}: LEFT with the tokenId removed; NOT_IN_LINE when the
 -- user holds no place; REPLAY when the offset was applied before.
+-- Every key is read (and so type-checked) before the first write, and the
+-- applied offset is written last.
 local last = redis.call('HGET', KEYS[1], ARGV[1])
 if last and tonumber(last) >= tonumber(ARGV[2]) then
   return {'REPLAY', 0, ''}
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local cur = redis.call('HGET', KEYS[2], ARGV[4])
 if not cur or string.sub(cur, 1, 1) == '!' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   return {'NOT_IN_LINE', 0, ''}
 end
+redis.call('ZSCORE', KEYS[3], cur) -- type-check both sets before writing
+redis.call('ZSCORE', KEYS[4], cur)
 redis.call('ZREM', KEYS[3], cur)
 redis.call('ZREM', KEYS[4], cur)
 redis.call('HSET', KEYS[2], ARGV[4], '!L' .. cur)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'LEFT', 0, cur}

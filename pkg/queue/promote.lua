@@ -1,6 +1,6 @@
--- promote: one scheduler tick for one item, atomically: refuse a stale leader,
--- drop expired admissions, then admit min(rate budget, maxActive - active)
--- people from the front of the line.
+-- promote: one scheduler tick for one item, or one slice of a big tick,
+-- atomically: refuse a stale leader, drop expired admissions, then admit
+-- min(rate budget, maxActive - active, limit) people from the front of the line.
 -- KEYS[1] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[2] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[3] wr:{item}:head      STRING highest seq admitted so far
@@ -10,29 +10,51 @@
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
--- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds}}:
+-- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished tokenIds returned
+-- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds},
+--          unpublished total, more}:
 -- outcome OK, or FENCED (a newer leader has promoted this item: nothing was changed).
--- The unpublished list holds this tick's admissions after any earlier ones whose
--- event was not acknowledged yet (see ack.lua): events are at least once.
+-- The unpublished list holds this call's admissions after any earlier ones whose
+-- event was not acknowledged yet (see ack.lua): events are at least once. Only
+-- its first `page` entries are returned; the total says how many there are.
+-- more is 1 when `limit` cut this call short while the budget and the line held
+-- more: call again with the same now for the next slice. Each slice is atomic on
+-- its own and charges the budget for what it admitted.
+--
+-- Every key is read (and so type-checked) before the first write, so the
+-- script cannot fail half-way; the admitted people are moved in chunks of
+-- CHUNK, so no call builds a Lua stack from an unbounded list.
+local CHUNK = 1000
 local epoch, now, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local limit, page = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+-- Reads.
 local seen = tonumber(redis.call('GET', KEYS[4]) or '0')
+if not seen then
+  return redis.error_reply('ERR corrupt ' .. KEYS[4] .. ': not a number')
+end
 if epoch < seen then
-  return {'FENCED', 0, 0, 0, 0, 0, {}}
+  return {'FENCED', 0, 0, 0, 0, 0, {}, 0, 0}
 end
-if epoch > seen then
-  redis.call('SET', KEYS[4], epoch)
-end
+local waiting = redis.call('ZCARD', KEYS[1])
+local active = redis.call('ZCARD', KEYS[2])
+local unpublished = redis.call('LLEN', KEYS[8])
+local head = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60')
+local tokens = tonumber(pace[1] or '0') or 0
+local last = tonumber(pace[2] or '0') or 0
+local sum60 = tonumber(pace[3] or '0') or 0
 
 -- An idle item (nobody waiting or admitted, nothing to publish, no recent
 -- admissions) costs a few reads: most active items are idle most of the time.
-local waiting = redis.call('ZCARD', KEYS[1])
-if waiting == 0 and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('LLEN', KEYS[8]) == 0
-    and tonumber(redis.call('HGET', KEYS[6], 'sum60') or '0') == 0 then
+if waiting == 0 and active == 0 and unpublished == 0 and sum60 == 0 then
+  if epoch > seen then
+    redis.call('SET', KEYS[4], epoch)
+  end
   redis.call('HDEL', KEYS[6], 'last') -- the bucket refills: the next arrival goes at once
-  return {'OK', 0, tonumber(redis.call('GET', KEYS[3]) or '0'), 0, 0, 0, {}}
+  return {'OK', 0, head, 0, 0, 0, {}, 0, 0}
 end
 
-local expired = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock')
 local enabled = st[1] == 'true'
 local rate = tonumber(st[2] or '0') or 0
@@ -40,14 +62,11 @@ local maxActive = tonumber(st[3] or '0') or 0
 local ttl = tonumber(st[4] or '0') or 0
 if ttl <= 0 then ttl = 300 end
 local stock = tonumber(st[5] or '-1') or -1
+local expired = redis.call('ZCOUNT', KEYS[2], '-inf', now)
 
 -- Rate budget: a token bucket refilled by elapsed time, holding at most
 -- burst ms of rate and at least one person, so slow rates still admit; full
 -- while nobody waits, so the room is invisible until load exceeds capacity.
-local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60')
-local tokens = tonumber(pace[1] or '0') or 0
-local last = tonumber(pace[2] or '0') or 0
-local sum60 = tonumber(pace[3] or '0') or 0
 local cap = math.max(rate * burst / 1000, 1)
 if last == 0 or waiting == 0 then
   tokens = cap -- an idle room lets the next arrival in on the next tick
@@ -57,37 +76,66 @@ end
 if tokens > cap then tokens = cap end
 if rate <= 0 then tokens = 0 end
 
--- Forget admissions older than a minute from the running sum (oldest first).
+-- Admissions older than a minute leave the running sum (oldest first).
+local drop = 0
 while true do
-  local oldest = redis.call('LINDEX', KEYS[7], 0)
+  local oldest = redis.call('LINDEX', KEYS[7], drop)
   if not oldest then break end
-  local ms, n = string.match(oldest, '^(%d+):(%d+)$')
-  if tonumber(ms) > now - 60000 then break end
-  sum60 = sum60 - tonumber(n)
-  redis.call('LPOP', KEYS[7])
+  local ms, cnt = string.match(oldest, '^(%d+):(%d+)$')
+  if ms and tonumber(ms) > now - 60000 then break end
+  if cnt then sum60 = sum60 - tonumber(cnt) end -- an unreadable entry is dropped
+  drop = drop + 1
 end
 
-local active = redis.call('ZCARD', KEYS[2])
+active = active - expired
 local n = math.floor(tokens)
 if not enabled or stock == 0 then n = 0 end
 if maxActive > 0 then n = math.min(n, maxActive - active) end
+local more = 0
+if n > limit then
+  n = limit
+  if waiting > limit then more = 1 end
+end
+
+-- Writes: nothing below can fail on a key's type or value.
+if epoch > seen then
+  redis.call('SET', KEYS[4], epoch)
+end
+if expired > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+end
+if drop > 0 then
+  redis.call('LTRIM', KEYS[7], drop, -1)
+end
 local admitted = {}
-local head = tonumber(redis.call('GET', KEYS[3]) or '0')
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[1], n)
-  local exp = now + ttl * 1000
   for i = 1, #popped, 2 do
     admitted[#admitted + 1] = popped[i]
-    redis.call('ZADD', KEYS[2], exp, popped[i])
     head = tonumber(popped[i + 1])
+  end
+  local exp = now + ttl * 1000
+  for lo = 1, #admitted, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, #admitted)
+    local z = {}
+    for i = lo, hi do
+      z[#z + 1] = exp
+      z[#z + 1] = admitted[i]
+    end
+    redis.call('ZADD', KEYS[2], unpack(z))
+    redis.call('RPUSH', KEYS[8], unpack(admitted, lo, hi))
   end
   if #admitted > 0 then
     redis.call('SET', KEYS[3], head)
-    redis.call('RPUSH', KEYS[8], unpack(admitted))
     tokens = tokens - #admitted
     sum60 = sum60 + #admitted
     redis.call('RPUSH', KEYS[7], now .. ':' .. #admitted)
   end
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
-return {'OK', #admitted, head, waiting - #admitted, active + #admitted, expired, redis.call('LRANGE', KEYS[8], 0, -1)}
+local first = {}
+if page > 0 then
+  first = redis.call('LRANGE', KEYS[8], 0, page - 1)
+end
+return {'OK', #admitted, head, waiting - #admitted, active + #admitted, expired, first,
+  unpublished + #admitted, more}

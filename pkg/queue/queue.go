@@ -66,6 +66,8 @@ var (
 	ackScript       = redis.NewScript(ackSrc)
 
 	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript}
+	// opScripts are the sources Apply loads in each transaction, by kind.
+	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc}
 )
 
 // OpKind says what an Op does to the line.
@@ -124,8 +126,9 @@ type Line struct {
 // New returns a Line over rdb.
 func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
 
-// Load loads every script into Redis so pipelines can use EVALSHA. Apply calls
-// it again by itself when Redis answers NOSCRIPT (after a restart or flush).
+// Load loads every script into Redis so pipelines can use EVALSHA. PromoteMany
+// and AckPublished call it again by themselves when Redis answers NOSCRIPT
+// (after a restart or flush); Apply loads its scripts in each transaction.
 func (l *Line) Load(ctx context.Context) error {
 	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript, ackScript) {
 		if err := s.Load(ctx, l.rdb).Err(); err != nil {
@@ -135,27 +138,47 @@ func (l *Line) Load(ctx context.Context) error {
 	return nil
 }
 
-// Apply applies ops in order in one pipelined round trip and registers their
-// items as active. Each op is one atomic script; a failed round can be retried
-// whole, since applied offsets make a second application a no-op.
+// ApplyChunk bounds the ops of one MULTI/EXEC: Redis serves nobody else
+// while it runs a transaction.
+const ApplyChunk = 1000
+
+// Apply applies ops in order and registers their items as active, in
+// transactions of at most ApplyChunk ops. Each op is one atomic script; a
+// failed call can be retried whole, since applied offsets make a second
+// application a no-op.
+//
+// Each transaction starts by loading the scripts it uses (SCRIPT LOAD of a
+// loaded script only hashes it), so a flushed script cache or a restarted
+// Redis cannot answer NOSCRIPT for some ops and run the others: that would
+// move the applied offsets past ops that never ran, and running those again
+// would answer REPLAY, losing them.
 func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	res, err := l.apply(ctx, ops)
-	if err != nil && isNoScript(err) {
-		if lerr := l.Load(ctx); lerr != nil {
-			return nil, errors.Join(err, lerr)
+	out := make([]Result, 0, len(ops))
+	for lo := 0; lo < len(ops); lo += ApplyChunk {
+		res, err := l.apply(ctx, ops[lo:min(lo+ApplyChunk, len(ops))])
+		if err != nil {
+			return nil, err
 		}
-		res, err = l.apply(ctx, ops)
+		out = append(out, res...)
 	}
-	return res, err
+	return out, nil
 }
 
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	cmds := make([]*redis.Cmd, len(ops))
 	seen := make(map[string]struct{}, 4)
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var loaded [OpComplete + 1]bool
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, op := range ops {
+			if op.Kind < OpRegister || op.Kind > OpComplete || loaded[op.Kind] {
+				continue
+			}
+			loaded[op.Kind] = true
+			p.ScriptLoad(ctx, opScripts[op.Kind])
+		}
 		for i, op := range ops {
 			k := KeysFor(op.ItemID)
 			part, off := strconv.FormatInt(int64(op.Partition), 10), strconv.FormatInt(op.Offset, 10)
@@ -216,7 +239,7 @@ func IsRecordError(err error) bool {
 		return false
 	}
 	msg := re.Error()
-	for _, transient := range []string{"NOSCRIPT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
+	for _, transient := range []string{"NOSCRIPT", "EXECABORT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
 		if strings.HasPrefix(msg, transient) {
 			return false
 		}

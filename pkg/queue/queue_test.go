@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/queue"
@@ -183,10 +185,15 @@ func TestRewindLetsRefusedOpsRunAgain(t *testing.T) {
 	rdb := testenv.Redis(t)
 	l := queue.New(rdb)
 	require.NoError(t, rdb.Set(ctx, queue.KeysFor("r").Users, "corrupt", 0).Err())
-	res, err := l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5), reg("r", "t2", "u2", 6)})
+	res, err := l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5)})
 	require.NoError(t, err)
 	require.Error(t, res[0].Err)
+	applied, err := rdb.HGet(ctx, queue.KeysFor("r").Applied, "0").Result()
+	require.ErrorIs(t, err, redis.Nil, "a refused op leaves nothing behind, not even its offset: %q", applied)
 	require.NoError(t, rdb.Del(ctx, queue.KeysFor("r").Users).Err()) // an operator fixes the key
+	res, err = l.Apply(ctx, []queue.Op{reg("r", "t2", "u2", 6)})     // the batch's next op passes
+	require.NoError(t, err)
+	require.Equal(t, queue.Added, res[0].Outcome)
 	res, err = l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5)})
 	require.NoError(t, err)
 	assert.Equal(t, queue.Replay, res[0].Outcome, "without a rewind the refused op is a replay")
@@ -197,7 +204,7 @@ func TestRewindLetsRefusedOpsRunAgain(t *testing.T) {
 	res, err = l.Apply(ctx, []queue.Op{reg("r", "t1", "u1", 5), reg("r", "t2", "u2", 6)})
 	require.NoError(t, err)
 	assert.Equal(t, queue.Added, res[0].Outcome)
-	assert.Equal(t, queue.Added, res[1].Outcome)
+	assert.Equal(t, queue.Duplicate, res[1].Outcome)
 
 	// A write beyond the batch owns the offset: no rewind.
 	_, err = l.Apply(ctx, []queue.Op{reg("r", "t9", "u9", 50)})

@@ -91,9 +91,13 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 		if opRecord[i] == nil { // a mark of a record dead-lettered above
 			continue
 		}
-		if res[i].Err != nil {
-			st[i] = refusal{err: res[i].Err, tries: h.tries(partition, ops[i].Offset) + 1}
-		} else if prev, ok := h.lookup(partition, ops[i].Offset); ok && res[i].Outcome == queue.Replay {
+		prev, ok := h.lookup(partition, ops[i].Offset)
+		switch {
+		case ok && prev.tries >= h.retry.Attempts && (res[i].Err != nil || res[i].Outcome == queue.Replay):
+			st[i] = prev // given up on by an earlier attempt at this batch, whose letters were not written
+		case res[i].Err != nil:
+			st[i] = refusal{err: res[i].Err, tries: prev.tries + 1}
+		case ok && res[i].Outcome == queue.Replay:
 			st[i] = prev // refused by an earlier attempt at this batch, not applied
 		}
 	}
@@ -173,8 +177,9 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 // retryRefused re-runs the ops Redis refused, with back-off, until they pass
 // or have been tried Retry.Attempts times; res and st are updated in place.
 //
-// A refused op cannot simply be sent again: its script set the item's
-// applied offset before failing, so it would answer REPLAY. So, per item, the
+// A refused op cannot simply be sent again: its script wrote nothing, but
+// the item's later ops in the batch moved the applied offset past it, so it
+// would answer REPLAY. So, per item, the
 // guard is rewound to just before the first refused op (a compare-and-set,
 // only while it still holds this batch's offsets) and the item's ops from
 // there on run again in order, as if they came for the first time. That is
@@ -282,11 +287,6 @@ func (h *Registrations) reopen(ctx context.Context, partition int32, item string
 	}
 	ok, err = h.line.Rewind(ctx, item, partition, ops[first].Offset, last)
 	return tail, ok, err
-}
-
-func (h *Registrations) tries(partition int32, offset int64) int {
-	r, _ := h.lookup(partition, offset)
-	return r.tries
 }
 
 func (h *Registrations) lookup(partition int32, offset int64) (refusal, bool) {

@@ -1,0 +1,4 @@
+package queue
+
+// MarkSrcForTest is mark.lua's source, for tests that load it alone.
+var MarkSrcForTest = markSrc
