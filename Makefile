@@ -3,9 +3,11 @@ SHELL := /bin/bash
 GO    ?= go
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
+# compose-check runs the composecheck module's test; unit runs the rest.
+UNIT_PKGS := $(filter-out %/deploy/composecheck/...,$(PKGS))
 FUZZTIME ?= 10s
 
-.PHONY: run test test-all deps scripts-test vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
+.PHONY: run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -17,20 +19,25 @@ test: deps ## everything CI runs: installs what is missing (deps), then vet, scr
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet scripts-test unit fuzz load
+test-all: vet scripts-test unit compose-check fuzz load
 
 deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command
 	@scripts/test-deps.sh
 
 scripts-test: ## tests of the scripts in scripts/
 	@scripts/test-deps_test.sh
+	@scripts/dockerfile-replay_test.sh
+
+compose-check: ## deploy/compose without Docker: the compose file against the services' config (compose-go), and a replay of the Dockerfile's build stage
+	$(GO) test -count=1 ./deploy/composecheck/...
+	scripts/dockerfile-replay.sh
 
 vet:
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $(MODULES))" || { echo "gofmt needed:"; gofmt -l $(MODULES); exit 1; }
 
 unit:
-	$(GO) test -count=1 -timeout 10m $(PKGS)
+	$(GO) test -count=1 -timeout 10m $(UNIT_PKGS)
 
 race: ## the test suite under the race detector (slower)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
