@@ -22,11 +22,13 @@ type Config struct {
 	Tick       time.Duration `env:"WR_SCHEDULER_TICK" envDefault:"200ms"`
 	LockExpiry time.Duration `env:"WR_SCHEDULER_LOCK_EXPIRY" envDefault:"2s"`
 	Burst      time.Duration `env:"WR_SCHEDULER_BURST" envDefault:"1s"`
-	AdminToken string        `env:"WR_ADMIN_TOKEN" secret:"true"`
-	Kafka      config.Kafka
-	Redis      config.Redis
-	Log        config.Log
-	HTTP       config.HTTP
+	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
+	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
+	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	Kafka         config.Kafka
+	Redis         config.Redis
+	Log           config.Log
+	HTTP          config.HTTP
 }
 
 // Run runs one replica until ctx ends: the tick loop, and the admin API,
@@ -44,7 +46,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return fmt.Errorf("kafka producer: %w", err)
 	}
 	defer prod.Close()
-	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst}, reg, log)
+	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {

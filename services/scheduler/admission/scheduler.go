@@ -6,6 +6,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ type Options struct {
 	// KeepLockOnStop leaves the lock to expire instead of releasing it when Run
 	// returns: a crashed process does that, and fault tests need to.
 	KeepLockOnStop bool
+	// MaxEventBytes bounds the encoded size of one admission event: a tick's
+	// admissions that would not fit go out as several events, in order
+	// (default topics.MaxAdmissionEventBytes, under Kafka's 1 MB default).
+	MaxEventBytes int
 	// Clock is the time the line runs on: the rate budget's refill and session
 	// expiries (default time.Now). The lock always runs on real time. Tests
 	// inject one so a rate plays out without waiting for it in real time.
@@ -84,6 +89,9 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 	}
 	if opt.BatchItems <= 0 {
 		opt.BatchItems = 500
+	}
+	if opt.MaxEventBytes <= 0 {
+		opt.MaxEventBytes = topics.MaxAdmissionEventBytes
 	}
 	if opt.Clock == nil {
 		opt.Clock = time.Now
@@ -187,9 +195,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 		return nil // Redis trouble: try again next tick, still leading
 	}
 	start := s.now()
-	var events []*kgo.Record
-	var evItems []string
-	var evCounts []int
+	var due []dueItem
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
 		ticks, errs, err := s.line.PromoteMany(ctx, batch, epoch, start, s.opt.Burst)
@@ -211,34 +217,108 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 			if len(tk.Unpublished) == 0 && tk.Expired == 0 {
 				continue
 			}
-			ev := topics.AdmissionEvent{V: topics.Version, ItemID: batch[i], Admitted: tk.Unpublished, Head: tk.Head,
-				Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: start.UnixMilli()}
-			events = append(events, &kgo.Record{Topic: topics.Admissions, Key: []byte(batch[i]), Value: topics.Encode(&ev)})
-			evItems, evCounts = append(evItems, batch[i]), append(evCounts, len(tk.Unpublished))
+			due = append(due, dueItem{item: batch[i], tk: tk})
 		}
 	}
-	if len(events) > 0 {
-		s.publish(ctx, epoch, events, evItems, evCounts)
+	if len(due) > 0 {
+		s.publish(ctx, epoch, start, due)
 	}
 	s.m.tick.Observe(time.Since(began).Seconds())
 	s.m.items.Set(float64(len(items)))
 	return nil
 }
 
+// dueItem is an item whose tick has something to publish.
+type dueItem struct {
+	item string
+	tk   queue.Tick
+}
+
 // publish puts the tick's events on Kafka and then forgets the published
-// tokenIds in Redis. A failure leaves them to the next tick (or the next
-// leader), so every admission reaches the topic at least once. Publishing
-// outlives a cancelled ctx for a moment, so a graceful stop loses nothing.
-func (s *Scheduler) publish(ctx context.Context, epoch int64, events []*kgo.Record, items []string, counts []int) {
+// tokenIds in Redis. A tick's admissions go out as events of at most
+// MaxEventBytes each, and an item with more unpublished tokenIds than one page
+// goes on page by page. Each round of produce sends the next event of every
+// item and acknowledges those that went out; an item whose event failed stops
+// there, and the rest of it is left to the next tick (or the next leader). So
+// every admission reaches the topic at least once, and in line order.
+// Publishing outlives a cancelled ctx for a moment, so a graceful stop loses
+// nothing.
+func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, items []dueItem) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.prod.ProduceSync(pctx, events...).FirstErr(); err != nil {
-		s.m.publishErrors.Inc()
-		s.log.Warn("publish admission events; they go out with the next tick", zap.Int("events", len(events)), zap.Error(err))
-		return
+	event := func(d dueItem, page []string) []topics.AdmissionEvent {
+		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, Head: d.tk.Head,
+			Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, s.opt.MaxEventBytes)
 	}
-	if err := s.line.AckPublished(pctx, epoch, items, counts); err != nil {
-		s.log.Warn("acknowledge published admissions; they will be published again", zap.Error(err))
+	parts := make([][]topics.AdmissionEvent, len(items)) // per item: its events still to send, in order
+	sent := make([]int64, len(items))                    // per item: tokenIds sent and acknowledged
+	for i, d := range items {
+		parts[i] = event(d, d.tk.Unpublished)
+	}
+	for {
+		var recs []*kgo.Record
+		var owner []int
+		for i, d := range items {
+			if len(parts[i]) > 0 {
+				recs = append(recs, &kgo.Record{Topic: topics.Admissions, Key: []byte(d.item), Value: topics.Encode(&parts[i][0])})
+				owner = append(owner, i)
+			}
+		}
+		if len(recs) == 0 {
+			return
+		}
+		failed := map[*kgo.Record]error{}
+		for _, r := range s.prod.ProduceSync(pctx, recs...) {
+			if r.Err != nil {
+				failed[r.Record] = r.Err
+			}
+		}
+		var ackItems []string
+		var ackCounts []int
+		var firstErr error
+		for j, r := range recs {
+			i := owner[j]
+			if err, bad := failed[r]; bad {
+				firstErr = cmp.Or(firstErr, err)
+				parts[i] = nil // this item stops at its first failed event
+				continue
+			}
+			if n := len(parts[i][0].Admitted); n > 0 {
+				ackItems, ackCounts = append(ackItems, items[i].item), append(ackCounts, n)
+				sent[i] += int64(n)
+			}
+			parts[i] = parts[i][1:]
+			if len(parts[i]) == 0 {
+				parts[i] = nil // done, unless a next page is to be read once this one is acknowledged
+				if sent[i] > 0 && sent[i] < items[i].tk.UnpublishedTotal {
+					parts[i] = []topics.AdmissionEvent{}
+				}
+			}
+		}
+		if firstErr != nil {
+			s.m.publishErrors.Inc()
+			s.log.Warn("publish admission events; the rest go out with the next tick", zap.Int("events", len(recs)),
+				zap.Int("failed", len(failed)), zap.Error(firstErr))
+		}
+		if len(ackItems) > 0 {
+			if err := s.line.AckPublished(pctx, epoch, ackItems, ackCounts); err != nil {
+				s.log.Warn("acknowledge published admissions; they will be published again", zap.Error(err))
+				return
+			}
+		}
+		for i, d := range items {
+			if parts[i] == nil || len(parts[i]) > 0 {
+				continue
+			}
+			page, err := s.line.Unpublished(pctx, d.item, queue.UnpublishedPage)
+			if err != nil {
+				s.log.Warn("read unpublished admissions; they go out with the next tick", zap.String("item", d.item), zap.Error(err))
+			}
+			parts[i] = nil
+			if len(page) > 0 {
+				parts[i] = event(d, page)
+			}
+		}
 	}
 }
 
