@@ -54,6 +54,30 @@ func Load[T any]() (T, error) {
 	return c, nil
 }
 
+// Defaults returns a T holding the defaults of its tags alone, whatever the
+// environment says: what a service runs with when nothing is set. The dev
+// stack starts every service from its own Defaults instead of restating them.
+func Defaults[T any]() (T, error) {
+	var c T
+	if err := env.ParseWithOptions(&c, env.Options{Environment: map[string]string{}}); err != nil {
+		return c, fmt.Errorf("config defaults: %w", err)
+	}
+	return c, nil
+}
+
+// Validator is a config that checks what the environment cannot.
+type Validator interface {
+	Validate() error
+}
+
+// Validate calls cfg's Validate when it has one.
+func Validate(cfg any) error {
+	if v, ok := cfg.(Validator); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
 // Field renders cfg for the start-up log, env names as keys, secrets masked.
 func Field(cfg any) zap.Field {
 	out := map[string]any{}

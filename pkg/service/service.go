@@ -15,9 +15,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// Main loads a C from the environment, builds the logger from logCfg(c), and
-// calls run until it returns or a signal asks the process to stop; a failure
-// exits with status 1. Only Main exits.
+// Main loads a C from the environment, validates it (a C with a Validate
+// method: an invalid config stops the process before anything starts, with
+// one line naming the variable), builds the logger from logCfg(c), and calls
+// run until it returns or a signal asks the process to stop; a failure exits
+// with status 1. Only Main exits.
 func Main[C any](name string, logCfg func(C) config.Log, run func(ctx context.Context, cfg C, log *zap.Logger) error) {
 	if err := runMain(name, logCfg, run); err != nil {
 		fmt.Fprintf(os.Stderr, "waitroom-%s: %v\n", name, err)
@@ -29,6 +31,9 @@ func runMain[C any](name string, logCfg func(C) config.Log, run func(context.Con
 	config.TuneGC()
 	cfg, err := config.Load[C]()
 	if err != nil {
+		return err
+	}
+	if err := config.Validate(cfg); err != nil {
 		return err
 	}
 	lc := logCfg(cfg)

@@ -22,6 +22,9 @@ func main() {
 
 func run() int {
 	env, err := config.Load[cli.Env]()
+	if err == nil {
+		err = env.Validate()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waitroomctl:", err)
 		return cli.ExitUsage

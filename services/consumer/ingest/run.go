@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -37,9 +38,36 @@ type Config struct {
 	HTTP           config.HTTP
 }
 
+// Validate checks what the environment cannot; the service refuses to start
+// on an error.
+func (c Config) Validate() error {
+	switch {
+	case c.Group == "" || c.ItemsGroup == "":
+		return errors.New("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must not be empty")
+	case c.Group == c.ItemsGroup:
+		return fmt.Errorf("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must differ (both %q)", c.Group)
+	case c.MaxPollRecords <= 0:
+		return fmt.Errorf("WR_CONSUMER_MAX_POLL_RECORDS must be positive, not %d", c.MaxPollRecords)
+	case c.MaxBackoff <= 0:
+		return fmt.Errorf("WR_CONSUMER_MAX_BACKOFF must be positive, not %s", c.MaxBackoff)
+	case c.RecordAttempts < 0:
+		return fmt.Errorf("WR_CONSUMER_RECORD_ATTEMPTS must not be negative, not %d", c.RecordAttempts)
+	case c.RecordBackoff < 0:
+		return fmt.Errorf("WR_CONSUMER_RECORD_BACKOFF must not be negative, not %s", c.RecordBackoff)
+	case len(c.Kafka.Brokers) == 0:
+		return errors.New("WR_KAFKA_BROKERS is empty")
+	case c.Redis.Addr == "":
+		return errors.New("WR_REDIS_ADDR is empty")
+	}
+	return nil
+}
+
 // Run consumes until ctx ends. ln, when not nil, serves health and metrics
 // instead of listening on cfg.Addr; ready, when not nil, is set once consuming.
 func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}

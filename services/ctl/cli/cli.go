@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 
 	"github.com/spf13/cobra"
 	"github.com/waitroom/waitroom/pkg/config"
@@ -35,13 +36,30 @@ type Env struct {
 	LogFormat  string `env:"WR_LOG_FORMAT" envDefault:"console"`
 }
 
-// DefaultEnv is the Env of an empty environment.
+// DefaultEnv is the Env of an empty environment (the defaults of its tags).
 func DefaultEnv() Env {
-	return Env{
-		Kafka:      config.Kafka{Brokers: []string{"127.0.0.1:9092"}, ClientID: "waitroom"},
-		Redis:      config.Redis{Addr: "127.0.0.1:6379", PoolSize: 64},
-		Partitions: 12, APIURL: "http://127.0.0.1:8080", AdminURL: "http://127.0.0.1:8082", LogLevel: "warn", LogFormat: "console",
+	e, err := config.Defaults[Env]()
+	if err != nil {
+		panic(err) // unreachable: the tags' defaults parse (TestDefaultEnv)
 	}
+	return e
+}
+
+// Validate checks what the environment cannot; waitroomctl stops with exit
+// code 2 (usage) on an error.
+func (e Env) Validate() error {
+	switch {
+	case e.Partitions <= 0:
+		return fmt.Errorf("WR_REGISTRATION_PARTITIONS must be positive, not %d", e.Partitions)
+	case e.LogFormat != "json" && e.LogFormat != "console":
+		return fmt.Errorf("WR_LOG_FORMAT must be json or console, not %q", e.LogFormat)
+	}
+	for name, u := range map[string]string{"WR_API_URL": e.APIURL, "WR_ADMIN_URL": e.AdminURL} {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("%s must be an http(s) URL, not %q", name, u)
+		}
+	}
+	return nil
 }
 
 // Main runs waitroomctl with args (without the program name), printing results

@@ -81,3 +81,17 @@ func TestHelpExits0(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultEnv(t *testing.T) {
+	e := DefaultEnv()
+	if e.APIURL != "http://127.0.0.1:8080" || e.Partitions != 12 || e.LogFormat != "console" || len(e.Kafka.Brokers) != 1 {
+		t.Fatalf("defaults: %+v", e)
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e.AdminURL = "127.0.0.1:8082"
+	if err := e.Validate(); err == nil {
+		t.Fatal("a URL without a scheme passed")
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/notifier/sse"
@@ -65,13 +64,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	kafka := config.Kafka{Brokers: o.Brokers, ClientID: "waitroom"}
-	redis := config.Redis{Addr: o.RedisAddr, PoolSize: 64}
-	httpc := config.HTTP{ShutdownTimeout: 5 * time.Second}
-	// The dev stack, and only it, lets the built-in development keys stand
-	// in for keys it was not given.
-	tokens := registration.TokenConfig{TokenAlg: token.HS256, TokenKey: o.TokenKey, TokenKID: "k1",
-		AdmissionKey: o.AdmissionKey, AdmissionKID: "a1", DevKeys: true}
+	cfgs, err := configs(o)
+	if err != nil {
+		return nil, err
+	}
+	apiCfg, conCfg, schCfg, notCfg := cfgs.api, cfgs.consumer, cfgs.scheduler, cfgs.notifier
 
 	apiLn, err := net.Listen("tcp", or(o.APIAddr, "127.0.0.1:0"))
 	if err != nil {
@@ -118,15 +115,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		frontLn.Close()
 		return nil, fmt.Errorf("listen notifier: %w", err)
 	}
-	notCfg, err := config.Load[sse.Config]() // the defaults of its tags
-	if err != nil {
-		closeAll()
-		frontLn.Close()
-		notLn.Close()
-		return nil, err
-	}
-	notCfg.TokenConfig = tokens
-	notCfg.Kafka, notCfg.Redis, notCfg.HTTP = kafka, redis, httpc
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stack{
 		URL:    "http://" + frontLn.Addr().String(),
@@ -139,14 +127,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	var apiReady, conReady, notReady httpserver.Readiness
 	schReady := make([]httpserver.Readiness, o.Schedulers)
-	apiCfg := httpapi.Config{
-		TokenConfig: tokens, QueueTokenTTL: 24 * time.Hour, Addr: "127.0.0.1:0",
-		MaxBodyBytes: 4096, ProduceTimeout: 5 * time.Second, ProduceLinger: o.ProduceLinger, Kafka: kafka, Redis: redis, HTTP: httpc,
-	}
-	schCfg := admission.Config{Tick: o.Tick, LockExpiry: 2 * time.Second, Burst: time.Second, AdminToken: o.AdminToken,
-		Kafka: kafka, Redis: redis, HTTP: httpc}
-	conCfg := ingest.Config{Group: "waitroom-consumer", ItemsGroup: "waitroom-items", MaxPollRecords: 10000,
-		MaxBackoff: 2 * time.Second, Kafka: kafka, Redis: redis, HTTP: httpc}
 	go func() { s.done <- wrap("api", httpapi.Run(ctx, apiCfg, apiLn, o.Log.Named("api"), &apiReady)) }()
 	go func() { s.done <- wrap("consumer", ingest.Run(ctx, conCfg, conLn, o.Log.Named("consumer"), &conReady)) }()
 	for i, l := range schLns {
@@ -162,7 +142,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	go func() {
-		s.done <- wrap("front door", httpserver.Serve(ctx, frontLn, front, httpc.ShutdownTimeout, o.Log.Named("front")))
+		s.done <- wrap("front door", httpserver.Serve(ctx, frontLn, front, apiCfg.HTTP.ShutdownTimeout, o.Log.Named("front")))
 	}()
 	allReady := func() bool {
 		for i := range schReady {
@@ -191,6 +171,50 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// serviceConfigs are the configs the stack runs its services with.
+type serviceConfigs struct {
+	api       httpapi.Config
+	consumer  ingest.Config
+	scheduler admission.Config
+	notifier  sse.Config
+}
+
+// configs builds each service's config from that service's own defaults
+// (config.Defaults, the tags of its Config: what the deployed service runs
+// with when nothing is set), changed only where the stack must differ: where
+// Kafka and Redis are, the stack's options, a quicker drain, and the
+// development keys, which the dev stack alone may use.
+func configs(o Options) (serviceConfigs, error) {
+	var c serviceConfigs
+	var errs [4]error
+	c.api, errs[0] = config.Defaults[httpapi.Config]()
+	c.consumer, errs[1] = config.Defaults[ingest.Config]()
+	c.scheduler, errs[2] = config.Defaults[admission.Config]()
+	c.notifier, errs[3] = config.Defaults[sse.Config]()
+	if err := errors.Join(errs[:]...); err != nil {
+		return c, err
+	}
+	where := func(k *config.Kafka, r *config.Redis, h *config.HTTP) {
+		k.Brokers, r.Addr = o.Brokers, o.RedisAddr
+		h.ShutdownTimeout = 5 * time.Second // Ctrl-C should not wait 10 s
+	}
+	where(&c.api.Kafka, &c.api.Redis, &c.api.HTTP)
+	where(&c.consumer.Kafka, &c.consumer.Redis, &c.consumer.HTTP)
+	where(&c.scheduler.Kafka, &c.scheduler.Redis, &c.scheduler.HTTP)
+	where(&c.notifier.Kafka, &c.notifier.Redis, &c.notifier.HTTP)
+	keys := func(t *registration.TokenConfig) {
+		t.TokenKey, t.AdmissionKey, t.DevKeys = o.TokenKey, o.AdmissionKey, true
+	}
+	keys(&c.api.TokenConfig)
+	keys(&c.notifier.TokenConfig)
+	c.api.ProduceLinger = o.ProduceLinger
+	if o.Tick > 0 {
+		c.scheduler.Tick = o.Tick
+	}
+	c.scheduler.AdminToken = o.AdminToken
+	return c, nil
 }
 
 // Stop stops every service and waits for them to drain.

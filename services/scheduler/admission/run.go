@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -31,9 +32,30 @@ type Config struct {
 	HTTP          config.HTTP
 }
 
+// Validate checks what the environment cannot; the service refuses to start
+// on an error.
+func (c Config) Validate() error {
+	switch {
+	case c.Tick <= 0:
+		return fmt.Errorf("WR_SCHEDULER_TICK must be positive, not %s", c.Tick)
+	case c.LockExpiry <= 0:
+		return fmt.Errorf("WR_SCHEDULER_LOCK_EXPIRY must be positive, not %s (it is raised to 3 ticks when shorter)", c.LockExpiry)
+	case c.Burst < 0:
+		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
+	case len(c.Kafka.Brokers) == 0:
+		return errors.New("WR_KAFKA_BROKERS is empty")
+	case c.Redis.Addr == "":
+		return errors.New("WR_REDIS_ADDR is empty")
+	}
+	return nil
+}
+
 // Run runs one replica until ctx ends: the tick loop, and the admin API,
 // health, readiness and metrics on ln or cfg.Addr.
 func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	if ready == nil {
 		ready = &httpserver.Readiness{}
 	}
