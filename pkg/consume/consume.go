@@ -6,12 +6,12 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/retry"
 	"go.uber.org/zap"
 )
 
@@ -74,7 +74,7 @@ func Run(ctx context.Context, cl *kgo.Client, h BatchHandler, log *zap.Logger, o
 				return
 			}
 			wg.Go(func() {
-				if err := retry(ctx, p.Partition, p.Records, h, o, log); err != nil {
+				if err := retryBatch(ctx, p.Partition, p.Records, h, o, log); err != nil {
 					failed.Do(func() { firstErr = err })
 					return
 				}
@@ -97,26 +97,18 @@ func Run(ctx context.Context, cl *kgo.Client, h BatchHandler, log *zap.Logger, o
 	}
 }
 
-func retry(ctx context.Context, part int32, recs []*kgo.Record, h BatchHandler, o Options, log *zap.Logger) error {
-	wait := o.MinBackoff
-	for attempt := 1; ; attempt++ {
-		err := h(ctx, part, recs)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("partition %d: %w", part, errors.Join(err, ctx.Err()))
-		}
-		if o.OnRetry != nil {
-			o.OnRetry(part, attempt, err)
-		}
-		log.Warn("batch failed, retrying; partition paused", zap.Int32("partition", part),
-			zap.Int("records", len(recs)), zap.Int("attempt", attempt), zap.Duration("backoff", wait), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("partition %d: %w", part, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, o.MaxBackoff)
+func retryBatch(ctx context.Context, part int32, recs []*kgo.Record, h BatchHandler, o Options, log *zap.Logger) error {
+	err := retry.Do(ctx, retry.Policy{Initial: o.MinBackoff, Max: o.MaxBackoff},
+		func(ctx context.Context) error { return h(ctx, part, recs) },
+		func(attempt int, err error, wait time.Duration) {
+			if o.OnRetry != nil {
+				o.OnRetry(part, attempt, err)
+			}
+			log.Warn("batch failed, retrying; partition paused", zap.Int32("partition", part),
+				zap.Int("records", len(recs)), zap.Int("attempt", attempt), zap.Duration("backoff", wait), zap.Error(err))
+		})
+	if err != nil {
+		return fmt.Errorf("partition %d: %w", part, err)
 	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/topics"
+	"golang.org/x/time/rate"
 )
 
 // Group returns the consumer group in which replays of dlqTopic remember how
@@ -142,8 +143,8 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 
 	j := &replayJob{rp: rp, cl: cl, adm: adm, rep: &rep, next: map[int32]int64{}, lastCommit: rp.now()}
 	if o.Rate > 0 {
-		j.pace = &pacer{every: time.Duration(float64(time.Second) / o.Rate)}
-		j.chunk = max(1, min(500, int(o.Rate/10))) // about ten flushes a second
+		j.pace = rate.NewLimiter(rate.Limit(o.Rate), 1) // evenly spaced, no burst
+		j.chunk = max(1, min(500, int(o.Rate/10)))      // about ten flushes a second
 	} else {
 		j.chunk = 500
 	}
@@ -200,7 +201,7 @@ type replayJob struct {
 	cl         *kgo.Client
 	adm        *kadm.Client
 	rep        *Report
-	pace       *pacer // nil: no rate limit
+	pace       *rate.Limiter // nil: no rate limit
 	chunk      int
 	pending    []*kgo.Record
 	rows       []int           // the Outcome row of each pending record
@@ -211,7 +212,7 @@ type replayJob struct {
 
 func (j *replayJob) publish(ctx context.Context, r *kgo.Record, row int) error {
 	if j.pace != nil {
-		if err := j.pace.wait(ctx); err != nil {
+		if err := j.pace.Wait(ctx); err != nil {
 			return fmt.Errorf("replay stopped: %w", err)
 		}
 	}
@@ -280,28 +281,6 @@ func (j *replayJob) stopped(ctx context.Context, err error) error {
 		return errors.Join(err, cerr)
 	}
 	return fmt.Errorf("%w (what was acked before is remembered: run the replay again for the rest)", err)
-}
-
-// pacer lets one record through every interval, with no burst.
-type pacer struct {
-	every time.Duration
-	next  time.Time
-}
-
-func (p *pacer) wait(ctx context.Context) error {
-	now := time.Now()
-	if d := p.next.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		now = p.next
-	}
-	p.next = now.Add(p.every)
-	return nil
 }
 
 // replayRecord is the record a replay of e publishes to source.

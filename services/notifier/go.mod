@@ -12,6 +12,7 @@ require (
 	github.com/waitroom/waitroom/topics v0.0.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sync v0.24.0
+	golang.org/x/time v0.16.0
 )
 
 require (

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/dlq"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/retry"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -187,25 +188,22 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 // ENDED): re-running them would reorder it, so such an item's refusals are
 // dead-lettered without more retries.
 func (h *Registrations) retryRefused(ctx context.Context, partition int32, ops []queue.Op, opRecord []*kgo.Record, res []queue.Result, st []refusal) error {
-	wait := h.retry.Backoff
+	waits := h.retry.policy().Waits()
 	for {
-		retry := map[string]bool{} // items with a refused op worth another try
+		worth := map[string]bool{} // items with a refused op worth another try
 		for i := range ops {
 			if st[i].err != nil && !st[i].final && st[i].tries < h.retry.Attempts {
-				retry[ops[i].ItemID] = true
+				worth[ops[i].ItemID] = true
 			}
 		}
-		if len(retry) == 0 {
+		if len(worth) == 0 {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("retry refused records of partition %d: %w", partition, ctx.Err())
-		case <-time.After(wait):
+		if err := retry.Sleep(ctx, waits.NextBackOff()); err != nil {
+			return fmt.Errorf("retry refused records of partition %d: %w", partition, err)
 		}
-		wait *= 2
 		var again []int // indexes of the ops to run again, in batch order
-		for _, item := range slices.Sorted(maps.Keys(retry)) {
+		for _, item := range slices.Sorted(maps.Keys(worth)) {
 			tail, ok, err := h.reopen(ctx, partition, item, ops, res, st)
 			if err != nil {
 				return err
@@ -335,8 +333,14 @@ func (h *Registrations) forgetBefore(partition int32, offset int64) {
 type Retry struct {
 	// Attempts in all, the first included (default 3; 1 dead-letters at once).
 	Attempts int
-	// Backoff before the first retry, doubled before each next (default 100ms).
+	// Backoff before the first retry, doubled before each next up to 30 s
+	// (default 100ms).
 	Backoff time.Duration
+}
+
+// policy is r as the back-off of pkg/retry.
+func (r Retry) policy() retry.Policy {
+	return retry.Policy{Initial: r.Backoff, Attempts: r.Attempts}
 }
 
 func (r Retry) withDefaults() Retry {
@@ -389,26 +393,23 @@ func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Re
 			continue
 		}
 		// apply_item fails before it writes anything, so a retry really runs again.
-		wait := h.retry.Backoff
-		for try := 1; ; try++ {
+		tries := 0
+		err = retry.Do(ctx, h.retry.policy(), func(ctx context.Context) error {
+			tries++
 			_, err := h.line.ApplyItem(ctx, s)
-			if err == nil {
-				break
+			if err != nil && !queue.IsRecordError(err) {
+				return retry.Permanent(err) // Redis trouble: the runner retries the batch
 			}
-			if !queue.IsRecordError(err) {
-				return err // Redis trouble: the runner retries the batch
-			}
-			if try >= h.retry.Attempts {
-				letters = append(letters, dlq.Letter{Record: r, Err: err, Attempts: try})
-				break
-			}
-			h.m.recordRetries.WithLabelValues(topics.Items).Inc()
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("retry item %s: %w", s.ItemID, ctx.Err())
-			case <-time.After(wait):
-			}
-			wait *= 2
+			return err
+		}, func(int, error, time.Duration) { h.m.recordRetries.WithLabelValues(topics.Items).Inc() })
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return fmt.Errorf("retry item %s: %w", s.ItemID, err)
+		case !queue.IsRecordError(err):
+			return err
+		default:
+			letters = append(letters, dlq.Letter{Record: r, Err: err, Attempts: tries})
 		}
 	}
 	if err := h.dlq.Send(ctx, letters...); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 )
 
 // EventsPath is the stream's route; the token segment is the queue token, or
@@ -91,31 +92,7 @@ type Server struct {
 	log    *zap.Logger
 	now    func() time.Time
 	open   sync.WaitGroup // streams running off their handler (hijacked)
-	reads  budget         // exact reads for refreshes
-}
-
-// budget is a token bucket of Redis reads per second, holding one second's worth.
-type budget struct {
-	mu     sync.Mutex
-	rate   float64 // <= 0: unlimited
-	tokens float64
-	last   time.Time
-}
-
-// take spends one read if the budget has it.
-func (b *budget) take(now time.Time) bool {
-	if b.rate <= 0 {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
 }
 
 // NewServer returns a Server streaming from hub, reading positions from rdb
@@ -123,7 +100,10 @@ func (b *budget) take(now time.Time) bool {
 func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *token.Signer, opt Options, m *Metrics, log *zap.Logger) *Server {
 	s := &Server{hub: hub, line: queue.New(rdb), items: items, signer: signer, admit: admit,
 		opt: opt.withDefaults(), m: m, log: log, now: time.Now}
-	s.reads.rate = float64(s.opt.RefreshRate)
+	s.reads = rate.NewLimiter(rate.Inf, 0)
+	if n := s.opt.RefreshRate; n > 0 {
+		s.reads = rate.NewLimiter(rate.Limit(n), n)
+	}
 	return s
 }
 

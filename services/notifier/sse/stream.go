@@ -187,7 +187,7 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 			if st.write(ping) != nil {
 				return
 			}
-			if now := st.s.now(); st.seq > 0 && !st.pending && now.Sub(st.lastRead) >= st.s.opt.IdleRefresh && st.s.reads.take(now) {
+			if now := st.s.now(); st.seq > 0 && !st.pending && now.Sub(st.lastRead) >= st.s.opt.IdleRefresh && st.s.reads.AllowN(now, 1) {
 				if st.exact(ctx, snap, 0) {
 					return
 				}
@@ -353,7 +353,7 @@ func (st *stream) onSnapshot(ctx context.Context, snap *Snapshot) bool {
 			// Events resume after a quiet spell: every stream is overdue, so
 			// spread the reads over the next period instead of all at once.
 			st.nextRead = now.Add(rand.N(st.s.opt.Refresh))
-		case !now.Before(st.nextRead) && !st.s.reads.take(now):
+		case !now.Before(st.nextRead) && !st.s.reads.AllowN(now, 1):
 			st.nextRead = now.Add(rand.N(st.s.opt.Refresh)) // over budget: later
 		case !now.Before(st.nextRead):
 			return st.exact(ctx, snap, 0)
