@@ -130,26 +130,41 @@ func (w *world) runLeader(ctx context.Context, tick time.Duration) {
 		if err != nil {
 			continue
 		}
-		var recs []*kgo.Record
-		var evItems []string
-		var counts []int
 		for i, tk := range ticks {
 			if errs[i] != nil || (len(tk.Unpublished) == 0 && tk.Expired == 0) {
 				continue
 			}
-			ev := topics.AdmissionEvent{V: topics.Version, ItemID: items[i], Admitted: tk.Unpublished, Head: tk.Head,
-				Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: now.UnixMilli()}
-			recs = append(recs, &kgo.Record{Topic: topics.Admissions, Key: []byte(items[i]), Value: topics.Encode(&ev)})
-			evItems, counts = append(evItems, items[i]), append(counts, len(tk.Unpublished))
+			w.publishTick(ctx, epoch, now, items[i], tk)
 		}
-		if len(recs) == 0 {
-			continue
+	}
+}
+
+// publishTick publishes one item's tick as the scheduler does: events under
+// the message size, page by page, each page acknowledged once it is out.
+func (w *world) publishTick(ctx context.Context, epoch int64, now time.Time, item string, tk queue.Tick) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	page, sent := tk.Unpublished, int64(0)
+	for {
+		ev := topics.AdmissionEvent{V: topics.Version, ItemID: item, Admitted: page, Head: tk.Head,
+			Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: now.UnixMilli()}
+		var recs []*kgo.Record
+		for _, part := range topics.SplitAdmission(ev, topics.MaxAdmissionEventBytes) {
+			recs = append(recs, &kgo.Record{Topic: topics.Admissions, Key: []byte(item), Value: topics.Encode(&part)})
 		}
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if w.prod.ProduceSync(pctx, recs...).FirstErr() == nil {
-			_ = w.line.AckPublished(pctx, epoch, evItems, counts)
+		if w.prod.ProduceSync(pctx, recs...).FirstErr() != nil || len(page) == 0 {
+			return
 		}
-		cancel()
+		if w.line.AckPublished(pctx, epoch, []string{item}, []int{len(page)}) != nil {
+			return
+		}
+		if sent += int64(len(page)); sent >= tk.UnpublishedTotal {
+			return
+		}
+		var err error
+		if page, err = w.line.Unpublished(pctx, item, queue.UnpublishedPage); err != nil || len(page) == 0 {
+			return
+		}
 	}
 }
 
