@@ -42,6 +42,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_LOCK_EXPIRY must be positive, not %s (it is raised to 3 ticks when shorter)", c.LockExpiry)
 	case c.Burst < 0:
 		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
+	case c.MaxEventBytes != 0 && (c.MaxEventBytes < 1000 || c.MaxEventBytes > 1_000_000):
+		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	case c.Redis.Addr == "":
