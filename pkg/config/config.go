@@ -4,10 +4,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -19,6 +21,20 @@ import (
 type Kafka struct {
 	Brokers  []string `env:"WR_KAFKA_BROKERS" envDefault:"127.0.0.1:9092" envSeparator:","`
 	ClientID string   `env:"WR_KAFKA_CLIENT_ID" envDefault:"waitroom"`
+	Security KafkaSecurity
+}
+
+// Validate checks the brokers and the security settings.
+func (k Kafka) Validate() error {
+	if len(k.Brokers) == 0 {
+		return errors.New("WR_KAFKA_BROKERS: at least one broker is needed")
+	}
+	for _, b := range k.Brokers {
+		if strings.TrimSpace(b) == "" {
+			return fmt.Errorf("WR_KAFKA_BROKERS: empty broker address in %q", strings.Join(k.Brokers, ","))
+		}
+	}
+	return k.Security.Validate()
 }
 
 // Redis is how a service reaches Redis.
@@ -45,10 +61,16 @@ type HTTP struct {
 	ShutdownTimeout time.Duration `env:"WR_SHUTDOWN_TIMEOUT" envDefault:"10s"`
 }
 
-// Load fills a T from the environment, defaults from its tags.
+// Load fills a T from the environment, defaults from its tags, and validates
+// the parts of it this package defines (Kafka and its security settings), so a
+// bad setting stops the process at start with the variable's name. A
+// service's own Validate stays its business (it may change the config first).
 func Load[T any]() (T, error) {
 	var c T
 	if err := env.Parse(&c); err != nil {
+		return c, fmt.Errorf("load config: %w", err)
+	}
+	if err := validate(reflect.ValueOf(&c).Elem()); err != nil {
 		return c, fmt.Errorf("load config: %w", err)
 	}
 	return c, nil
@@ -74,6 +96,32 @@ type Validator interface {
 func Validate(cfg any) error {
 	if v, ok := cfg.(Validator); ok {
 		return v.Validate()
+	}
+	return nil
+}
+
+var pkgPath = reflect.TypeOf(Kafka{}).PkgPath()
+
+// validate calls Validate on v when it is one of this package's types and has
+// one, then on each struct field, depth first.
+func validate(v reflect.Value) error {
+	if v.Type().PkgPath() == pkgPath && v.CanAddr() && v.Addr().CanInterface() {
+		if val, ok := v.Addr().Interface().(Validator); ok {
+			if err := val.Validate(); err != nil {
+				return err
+			}
+		}
+	}
+	if v.Kind() != reflect.Struct || v.Type() == reflect.TypeOf(time.Time{}) {
+		return nil
+	}
+	for i := 0; i < v.NumField(); i++ {
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		if err := validate(v.Field(i)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ type Inspector struct {
 }
 
 // NewInspector returns an Inspector whose clients start from base (seed
-// brokers, client id, logger: kclient.Base).
+// brokers, client id, logger, security: kclient.Opts).
 func NewInspector(base []kgo.Opt) *Inspector { return &Inspector{base: base} }
 
 // List is the answer of Inspector.List.

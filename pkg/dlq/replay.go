@@ -82,7 +82,7 @@ type Replayer struct {
 	now  func() time.Time
 }
 
-// NewReplayer returns a Replayer whose clients start from base (kclient.Base).
+// NewReplayer returns a Replayer whose clients start from base (kclient.Opts).
 func NewReplayer(base []kgo.Opt) *Replayer { return &Replayer{base: base, now: time.Now} }
 
 // Replay republishes the letters of topic that o selects, oldest first, to the

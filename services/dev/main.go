@@ -79,7 +79,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer rds.Stop()
 	log.Info("redis: "+rds.Kind, zap.String("addr", rds.Addr))
 
-	cl, err := kgo.NewClient(kclient.Base(brokers, "waitroom-dev", log)...)
+	base, err := kclient.Opts(ctx, config.Kafka{Brokers: brokers}, "waitroom-dev", log)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(base...)
 	if err != nil {
 		return fmt.Errorf("kafka admin client: %w", err)
 	}

@@ -71,7 +71,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return err
 	}
 	signer, admit := signers.Queue, signers.Admission
-	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-api", log)
+	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-api", log)
+	if err != nil {
+		return err
+	}
 	prod, err := kgo.NewClient(append(base,
 		kgo.DefaultProduceTopic(topics.Registrations),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -82,6 +85,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return fmt.Errorf("kafka producer: %w", err)
 	}
 	defer prod.Close()
+	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
+		return err
+	}
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
 		return err

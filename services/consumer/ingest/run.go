@@ -78,12 +78,18 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	defer rdb.Close()
 	line := queue.New(rdb)
 
-	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-consumer", log)
+	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-consumer", log)
+	if err != nil {
+		return err
+	}
 	dlqClient, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
 	if err != nil {
 		return fmt.Errorf("kafka dlq producer: %w", err)
 	}
 	defer dlqClient.Close()
+	if err := kclient.Check(ctx, dlqClient, cfg.Kafka); err != nil {
+		return err
+	}
 	dl := dlq.NewWriter(dlqClient)
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {

@@ -151,7 +151,11 @@ func (a *app) runDLQList(ctx context.Context, o *dlqOpts) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	l, err := dlq.NewInspector(a.base(&o.kafkaOpts)).List(ctx, topic, f)
+	base, err := a.base(ctx, &o.kafkaOpts)
+	if err != nil {
+		return err
+	}
+	l, err := dlq.NewInspector(base).List(ctx, topic, f)
 	if err != nil {
 		return dlqFailure("list", topic, o, err)
 	}
@@ -186,7 +190,11 @@ func (a *app) runDLQShow(ctx context.Context, o *dlqOpts, partition int32, offse
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	e, err := dlq.NewInspector(a.base(&o.kafkaOpts)).Show(ctx, topic, partition, offset)
+	base, err := a.base(ctx, &o.kafkaOpts)
+	if err != nil {
+		return err
+	}
+	e, err := dlq.NewInspector(base).Show(ctx, topic, partition, offset)
 	if err != nil {
 		return dlqFailure("show", topic, o, err)
 	}
@@ -228,7 +236,11 @@ func (a *app) runDLQReplay(ctx context.Context, o *dlqOpts) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	rep, err := dlq.NewReplayer(a.base(&o.kafkaOpts)).Replay(ctx, topic, dlq.ReplayOptions{
+	base, err := a.base(ctx, &o.kafkaOpts)
+	if err != nil {
+		return err
+	}
+	rep, err := dlq.NewReplayer(base).Replay(ctx, topic, dlq.ReplayOptions{
 		Filter: f, DryRun: o.dryRun, Rate: o.rate, Force: o.force, Reset: o.reset,
 	})
 	if err != nil {

@@ -163,7 +163,10 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 func (a *app) setItemKafka(ctx context.Context, o *kafkaOpts, item string, c *itemChange) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	base := a.base(o)
+	base, err := a.base(ctx, o)
+	if err != nil {
+		return err
+	}
 	cache, err := itemcache.New(base, a.log)
 	if err != nil {
 		return err

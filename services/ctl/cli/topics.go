@@ -45,9 +45,25 @@ func (o *kafkaOpts) validate() error {
 	return nil
 }
 
-// base returns the options every Kafka client of the command starts from.
-func (a *app) base(o *kafkaOpts) []kgo.Opt {
-	return kclient.Base(o.brokers, a.env.Kafka.ClientID, a.log)
+// base returns the options every Kafka client of the command starts from:
+// the flags' brokers with the environment's security settings. It asks Kafka
+// once whether it accepts them, so a wrong credential is one clear line.
+func (a *app) base(ctx context.Context, o *kafkaOpts) ([]kgo.Opt, error) {
+	k := a.env.Kafka
+	k.Brokers = o.brokers
+	opts, err := kclient.Opts(ctx, k, k.ClientID, a.log)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	if err := kclient.Check(ctx, cl, k); err != nil {
+		return nil, err
+	}
+	return opts, nil
 }
 
 type topicsOpts struct {
@@ -94,13 +110,17 @@ func (a *app) runTopics(ctx context.Context, o *topicsOpts, fix bool) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(a.base(&o.kafkaOpts)...)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	base, err := a.base(ctx, &o.kafkaOpts)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(base...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
 	adm := kadm.NewClient(cl)
 	opts := topics.DefaultOptions()
 	opts.RegistrationPartitions = o.partitions

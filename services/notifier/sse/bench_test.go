@@ -69,7 +69,7 @@ func runChild() error {
 	log := zap.NewNop()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	n, err := sse.New(cfg, log, reg)
+	n, err := sse.New(context.Background(), cfg, log, reg)
 	if err != nil {
 		return err
 	}

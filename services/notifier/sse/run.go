@@ -76,9 +76,10 @@ type Notifier struct {
 	log    *zap.Logger
 }
 
-// New builds a notifier from cfg; metrics go to reg. It connects nothing yet
-// beyond creating the clients; Run starts it and closes them when it returns.
-func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, error) {
+// New builds a notifier from cfg; metrics go to reg. It creates the clients
+// and asks Kafka once whether it accepts our credentials (kclient.Check);
+// Run starts it and closes them when it returns.
+func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,10 +87,17 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, err
 	if err != nil {
 		return nil, err
 	}
-	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-notifier", log)
+	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-notifier", log)
+	if err != nil {
+		return nil, err
+	}
 	follow, err := kgo.NewClient(append(base, FollowOpts(time.Now(), time.Second)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("admissions kafka client: %w", err)
+	}
+	if err := kclient.Check(ctx, follow, cfg.Kafka); err != nil {
+		follow.Close()
+		return nil, err
 	}
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
@@ -168,7 +176,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		ready = &httpserver.Readiness{}
 	}
 	reg := httpserver.NewRegistry()
-	n, err := New(cfg, log, reg)
+	n, err := New(ctx, cfg, log, reg)
 	if err != nil {
 		return err
 	}

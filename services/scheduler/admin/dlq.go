@@ -23,7 +23,7 @@ const (
 )
 
 // WithKafka lets the server read and replay the DLQs, with clients built from
-// base (kclient.Base: seed brokers, client id, logger). Without it the DLQ
+// base (kclient.Opts: seed brokers, client id, logger, TLS and SASL). Without it the DLQ
 // routes answer 503 DLQ_NOT_CONFIGURED. It returns s.
 func (s *Server) WithKafka(base []kgo.Opt) *Server {
 	s.dlqs, s.replayer = dlq.NewInspector(base), dlq.NewReplayer(base)

@@ -64,12 +64,18 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	reg := httpserver.NewRegistry()
 	rdb := cfg.Redis.NewClient()
 	defer rdb.Close()
-	base := kclient.Base(cfg.Kafka.Brokers, cfg.Kafka.ClientID+"-scheduler", log)
+	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-scheduler", log)
+	if err != nil {
+		return err
+	}
 	prod, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
 	defer prod.Close()
+	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
+		return err
+	}
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
