@@ -59,9 +59,13 @@ func (o *rebuildOpts) validate() error {
 }
 
 func (a *app) runRebuild(ctx context.Context, o *rebuildOpts) error {
+	base, err := a.base(ctx, &o.kafkaOpts)
+	if err != nil {
+		return err
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: o.redisAddr, Password: a.env.Redis.Password, DB: a.env.Redis.DB})
 	defer rdb.Close()
-	rep, err := rebuild.New(rdb, a.base(&o.kafkaOpts), a.log).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle})
+	rep, err := rebuild.New(rdb, base, a.log).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle})
 	if errors.Is(err, rebuild.ErrLocked) {
 		return fmt.Errorf("%w (the consumer may be rebuilding already)", err)
 	}
