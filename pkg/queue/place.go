@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,22 +19,36 @@ type Place struct {
 	Total    int64 // waiting in the item's line
 	// AdmittedLastMinute is how many of the item were admitted in the last minute.
 	AdmittedLastMinute int64
+	// PacedSinceMs is when the oldest of those was admitted (unix ms; 0: none).
+	PacedSinceMs int64
+	// Active is how many of the item are admitted.
+	Active int64
+}
+
+// pacedMs reads the time of a pace entry "ms:n" (0 when there is none).
+func pacedMs(entry string) int64 {
+	ms, _, _ := strings.Cut(entry, ":")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	return n
 }
 
 // Place reads tokenID's place in item's line with the item's head, waiting
 // count and last-minute pace in one MULTI (all keys share the item's hash
-// tag); waiting is false when tokenID is not in the line.
+// tag), with the admitted count and when the oldest admission of the last
+// minute was; waiting is false when tokenID is not in the line.
 func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waiting bool, err error) {
 	k := KeysFor(item)
-	var head, sum *redis.StringCmd
+	var head, sum, oldest *redis.StringCmd
 	var score *redis.FloatCmd
-	var rank, card *redis.IntCmd
+	var rank, card, active *redis.IntCmd
 	_, err = l.rdb.TxPipelined(ctx, func(pl redis.Pipeliner) error {
 		head = pl.Get(ctx, k.Head)
 		score = pl.ZScore(ctx, k.Waiting, tokenID)
 		rank = pl.ZRank(ctx, k.Waiting, tokenID)
 		card = pl.ZCard(ctx, k.Waiting)
 		sum = pl.HGet(ctx, k.Pace, "sum60")
+		active = pl.ZCard(ctx, k.Admitted)
+		oldest = pl.LIndex(ctx, k.Paced, 0)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -48,5 +63,6 @@ func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waitin
 		}
 	}
 	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
-	return Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum)}, true, nil
+	return Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum),
+		PacedSinceMs: pacedMs(oldest.Val()), Active: active.Val()}, true, nil
 }

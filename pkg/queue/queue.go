@@ -284,14 +284,18 @@ type Status struct {
 	// AdmittedLastMinute is how many of the item were admitted in the last
 	// minute (when Waiting): the measured pace the ETA is computed from.
 	AdmittedLastMinute int64
-	TokenID            string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+	// PacedSinceMs is when the oldest of those was admitted (unix ms; 0: none).
+	PacedSinceMs int64
+	// Active is how many of the item are admitted (when Waiting).
+	Active  int64
+	TokenID string // the user's live token (another of the user's tokens holds the place after a repeat registration)
 }
 
 // Status reads where the registration at (partition, offset) of user stands,
 // in one round trip.
 func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced},
 		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
@@ -310,6 +314,11 @@ func (l *Line) Status(ctx context.Context, item, user string, partition int32, o
 		s.Position, s.WaitingTotal = a, b
 		if len(v) > 4 {
 			s.AdmittedLastMinute, _ = v[4].(int64)
+		}
+		if len(v) > 6 {
+			s.Active, _ = v[5].(int64)
+			oldest, _ := v[6].(string)
+			s.PacedSinceMs = pacedMs(oldest)
 		}
 	case Admitted:
 		s.ExpiresAtMs = a

@@ -5,9 +5,11 @@
 -- KEYS[3] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[4] wr:{item}:applied   HASH partition -> highest applied offset
 -- KEYS[5] wr:{item}:pace      HASH admission pace (sum60: admitted in the last minute)
+-- KEYS[6] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- ARGV[1] userId  ARGV[2] partition  ARGV[3] offset (of the token's record)
 -- Returns {state, a, b, tokenId}:
---   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token, then sum60
+--   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token, then sum60,
+--            the admitted count (active) and the oldest "ms:n" of the pace (or false)
 --   ADMITTED a=expiry ms (may be past: expired)   tokenId=the user's live token
 --   PENDING (record not applied yet), LEFT (the user left), COMPLETED (the admission
 --   was used), GONE (the admission expired), REJECTED (applied, never placed)
@@ -16,7 +18,8 @@ if cur and string.sub(cur, 1, 1) ~= '!' then
   local r = redis.call('ZRANK', KEYS[2], cur)
   if r then
     local sum60 = tonumber(redis.call('HGET', KEYS[5], 'sum60') or '0')
-    return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur, sum60}
+    return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur, sum60, redis.call('ZCARD', KEYS[3]),
+      redis.call('LINDEX', KEYS[6], 0)}
   end
   local exp = redis.call('ZSCORE', KEYS[3], cur)
   if exp then

@@ -2,7 +2,9 @@ package registration
 
 import (
 	"math"
+	"time"
 
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -10,22 +12,79 @@ import (
 type Pace struct {
 	// AdmittedLastMinute is how many were admitted in the last minute.
 	AdmittedLastMinute int64
+	// Since is when the oldest of those was admitted (zero: none).
+	Since time.Time
+	// Active is how many hold an admission now (the admitted set).
+	Active int64
 }
 
-// ETA estimates the seconds until the registration at position pos is
-// admitted: the position over the item's admissions per second in the last
-// minute, or over the configured rate while nobody was admitted lately. ok is
-// false (no ETA) while admission is paused or the item is not open.
-func ETA(pos int64, p Pace, it topics.ItemState, known bool) (secs int64, ok bool) {
-	if VerdictOf(it, known) != Open {
+// PaceOf is the pace a status read carries.
+func PaceOf(st queue.Status) Pace {
+	p := Pace{AdmittedLastMinute: st.AdmittedLastMinute, Active: st.Active}
+	if st.PacedSinceMs > 0 {
+		p.Since = time.UnixMilli(st.PacedSinceMs)
+	}
+	return p
+}
+
+// PaceOfPlace is the pace an exact place read carries.
+func PaceOfPlace(pl queue.Place) Pace {
+	return PaceOf(queue.Status{AdmittedLastMinute: pl.AdmittedLastMinute, PacedSinceMs: pl.PacedSinceMs, Active: pl.Active})
+}
+
+// Paused reports whether the item admits nobody for now (no ETA then).
+func Paused(it topics.ItemState) bool { return it.Policy.RatePerSecond <= 0 }
+
+// ETA estimates the seconds until the registration at position pos (1: next)
+// is admitted, at now; ok is false, and there is no ETA, while admission is
+// paused or the item is closed, sold out or unknown.
+//
+// People ahead ÷ the rate at which places really free up. The scheduler
+// admits at the item's rate R while the admitted set has room, so the first
+// free = maxActive − active people get in at R. Past them (when maxActive is
+// set) a place frees only when an admission completes or expires:
+//   - once the set is full, every admission is a freed place, so the item's
+//     measured admission pace (admissions of the last minute over the time
+//     they span) is the freeing rate;
+//   - until then it assumes nobody completes, and places free at
+//     maxActive ÷ sessionTTL, the rate of expiries alone.
+//
+// The freeing rate is kept within [maxActive ÷ sessionTTL, R]: no faster than
+// the scheduler admits, no slower than admissions expire. So
+//
+//	eta = min(pos, free) ÷ R + max(0, pos − free) ÷ rate
+//
+// Bound: while the item's rate and policy stay as they are and nobody ahead
+// leaves, the wait is at most min(pos, free) ÷ R + max(0, pos − free) ×
+// sessionTTL ÷ maxActive plus one scheduler tick and the delivery latency;
+// completions and leaves only shorten it.
+func ETA(pos int64, p Pace, it topics.ItemState, known bool, now time.Time) (secs int64, ok bool) {
+	if VerdictOf(it, known) != Open || Paused(it) {
 		return 0, false
 	}
-	rate := float64(p.AdmittedLastMinute) / 60
-	if rate <= 0 {
-		rate = it.Policy.RatePerSecond
+	rate := it.Policy.RatePerSecond
+	if pos < 1 {
+		pos = 1
 	}
-	if rate <= 0 {
-		return 0, false
+	free, maxActive := float64(pos), it.Policy.MaxActive
+	if maxActive > 0 {
+		free = float64(max(0, maxActive-p.Active))
 	}
-	return int64(math.Ceil(float64(pos) / rate)), true
+	n := float64(pos)
+	t := min(n, free) / rate
+	if rest := n - free; rest > 0 {
+		ttl := float64(it.Policy.SessionTTLSeconds)
+		if ttl <= 0 {
+			ttl = 300 // the line's default session
+		}
+		floor := float64(maxActive) / ttl
+		freeing := floor
+		if free <= 0 && p.AdmittedLastMinute > 0 && !p.Since.IsZero() {
+			span := max(now.Sub(p.Since).Seconds(), 1)
+			freeing = float64(p.AdmittedLastMinute) / span
+		}
+		freeing = min(max(freeing, floor), rate)
+		t += rest / freeing
+	}
+	return max(1, int64(math.Round(t))), true // a waiting person waits at least a tick
 }

@@ -132,3 +132,43 @@ func TestDecide(t *testing.T) {
 	assert.Equal(t, "QUEUE_CLOSED", code(registration.Decide("i", topics.ItemState{Stock: 5}, true)))
 	assert.Equal(t, "SOLD_OUT", code(registration.Decide("i", topics.ItemState{Enabled: true}, true)))
 }
+
+func TestETA(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	item := func(rate float64, maxActive, ttl int64) topics.ItemState {
+		return topics.ItemState{Enabled: true, Stock: topics.Unlimited,
+			Policy: topics.AdmissionPolicy{RatePerSecond: rate, MaxActive: maxActive, SessionTTLSeconds: ttl}}
+	}
+	eta := func(pos int64, p registration.Pace, it topics.ItemState) int64 {
+		t.Helper()
+		secs, ok := registration.ETA(pos, p, it, true, now)
+		require.True(t, ok)
+		return secs
+	}
+	// No cap: people ahead over the rate, whatever was measured (the old
+	// estimate divided a young minute's count by 60: 6x too long 10 s in).
+	early := registration.Pace{AdmittedLastMinute: 50, Since: now.Add(-10 * time.Second)}
+	assert.Equal(t, int64(20), eta(100, early, item(5, 0, 300)))
+	// Room for everyone ahead: the rate alone.
+	assert.Equal(t, int64(10), eta(50, registration.Pace{Active: 0}, item(5, 50, 300)))
+	// 10 free places at 5/s, then 90 more at the expiry rate 50/300 s (nobody completes yet).
+	assert.Equal(t, int64(2+540), eta(100, registration.Pace{Active: 40}, item(5, 50, 300)))
+	// A full room: places free at the measured pace (here 1/s), within [maxActive/ttl, rate].
+	full := registration.Pace{Active: 50, AdmittedLastMinute: 60, Since: now.Add(-60 * time.Second)}
+	assert.Equal(t, int64(30), eta(30, full, item(5, 50, 300)))
+	fast := registration.Pace{Active: 50, AdmittedLastMinute: 600, Since: now.Add(-60 * time.Second)}
+	assert.Equal(t, int64(6), eta(30, fast, item(5, 50, 300)), "never faster than the rate")
+	slow := registration.Pace{Active: 50, AdmittedLastMinute: 1, Since: now.Add(-60 * time.Second)}
+	assert.Equal(t, int64(180), eta(30, slow, item(5, 50, 300)), "never slower than expiries free places")
+
+	for name, it := range map[string]topics.ItemState{
+		"paused":   item(0, 50, 300),
+		"closed":   {Stock: 5, Policy: topics.AdmissionPolicy{RatePerSecond: 5}},
+		"sold out": {Enabled: true, Policy: topics.AdmissionPolicy{RatePerSecond: 5}},
+	} {
+		_, ok := registration.ETA(3, registration.Pace{}, it, true, now)
+		assert.False(t, ok, name)
+	}
+	_, ok := registration.ETA(3, registration.Pace{}, item(5, 0, 0), false, now)
+	assert.False(t, ok, "unknown item")
+}

@@ -218,7 +218,7 @@ func (s *Server) status(c *gin.Context) {
 	}
 	switch a.Status {
 	case registration.StatusWaiting:
-		if secs, ok := registration.ETA(a.Position, registration.Pace{AdmittedLastMinute: st.AdmittedLastMinute}, it, known); ok {
+		if secs, ok := registration.ETA(a.Position, registration.PaceOf(st), it, known, s.now()); ok {
 			resp.EtaSeconds = &secs
 		}
 	case registration.StatusAdmitted:

@@ -55,8 +55,8 @@ type stream struct {
 	// seq is the registration's place number; refHead and refPos are the
 	// item's head and the exact position read with it (0: not in the line yet).
 	seq, refHead, refPos int64
-	total, totalAt       int64 // waiting count and when it was true (unix ms)
-	sum60                int64 // admitted in the last minute, at the last exact read
+	total, totalAt       int64             // waiting count and when it was true (unix ms)
+	pace                 registration.Pace // the item's admissions, at the last exact read
 	// progress is the id of the last event: seq - position while waiting,
 	// seq once admitted. Positions never increase, so ids never decrease,
 	// whichever replica serves the stream; Last-Event-ID seeds it.
@@ -255,8 +255,8 @@ func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapsho
 	case registration.StatusWaiting:
 		st.pending, st.pendingWait = false, 0
 		st.tok = a.TokenID
-		if st.sum60 == 0 {
-			st.sum60 = status.AdmittedLastMinute
+		if st.pace.AdmittedLastMinute == 0 {
+			st.pace = registration.PaceOf(status)
 		}
 		return st.exactOr(ctx, snap, 0, depth)
 	case registration.StatusAdmitted:
@@ -300,7 +300,7 @@ func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth i
 		st.ceiling = p.Seq - st.progress // what Last-Event-ID says this client saw
 	}
 	st.seq, st.refHead, st.refPos = p.Seq, p.Head, p.Position
-	st.total, st.totalAt, st.sum60 = p.Total, now.UnixMilli(), p.AdmittedLastMinute
+	st.total, st.totalAt, st.pace = p.Total, now.UnixMilli(), registration.PaceOfPlace(p)
 	st.lastRead = now
 	st.nextRead = now.Add(jitter(st.s.opt.Refresh))
 	return st.position(snap, at)
@@ -431,7 +431,7 @@ func (st *stream) eta(pos int64) int64 {
 	if st.s.items != nil {
 		it, known = st.s.items.Get(st.q.ItemID)
 	}
-	secs, ok := registration.ETA(pos, registration.Pace{AdmittedLastMinute: st.sum60}, it, known)
+	secs, ok := registration.ETA(pos, st.pace, it, known, st.s.now())
 	if !ok {
 		return -1
 	}
