@@ -12,14 +12,18 @@ FUZZTIME ?= 10s
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
-run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctrl-C stops it)
-	$(GO) run ./services/dev
+run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctrl-C stops it; exits 0)
+	$(GO) build -o bin/waitroom-dev ./services/dev
+	@# Not `go run` (it reports the signal as a failure). `set -m` runs the stack as
+	@# a job of its own that holds the terminal, so Ctrl-C reaches the stack only:
+	@# it stops cleanly and exits 0, and make, never interrupted, exits with it.
+	@set -m; bin/waitroom-dev; rc=$$?; exit $$rc
 
 test: deps ## everything CI runs: installs what is missing (deps), then vet, script tests, unit + integration tests (real redis-server, kfake, chromium), short fuzzing, a short k6 spike
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet scripts-test unit compose-check fuzz load
+test-all: vet unit compose-check scripts-test fuzz load
 
 deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command
 	@scripts/test-deps.sh
@@ -27,6 +31,7 @@ deps: ## check the tools the tests need (scripts/test-deps.list); as root instal
 scripts-test: ## tests of the scripts in scripts/
 	@scripts/test-deps_test.sh
 	@scripts/dockerfile-replay_test.sh
+	@scripts/make-run_test.sh
 
 compose-check: ## deploy/compose without Docker: the compose file against the services' config (compose-go), and a replay of the Dockerfile's build stage
 	$(GO) test -count=1 ./deploy/composecheck/...
