@@ -51,15 +51,16 @@ type Tick struct {
 // A tick that admits more than MaxAdmitPerCall runs as several slices, each
 // atomic on its own.
 func (l *Line) Promote(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration) (Tick, error) {
-	tk, err := l.promoteSlice(ctx, item, epoch, now, burst)
+	tk, err := l.promoteSlice(ctx, item, epoch, now, burst, UnpublishedPage)
 	if err != nil {
 		return Tick{}, err
 	}
 	return l.finishTick(ctx, item, epoch, now, burst, tk)
 }
 
-func (l *Line) promoteSlice(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration) (Tick, error) {
-	res, err := l.promote(ctx, l.rdb, item, epoch, now, burst).Slice()
+func (l *Line) promoteSlice(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration, page int) (Tick, error) {
+	keys, args := promoteArgs(item, epoch, now, burst, page)
+	res, err := promoteScript.Run(ctx, l.rdb, keys, args...).Slice()
 	if err != nil {
 		return Tick{}, fmt.Errorf("promote %s: %w", item, err)
 	}
@@ -69,8 +70,12 @@ func (l *Line) promoteSlice(ctx context.Context, item string, epoch int64, now t
 // finishTick runs the slices left of a tick whose first slice was tk, and
 // returns the whole tick.
 func (l *Line) finishTick(ctx context.Context, item string, epoch int64, now time.Time, burst time.Duration, tk Tick) (Tick, error) {
+	if !tk.More {
+		return tk, nil
+	}
 	for tk.More {
-		next, err := l.promoteSlice(ctx, item, epoch, now, burst)
+		// The slices after the first return no page: it is read once at the end.
+		next, err := l.promoteSlice(ctx, item, epoch, now, burst, 0)
 		if err != nil {
 			// The slices before were applied: their admissions are in the
 			// unpublished list, which the next tick hands out again.
@@ -80,6 +85,11 @@ func (l *Line) finishTick(ctx context.Context, item string, epoch int64, now tim
 		next.Expired += tk.Expired
 		tk = next
 	}
+	page, err := l.Unpublished(ctx, item, UnpublishedPage)
+	if err != nil {
+		return Tick{}, fmt.Errorf("after admitting %d: %w", tk.Admitted, err)
+	}
+	tk.Unpublished = page
 	return tk, nil
 }
 
@@ -133,20 +143,15 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 	return ticks, errs, nil
 }
 
-func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration) ([]string, []any) {
+func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration, page int) ([]string, []any) {
 	k := KeysFor(item)
 	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished},
 		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10),
-			strconv.Itoa(MaxAdmitPerCall), strconv.Itoa(UnpublishedPage)}
-}
-
-func (l *Line) promote(ctx context.Context, c redis.Scripter, item string, epoch int64, now time.Time, burst time.Duration) *redis.Cmd {
-	keys, args := promoteArgs(item, epoch, now, burst)
-	return promoteScript.Run(ctx, c, keys, args...)
+			strconv.Itoa(MaxAdmitPerCall), strconv.Itoa(page)}
 }
 
 func (l *Line) promoteSha(ctx context.Context, c redis.Scripter, item string, epoch int64, now time.Time, burst time.Duration) *redis.Cmd {
-	keys, args := promoteArgs(item, epoch, now, burst)
+	keys, args := promoteArgs(item, epoch, now, burst, UnpublishedPage)
 	return promoteScript.EvalSha(ctx, c, keys, args...)
 }
 
