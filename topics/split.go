@@ -1,6 +1,9 @@
 package topics
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // MaxAdmissionEventBytes is the default bound of one admission record's
 // value: under real Kafka's default message size (1 MB, message.max.bytes
@@ -22,24 +25,47 @@ func SplitAdmission(ev AdmissionEvent, maxBytes int) []AdmissionEvent {
 	}
 	envelope := ev
 	envelope.Admitted = []string{}
+	envelope.ExpiresAt = nil
 	base := len(Encode(&envelope)) // with "[]": each id adds its JSON string and a comma
+	withExp := len(ev.ExpiresAt) == len(ev.Admitted)
+	if withExp {
+		base += len(`,"expiresAt":[]`) // each expiry adds its digits and a comma
+	} else {
+		ev.ExpiresAt = nil
+	}
+	cost := func(i int) int {
+		n := jsonStringLen(ev.Admitted[i])
+		if withExp {
+			n += len(strconv.FormatInt(ev.ExpiresAt[i], 10))
+		}
+		return n
+	}
 	var out []AdmissionEvent
 	lo, size := 0, base
-	for i, id := range ev.Admitted {
-		add := jsonStringLen(id)
+	for i := range ev.Admitted {
+		add := cost(i)
 		if i > lo {
 			add++ // the comma
+			if withExp {
+				add++
+			}
 		}
 		if i > lo && size+add > maxBytes {
 			part := ev
 			part.Admitted = ev.Admitted[lo:i:i]
+			if withExp {
+				part.ExpiresAt = ev.ExpiresAt[lo:i:i]
+			}
 			out = append(out, part)
-			lo, size, add = i, base, jsonStringLen(id)
+			lo, size, add = i, base, cost(i)
 		}
 		size += add
 	}
 	part := ev
 	part.Admitted = ev.Admitted[lo:]
+	if withExp {
+		part.ExpiresAt = ev.ExpiresAt[lo:]
+	}
 	return append(out, part)
 }
 

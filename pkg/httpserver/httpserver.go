@@ -37,8 +37,16 @@ func Abort(c *gin.Context, status int, code, message string) {
 	c.AbortWithStatusJSON(status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
-// Readiness is a flag a service sets once it can serve.
-type Readiness struct{ ok atomic.Bool }
+// Readiness is a flag a service sets once it can serve, and optionally a
+// condition it must keep meeting (Require).
+type Readiness struct {
+	ok    atomic.Bool
+	check atomic.Pointer[func() (ok bool, code, reason string)]
+}
+
+// Require adds a condition /readyz checks after the flag: when f answers not
+// ok, /readyz answers 503 with f's code and reason (and Retry-After: 1).
+func (r *Readiness) Require(f func() (ok bool, code, reason string)) { r.check.Store(&f) }
 
 // Set marks the service ready (or not).
 func (r *Readiness) Set(ok bool) { r.ok.Store(ok) }
@@ -64,6 +72,13 @@ func New(log *zap.Logger, reg *prometheus.Registry, ready *Readiness) *gin.Engin
 		if !ready.Ready() {
 			Abort(c, http.StatusServiceUnavailable, "NOT_READY", "starting: waiting for Kafka, the item cache or warm-up")
 			return
+		}
+		if f := ready.check.Load(); f != nil {
+			if ok, code, reason := (*f)(); !ok {
+				c.Header("Retry-After", "1")
+				Abort(c, http.StatusServiceUnavailable, code, reason)
+				return
+			}
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})

@@ -128,7 +128,8 @@ var advanceScript = redis.NewScript(advanceSrc)
 // the stored offset only moves forward. It writes nothing while the marker is
 // missing, so a write racing a lost Redis never fakes a marker.
 func Advance(ctx context.Context, p redis.Scripter, topic string, partition int32, next int64) *redis.Cmd {
-	return advanceScript.Run(ctx, p, []string{MarkerKey, AppliedKey}, Field(topic, partition), strconv.FormatInt(next, 10))
+	// EVAL, not EVALSHA: it rides in pipelines, where a NOSCRIPT cannot fall back.
+	return advanceScript.Eval(ctx, p, []string{MarkerKey, AppliedKey}, Field(topic, partition), strconv.FormatInt(next, 10))
 }
 
 // ErrNotTrusted is returned by Watcher.Wait callers and gates: the view is

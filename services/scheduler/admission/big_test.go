@@ -88,7 +88,11 @@ func TestPublishAcksUpToFirstFailure(t *testing.T) {
 	tk, err := w.line.Promote(ctx, "part", 1, at, time.Second)
 	require.NoError(t, err)
 	require.Equal(t, n, tk.Admitted)
-	parts := topics.SplitAdmission(topics.AdmissionEvent{ItemID: "part", Admitted: tk.Unpublished, Head: tk.Head,
+	exps := make([]int64, n) // events carry each admission's expiry
+	for i := range exps {
+		exps[i] = at.UnixMilli() + 600_000
+	}
+	parts := topics.SplitAdmission(topics.AdmissionEvent{ItemID: "part", Admitted: tk.Unpublished, ExpiresAt: exps, Head: tk.Head,
 		Waiting: tk.Waiting, Active: tk.Active, Epoch: 1, At: at.UnixMilli(), V: topics.Version}, 10_000)
 	require.Greater(t, len(parts), 2)
 

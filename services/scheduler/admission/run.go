@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -26,6 +27,7 @@ type Config struct {
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	View          view.Config
 	Kafka         config.Kafka
 	Redis         config.Redis
 	Log           config.Log
@@ -76,7 +78,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
 		return err
 	}
-	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes}, reg, log)
+	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
+	ready.Require(watch.Ready)
+	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
@@ -89,6 +93,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).Routes(engine)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error { return watch.Run(gctx) })
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)

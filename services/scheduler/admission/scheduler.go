@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -56,6 +57,8 @@ type Options struct {
 	// expiries (default time.Now). The lock always runs on real time. Tests
 	// inject one so a rate plays out without waiting for it in real time.
 	Clock func() time.Time
+	// View, when set, gates leading and every tick on a trusted Redis view.
+	View *view.Watcher
 }
 
 // Scheduler is one replica.
@@ -135,9 +138,16 @@ func isTaken(err error) bool {
 // lead ticks while this replica holds the lock; it returns when the lock is
 // lost, another leader fenced it, or ctx ends (then it releases the lock).
 func (s *Scheduler) lead(ctx context.Context, mu *redsync.Mutex) {
+	if !s.trusted() {
+		return // the epoch counter may be lost with the view: lead after the rebuild
+	}
 	epoch, err := s.rdb.Incr(ctx, EpochKey).Result()
 	if err != nil {
 		s.log.Warn("take a fencing epoch", zap.Error(err))
+		return
+	}
+	if err := s.claim(ctx, epoch); err != nil {
+		s.log.Warn("stepping down", zap.Error(err))
 		return
 	}
 	s.log.Info("leading", zap.Int64("epoch", epoch), zap.Time("lockUntil", mu.Until()))
@@ -188,6 +198,10 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 	began := time.Now()
 	if !began.Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
+	}
+	if !s.trusted() {
+		s.m.viewSkipped.Inc()
+		return nil // admit nobody from a view that cannot be trusted
 	}
 	items, err := s.line.ActiveItems(ctx)
 	if err != nil {
@@ -247,8 +261,8 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	event := func(d dueItem, page []string) []topics.AdmissionEvent {
-		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, Head: d.tk.Head,
-			Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, s.opt.MaxEventBytes)
+		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, ExpiresAt: s.expiries(pctx, d.item, page),
+			Head: d.tk.Head, Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, s.opt.MaxEventBytes)
 	}
 	parts := make([][]topics.AdmissionEvent, len(items)) // per item: its events still to send, in order
 	sent := make([]int64, len(items))                    // per item: tokenIds sent and acknowledged
@@ -268,10 +282,14 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 			return
 		}
 		failed := map[*kgo.Record]error{}
-		for _, r := range s.prod.ProduceSync(pctx, recs...) {
+		res := s.prod.ProduceSync(pctx, recs...)
+		for _, r := range res {
 			if r.Err != nil {
 				failed[r.Record] = r.Err
 			}
+		}
+		if err := s.advance(pctx, res); err != nil {
+			s.log.Warn("advance the view marker past the published admissions", zap.Error(err))
 		}
 		var ackItems []string
 		var ackCounts []int
@@ -328,6 +346,7 @@ type Metrics struct {
 	tick                      prometheus.Histogram
 	admitted, expired, fenced prometheus.Counter
 	publishErrors             prometheus.Counter
+	viewSkipped               prometheus.Counter
 }
 
 // NewMetrics registers the scheduler's metrics on reg.
@@ -343,6 +362,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fenced:        prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_fenced_total", Help: "Ticks refused because a newer leader owns an item."}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_publish_errors_total", Help: "Ticks whose admission events Kafka did not take."}),
 	}
+	m.viewSkipped = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_view_skipped_ticks_total", Help: "Ticks that admitted nobody because the Redis view was not trusted (being rebuilt)."})
+	reg.MustRegister(m.viewSkipped)
 	reg.MustRegister(m.leader, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)
 	return m
 }
