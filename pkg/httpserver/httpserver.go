@@ -51,6 +51,18 @@ func (r *Readiness) Require(f func() (ok bool, code, reason string)) { r.check.S
 // Set marks the service ready (or not).
 func (r *Readiness) Set(ok bool) { r.ok.Store(ok) }
 
+// Healthy reports the flag and the condition set with Require: what /readyz answers.
+func (r *Readiness) Healthy() bool {
+	if !r.Ready() {
+		return false
+	}
+	if f := r.check.Load(); f != nil {
+		ok, _, _ := (*f)()
+		return ok
+	}
+	return true
+}
+
 // Ready reports the flag.
 func (r *Readiness) Ready() bool { return r.ok.Load() }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/consume"
@@ -16,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -32,6 +34,7 @@ type Config struct {
 	// refuses (a corrupt key) before it goes to the DLQ; zero takes the default.
 	RecordAttempts int           `env:"WR_CONSUMER_RECORD_ATTEMPTS" envDefault:"3"`
 	RecordBackoff  time.Duration `env:"WR_CONSUMER_RECORD_BACKOFF" envDefault:"100ms"`
+	View           view.Config
 	Kafka          config.Kafka
 	Redis          config.Redis
 	Log            config.Log
@@ -105,6 +108,14 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return fmt.Errorf("kafka items consumer: %w", err)
 	}
 	defer itemsCl.Close()
+	admCl, err := kgo.NewClient(base...)
+	if err != nil {
+		return fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer admCl.Close()
+	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0)
+	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval, Record: record}, reg, log.Named("view"))
+	ready.Require(watch.Ready)
 
 	opts := func(topic string) consume.Options {
 		return consume.Options{
@@ -125,8 +136,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error { return watch.Run(gctx) })
+	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })
 	g.Go(func() error {
-		return consume.Run(gctx, itemsCl, NewItemStates(line, dl, m, log, retry).Handle, log.Named("items"), opts(topics.Items))
+		return consume.Run(gctx, itemsCl, WaitView(watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
 	})
 	g.Go(func() error {
 		// Load the scripts and know the items before the first registration;
@@ -139,7 +152,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		}
 		ready.Set(true)
 		log.Info("consumer ready", zap.String("group", cfg.Group))
-		return consume.Run(gctx, regs, NewRegistrations(rdb, items, dl, m, log, retry).Handle, log.Named("registrations"), opts(topics.Registrations))
+		return consume.Run(gctx, regs, Gated(rdb, watch, NewRegistrations(rdb, items, dl, m, log, retry).Handle), log.Named("registrations"), opts(topics.Registrations))
 	})
 	err = g.Wait()
 	ready.Set(false)

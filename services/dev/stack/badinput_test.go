@@ -156,8 +156,8 @@ func TestPoisonedItemDoesNotBlockOthers(t *testing.T) {
 		states = append(states, item(id))
 	}
 	e := newEnv(t, states...)
+	e.start() // the view is rebuilt (empty) first: corrupt the key after that
 	require.NoError(t, e.rdb.Set(context.Background(), "wr:{poison}:users", "not a hash", 0).Err())
-	e.start()
 	e.register("poison", "p1")
 	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
 		e.register(id, "u1")

@@ -146,11 +146,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}()
 	allReady := func() bool {
 		for i := range schReady {
-			if !schReady[i].Ready() {
+			if !schReady[i].Healthy() {
 				return false
 			}
 		}
-		return apiReady.Ready() && conReady.Ready() && notReady.Ready()
+		return apiReady.Healthy() && conReady.Healthy() && notReady.Healthy()
 	}
 
 	deadline := time.NewTimer(60 * time.Second)
