@@ -107,7 +107,9 @@ func (a *app) rootCmd() *cobra.Command {
 
 It talks to Kafka (--brokers, env WR_KAFKA_BROKERS) for topics, dead letters
 and item events, and to a scheduler's admin API (--admin-url, env WR_ADMIN_URL;
---admin-token, env WR_ADMIN_TOKEN) for queue stats.
+--admin-token, env WR_ADMIN_TOKEN) for queue stats. 'line' and 'rebuild'
+read Redis (--redis, env WR_REDIS_ADDR). Kafka's TLS and SASL settings come
+from the environment (WR_KAFKA_TLS*, WR_KAFKA_SASL_*), as for every service.
 
 Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing was run).`,
 		SilenceUsage:  true,
@@ -116,7 +118,7 @@ Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing wa
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd())
+	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd(), a.lineCmd())
 	return root
 }
 
