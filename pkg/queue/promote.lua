@@ -76,11 +76,10 @@ end
 if tokens > cap then tokens = cap end
 if rate <= 0 then tokens = 0 end
 
--- Admissions older than a minute leave the running sum (oldest first).
+-- Admissions older than a minute leave the running sum (oldest first), at
+-- most CHUNK entries a call: the reply read here stays bounded.
 local drop = 0
-while true do
-  local oldest = redis.call('LINDEX', KEYS[7], drop)
-  if not oldest then break end
+for _, oldest in ipairs(redis.call('LRANGE', KEYS[7], 0, CHUNK - 1)) do
   local ms, cnt = string.match(oldest, '^(%d+):(%d+)$')
   if ms and tonumber(ms) > now - 60000 then break end
   if cnt then sum60 = sum60 - tonumber(cnt) end -- an unreadable entry is dropped
