@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -177,5 +178,54 @@ func BenchmarkPromoteTick100000(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "admitted/s")
+	})
+}
+
+// BenchmarkApply1000: one consumer batch of 1,000 registrations through
+// Line.Apply (a MULTI/EXEC that starts with SCRIPT LOAD of enqueue.lua),
+// against the same 1,000 EVALSHA in a plain pipeline (baseline: what Apply
+// did before, which could lose ops to NOSCRIPT).
+func BenchmarkApply1000(b *testing.B) {
+	const n = 1000
+	rdb := testenv.Redis(b)
+	l := queue.New(rdb)
+	ctx := context.Background()
+	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
+	if err := enqueue.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	off := int64(0)
+	batch := func(item string) []queue.Op {
+		ops := make([]queue.Op, n)
+		for i := range ops {
+			ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: item, TokenID: fmt.Sprintf("t%09d", off), UserID: fmt.Sprintf("u%09d", off), Offset: off}
+			off++
+		}
+		return ops
+	}
+	b.Run("apply", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := l.Apply(ctx, batch("apply")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "ops/s")
+	})
+	b.Run("baseline", func(b *testing.B) {
+		k := queue.KeysFor("base")
+		keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}
+		for i := 0; i < b.N; i++ {
+			ops := batch("base")
+			if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.SAdd(ctx, queue.ActiveItems, "base")
+				for _, op := range ops {
+					enqueue.EvalSha(ctx, p, keys, "0", strconv.FormatInt(op.Offset, 10), op.TokenID, op.UserID)
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "ops/s")
 	})
 }

@@ -1,4 +1,8 @@
 package queue
 
-// MarkSrcForTest is mark.lua's source, for tests that load it alone.
-var MarkSrcForTest = markSrc
+// MarkSrcForTest and EnqueueSrcForTest are the scripts' sources, for tests
+// that load one alone and benchmarks that run one outside Apply.
+var (
+	MarkSrcForTest    = markSrc
+	EnqueueSrcForTest = enqueueSrc
+)
