@@ -73,13 +73,19 @@ func DecodeRegistration(b []byte) (RegistrationEvent, error) {
 
 // AdmissionPolicy says how fast and how many people an item lets through.
 type AdmissionPolicy struct {
-	// RatePerSecond is how many people are admitted per second; 0 pauses admission.
+	// RatePerSecond is how many people are admitted per second; 0 admits nobody.
 	RatePerSecond float64 `json:"ratePerSecond"`
 	// MaxActive caps how many admitted people may be active at once; 0 means no cap.
 	MaxActive int64 `json:"maxActive"`
 	// SessionTTLSeconds is how long an admission lasts.
 	SessionTTLSeconds int64 `json:"sessionTTLSeconds"`
+	// Paused stops admission and keeps RatePerSecond for when it resumes.
+	// Omitted when false, so unpaused states read the same as before.
+	Paused bool `json:"paused,omitempty"`
 }
+
+// Admitting reports whether the policy lets anyone in: not paused, a rate above 0.
+func (p AdmissionPolicy) Admitting() bool { return !p.Paused && p.RatePerSecond > 0 }
 
 // Unlimited is the Stock of an item without a stock limit.
 const Unlimited = -1

@@ -127,10 +127,13 @@ func validate(v reflect.Value) error {
 }
 
 // Field renders cfg for the start-up log, env names as keys, secrets masked.
-func Field(cfg any) zap.Field {
+func Field(cfg any) zap.Field { return zap.Any("config", Values(cfg)) }
+
+// Values returns cfg's values by env name, secrets masked.
+func Values(cfg any) map[string]any {
 	out := map[string]any{}
 	walk(reflect.ValueOf(cfg), out)
-	return zap.Any("config", out)
+	return out
 }
 
 func walk(v reflect.Value, out map[string]any) {

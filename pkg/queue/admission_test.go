@@ -199,3 +199,40 @@ func TestUnpublishedUntilAcknowledged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, tk.Unpublished, tk.Admitted, "only the new admissions remain")
 }
+
+// A paused item admits nobody however long it waits, keeps its rate, and
+// admits at that rate once resumed; a control item with the same policy,
+// unpaused, admits on the same ticks.
+func TestPausedItemKeepsItsRate(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "held", 3, 0, 60, 10)
+	setupItem(t, l, "ctl", 3, 0, 60, 10)
+	paused := topics.ItemState{ItemID: "held", Stock: -1, Enabled: true, Version: 2,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 3, SessionTTLSeconds: 60, Paused: true}}
+	_, err := l.ApplyItem(ctx, paused)
+	require.NoError(t, err)
+	stored, ok, err := l.Item(ctx, "held")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, paused.Policy, stored.Policy, "the pause and the rate are both stored")
+
+	now := time.Now()
+	for i := range 3 {
+		at := now.Add(time.Duration(i) * time.Second)
+		tk, err := tick(t, l, "held", 1, at, time.Second)
+		require.NoError(t, err)
+		assert.Empty(t, tk.Unpublished, "paused: tick %d admitted someone", i)
+		tk, err = tick(t, l, "ctl", 1, at, time.Second)
+		require.NoError(t, err)
+		assert.Len(t, tk.Unpublished, 3, "the control admits at 3/s on tick %d", i)
+	}
+
+	resumed := paused
+	resumed.Version, resumed.Policy.Paused = 3, false
+	_, err = l.ApplyItem(ctx, resumed)
+	require.NoError(t, err)
+	tk, err := tick(t, l, "held", 1, now.Add(4*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Len(t, tk.Unpublished, 3, "resumed at the kept rate")
+}

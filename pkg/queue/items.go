@@ -20,6 +20,7 @@ func (l *Line) ApplyItem(ctx context.Context, s topics.ItemState) (applied bool,
 		"ratePerSecond", strconv.FormatFloat(s.Policy.RatePerSecond, 'f', -1, 64),
 		"maxActive", strconv.FormatInt(s.Policy.MaxActive, 10),
 		"sessionTTLSeconds", strconv.FormatInt(s.Policy.SessionTTLSeconds, 10),
+		"paused", strconv.FormatBool(s.Policy.Paused),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
 	}
 	n, err := applyItemScript.Run(ctx, l.rdb, []string{KeysFor(s.ItemID).State}, args...).Int()
@@ -61,6 +62,7 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	s.Policy.SessionTTLSeconds = parse("sessionTTLSeconds", 64)
 	s.UpdatedAt = parse("updatedAt", 64)
 	s.Enabled = m["enabled"] == "true"
+	s.Policy.Paused = m["paused"] == "true"
 	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
 		perr = fmt.Errorf("field ratePerSecond: %w", err)
 	}

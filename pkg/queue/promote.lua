@@ -5,7 +5,7 @@
 -- KEYS[2] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[3] wr:{item}:head      STRING highest seq admitted so far
 -- KEYS[4] wr:{item}:epoch     STRING highest leader epoch seen (the fence)
--- KEYS[5] wr:{item}:state     HASH item state and admission policy
+-- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted)
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
@@ -55,13 +55,14 @@ if waiting == 0 and active == 0 and unpublished == 0 and sum60 == 0 then
   return {'OK', 0, head, 0, 0, 0, {}, 0, 0}
 end
 
-local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock')
+local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused')
 local enabled = st[1] == 'true'
 local rate = tonumber(st[2] or '0') or 0
 local maxActive = tonumber(st[3] or '0') or 0
 local ttl = tonumber(st[4] or '0') or 0
 if ttl <= 0 then ttl = 300 end
 local stock = tonumber(st[5] or '-1') or -1
+local paused = st[6] == 'true' -- admits nobody, keeps the rate for the resume
 local expired = redis.call('ZCOUNT', KEYS[2], '-inf', now)
 
 -- Rate budget: a token bucket refilled by elapsed time, holding at most
@@ -74,7 +75,7 @@ elseif now > last then
   tokens = tokens + rate * (now - last) / 1000
 end
 if tokens > cap then tokens = cap end
-if rate <= 0 then tokens = 0 end
+if rate <= 0 or paused then tokens = 0 end
 
 -- Admissions older than a minute leave the running sum (oldest first), at
 -- most CHUNK entries a call: the reply read here stays bounded.

@@ -83,8 +83,9 @@ func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) error
 		if err := w.add(func(p redis.Pipeliner) {
 			p.HSet(ctx, k.State, "version", itoa(s.Version), "name", s.Name, "stock", itoa(s.Stock),
 				"enabled", strconv.FormatBool(s.Enabled), "ratePerSecond", strconv.FormatFloat(s.Policy.RatePerSecond, 'f', -1, 64),
-				"maxActive", itoa(s.Policy.MaxActive), "sessionTTLSeconds", itoa(s.Policy.SessionTTLSeconds), "updatedAt", itoa(s.UpdatedAt))
-		}, 16); err != nil {
+				"maxActive", itoa(s.Policy.MaxActive), "sessionTTLSeconds", itoa(s.Policy.SessionTTLSeconds), "paused", strconv.FormatBool(s.Policy.Paused),
+				"updatedAt", itoa(s.UpdatedAt))
+		}, 18); err != nil {
 			return err
 		}
 	}

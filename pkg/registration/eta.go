@@ -32,8 +32,9 @@ func PaceOfPlace(pl queue.Place) Pace {
 	return PaceOf(queue.Status{AdmittedLastMinute: pl.AdmittedLastMinute, PacedSinceMs: pl.PacedSinceMs, Active: pl.Active})
 }
 
-// Paused reports whether the item admits nobody for now (no ETA then).
-func Paused(it topics.ItemState) bool { return it.Policy.RatePerSecond <= 0 }
+// Paused reports whether the item admits nobody for now (no ETA then): paused
+// (which keeps its rate) or at rate 0.
+func Paused(it topics.ItemState) bool { return !it.Policy.Admitting() }
 
 // ETA estimates the seconds until the registration at position pos (1: next)
 // is admitted, at now; ok is false, and there is no ETA, while admission is

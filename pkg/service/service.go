@@ -27,6 +27,15 @@ func Main[C any](name string, logCfg func(C) config.Log, run func(ctx context.Co
 	}
 }
 
+// startFields renders cfg for the start-up log with the log settings the
+// logger really uses: logCfg may choose its own (the dev stack logs in console
+// format unless WR_LOG_FORMAT says otherwise).
+func startFields(cfg any, lc config.Log) zap.Field {
+	v := config.Values(cfg)
+	v["WR_LOG_LEVEL"], v["WR_LOG_FORMAT"] = lc.Level, lc.Format
+	return zap.Any("config", v)
+}
+
 func runMain[C any](name string, logCfg func(C) config.Log, run func(context.Context, C, *zap.Logger) error) error {
 	config.TuneGC()
 	cfg, err := config.Load[C]()
@@ -42,7 +51,7 @@ func runMain[C any](name string, logCfg func(C) config.Log, run func(context.Con
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	log.Info("starting", config.Field(cfg))
+	log.Info("starting", startFields(cfg, lc))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {

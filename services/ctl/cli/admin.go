@@ -76,6 +76,7 @@ type policyFields struct {
 	RatePerSecond     float64 `json:"ratePerSecond"`
 	MaxActive         int64   `json:"maxActive"`
 	SessionTTLSeconds int64   `json:"sessionTTLSeconds"`
+	Paused            bool    `json:"paused"`
 }
 
 // do sends body (when not nil) as JSON and decodes a 200 answer into out.

@@ -234,6 +234,16 @@ func TestItemsSetOverKafkaAsAUser(t *testing.T) {
 	assert.Equal(t, topics.ItemState{V: 1, ItemID: "ghost", Name: "Ghost", Stock: 0, Enabled: false, Version: 2,
 		Policy: topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 10, SessionTTLSeconds: 120}}, s)
 
+	// A pause keeps the rate, and --paused=false resumes at it.
+	r = runBin(t, env, "items", "set", "ghost", "--paused")
+	require.Equal(t, ExitOK, r.code, r)
+	assert.Regexp(t, `(?m)^version:\s+3$`, r.stdout)
+	assert.Regexp(t, `(?m)^rate:\s+5/s \(paused\)$`, r.stdout)
+	r = runBin(t, env, "items", "set", "ghost", "--paused=false")
+	require.Equal(t, ExitOK, r.code, r)
+	assert.Regexp(t, `(?m)^version:\s+4$`, r.stdout)
+	assert.Regexp(t, `(?m)^rate:\s+5/s$`, r.stdout)
+
 	r = runBin(t, []string{"WR_KAFKA_BROKERS=127.0.0.1:1"}, "items", "set", "ghost", "--rate", "1", "--timeout", "500ms")
 	assert.Equal(t, ExitFailure, r.code, r)
 	assert.Contains(t, r.stderr, "is Kafka reachable?")
@@ -321,5 +331,12 @@ func TestStatsAndItemsSetThroughAdminAPIAsAUser(t *testing.T) {
 		`POST /internal/admin/v1/items/concert {"stock":5}`,
 		`PUT /internal/admin/v1/items/concert/admission {"ratePerSecond":3,"sessionTTLSeconds":300}`,
 	}, fa.writes)
+	fa.writes = nil
+	fa.mu.Unlock()
+
+	r = runBin(t, env, "items", "set", "concert", "--paused")
+	require.Equal(t, ExitOK, r.code, r)
+	fa.mu.Lock()
+	assert.Equal(t, []string{`PUT /internal/admin/v1/items/concert/admission {"paused":true}`}, fa.writes)
 	fa.mu.Unlock()
 }

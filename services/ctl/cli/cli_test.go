@@ -58,7 +58,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"items stock below -1", []string{"items", "set", "x", "--stock", "-2"}, "--stock -2"},
 		{"items ttl fraction", []string{"items", "set", "x", "--session-ttl", "1500ms"}, "--session-ttl 1.5s"},
 		{"items bad admin url", []string{"items", "set", "x", "--rate", "1", "--admin-token", "t", "--admin-url", "x"}, `--admin-url "x"`},
-		{"stats without token", []string{"stats"}, "needs its token"},
+		{"stats without token", []string{"stats"}, "needs the admin token"},
 		{"stats short interval", []string{"stats", "--admin-token", "t", "--interval", "1ms"}, "--interval 1ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

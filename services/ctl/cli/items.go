@@ -12,70 +12,25 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/itemcache"
+	"github.com/waitroom/waitroom/pkg/itempatch"
 	"github.com/waitroom/waitroom/topics"
 )
 
-// Bounds of an override, as the admin API has them, so a typo cannot open the
-// floodgates whichever way the override goes.
-const (
-	maxRate      = 100_000
-	maxActiveCap = 10_000_000
-	maxTTL       = 24 * time.Hour
-)
-
-// newItemPolicy is the policy of an item `items set` creates over Kafka: the
-// admin API's default for a new item.
-var newItemPolicy = topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 1000, SessionTTLSeconds: 300}
-
-// itemChange is what `items set` changes; nil fields stay as they are.
-type itemChange struct {
-	name       *string
-	stock      *int64
-	enabled    *bool
-	rate       *float64
-	maxActive  *int64
-	sessionTTL *time.Duration
+// flagOf names the flag of each patch field, for errors.
+var flagOf = map[string]string{
+	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
+	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
 }
 
-func (c *itemChange) validate() error {
-	switch {
-	case c.name == nil && c.stock == nil && c.enabled == nil && c.rate == nil && c.maxActive == nil && c.sessionTTL == nil:
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl")
-	case c.name != nil && len(*c.name) > 200:
-		return usagef("--name: longer than 200 bytes")
-	case c.stock != nil && *c.stock < topics.Unlimited:
-		return usagef("--stock %d: must be -1 (unlimited) or more", *c.stock)
-	case c.rate != nil && (*c.rate < 0 || *c.rate > maxRate):
-		return usagef("--rate %v: must be in 0..%d per second (0 pauses admission)", *c.rate, maxRate)
-	case c.maxActive != nil && (*c.maxActive < 0 || *c.maxActive > maxActiveCap):
-		return usagef("--max-active %d: must be in 0..%d (0 means no cap)", *c.maxActive, maxActiveCap)
-	case c.sessionTTL != nil && (*c.sessionTTL < time.Second || *c.sessionTTL > maxTTL || *c.sessionTTL%time.Second != 0):
-		return usagef("--session-ttl %s: must be whole seconds in 1s..24h", *c.sessionTTL)
+// checkPatch refuses an empty patch and names the flag of a field out of bounds.
+func checkPatch(c *itempatch.Patch) error {
+	if c.Empty() {
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused")
+	}
+	if err := c.Check(); err != nil {
+		return usagef("%s %s", flagOf[err.Field], err.Problem)
 	}
 	return nil
-}
-
-// apply returns s with the change.
-func (c *itemChange) apply(s topics.ItemState) topics.ItemState {
-	if c.name != nil {
-		s.Name = *c.name
-	}
-	if c.stock != nil {
-		s.Stock = *c.stock
-	}
-	if c.enabled != nil {
-		s.Enabled = *c.enabled
-	}
-	if c.rate != nil {
-		s.Policy.RatePerSecond = *c.rate
-	}
-	if c.maxActive != nil {
-		s.Policy.MaxActive = *c.maxActive
-	}
-	if c.sessionTTL != nil {
-		s.Policy.SessionTTLSeconds = int64(*c.sessionTTL / time.Second)
-	}
-	return s
 }
 
 func (a *app) itemsCmd() *cobra.Command {
@@ -88,6 +43,7 @@ func (a *app) itemsCmd() *cobra.Command {
 		rate       float64
 		maxActive  int64
 		sessionTTL time.Duration
+		paused     bool
 	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
@@ -101,7 +57,8 @@ the item event to waitroom.items itself, as version current+1 read from the topi
 consumer applies it within moments. An unknown item is created, enabled, with unlimited
 stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say otherwise.`,
 		Example: `  waitroomctl items set concert-2026 --rate 50 --max-active 2000
-  waitroomctl items set concert-2026 --rate 0                  # pause admission
+  waitroomctl items set concert-2026 --paused                  # pause admission, keep the rate
+  waitroomctl items set concert-2026 --paused=false            # resume at the rate it had
   waitroomctl items set concert-2026 --stock 0 --enabled=false
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
 		Args: exactArgs(1, "one <itemId>"),
@@ -111,26 +68,33 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 				return usagef("itemId %q is not %s", item, topics.IDRule)
 			}
 			f := cmd.Flags()
-			var c itemChange
+			var c itempatch.Patch
 			if f.Changed("name") {
-				c.name = &name
+				c.Name = &name
 			}
 			if f.Changed("stock") {
-				c.stock = &stock
+				c.Stock = &stock
 			}
 			if f.Changed("enabled") {
-				c.enabled = &enabled
+				c.Enabled = &enabled
 			}
 			if f.Changed("rate") {
-				c.rate = &rate
+				c.RatePerSecond = &rate
 			}
 			if f.Changed("max-active") {
-				c.maxActive = &maxActive
+				c.MaxActive = &maxActive
 			}
 			if f.Changed("session-ttl") {
-				c.sessionTTL = &sessionTTL
+				if sessionTTL%time.Second != 0 {
+					return usagef("--session-ttl %s: must be whole seconds in 1s..24h", sessionTTL)
+				}
+				secs := int64(sessionTTL / time.Second)
+				c.SessionTTLSeconds = &secs
 			}
-			if err := c.validate(); err != nil {
+			if f.Changed("paused") {
+				c.Paused = &paused
+			}
+			if err := checkPatch(&c); err != nil {
 				return err
 			}
 			if ao.token != "" {
@@ -149,9 +113,10 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.StringVar(&name, "name", "", "display name")
 	f.Int64Var(&stock, "stock", 0, "how many are left; -1 for unlimited, 0 sold out")
 	f.BoolVar(&enabled, "enabled", true, "whether registrations are accepted (--enabled=false closes the line)")
-	f.Float64Var(&rate, "rate", 0, "admissions per second; 0 pauses admission")
+	f.Float64Var(&rate, "rate", 0, "admissions per second; 0 admits nobody")
 	f.Int64Var(&maxActive, "max-active", 0, "most people admitted at once; 0 means no cap")
 	f.DurationVar(&sessionTTL, "session-ttl", 0, "how long an admission lasts (whole seconds, up to 24h)")
+	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
 	a.adminFlags(set, &ao)
 	g := group("items", "Override item state and admission policy", set)
 	a.kafkaFlags(g, &ko)
@@ -160,7 +125,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 
 // setItemKafka publishes the changed state of item to waitroom.items as the
 // next version.
-func (a *app) setItemKafka(ctx context.Context, o *kafkaOpts, item string, c *itemChange) error {
+func (a *app) setItemKafka(ctx context.Context, o *kafkaOpts, item string, c *itempatch.Patch) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	base, err := a.base(ctx, o)
@@ -180,9 +145,12 @@ func (a *app) setItemKafka(ctx context.Context, o *kafkaOpts, item string, c *it
 	}
 	cur, found := cache.Get(item)
 	if !found {
-		cur = topics.ItemState{ItemID: item, Name: item, Stock: topics.Unlimited, Enabled: true, Policy: newItemPolicy}
+		cur = itempatch.NewItem(item)
 	}
-	next := c.apply(cur)
+	next, perr := c.Apply(cur)
+	if perr != nil {
+		return usagef("%s %s", flagOf[perr.Field], perr.Problem)
+	}
 	next.V, next.ItemID, next.Version, next.UpdatedAt = topics.Version, item, cur.Version+1, time.Now().UnixMilli()
 	if err := next.Validate(); err != nil {
 		return usageError{err}
@@ -204,36 +172,22 @@ func (a *app) setItemKafka(ctx context.Context, o *kafkaOpts, item string, c *it
 
 // setItemAdmin changes item through the admin API: state fields with POST
 // .../items/:itemId, policy fields with PUT .../items/:itemId/admission.
-func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *itemChange) error {
+func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *itempatch.Patch) error {
 	cl := newAdminClient(o)
 	path := "/items/" + url.PathEscape(item)
 	var v itemView
-	if c.name != nil || c.stock != nil || c.enabled != nil {
-		body := struct {
-			Name    *string `json:"name,omitempty"`
-			Stock   *int64  `json:"stock,omitempty"`
-			Enabled *bool   `json:"enabled,omitempty"`
-		}{c.name, c.stock, c.enabled}
-		if err := cl.do(ctx, http.MethodPost, path, body, &v); err != nil {
+	if !c.State.Empty() {
+		if err := cl.do(ctx, http.MethodPost, path, c.State, &v); err != nil {
 			return err
 		}
 	}
-	if c.rate != nil || c.maxActive != nil || c.sessionTTL != nil {
-		body := struct {
-			RatePerSecond     *float64 `json:"ratePerSecond,omitempty"`
-			MaxActive         *int64   `json:"maxActive,omitempty"`
-			SessionTTLSeconds *int64   `json:"sessionTTLSeconds,omitempty"`
-		}{RatePerSecond: c.rate, MaxActive: c.maxActive}
-		if c.sessionTTL != nil {
-			s := int64(*c.sessionTTL / time.Second)
-			body.SessionTTLSeconds = &s
-		}
-		if err := cl.do(ctx, http.MethodPut, path+"/admission", body, &v); err != nil {
+	if !c.Policy.Empty() {
+		if err := cl.do(ctx, http.MethodPut, path+"/admission", c.Policy, &v); err != nil {
 			return err
 		}
 	}
 	s := topics.ItemState{V: topics.Version, ItemID: v.ItemID, Name: v.Name, Stock: v.Stock, Enabled: v.Enabled, Version: v.Version, UpdatedAt: v.UpdatedAt,
-		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds}}
+		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds, Paused: v.Policy.Paused}}
 	return a.printItem(s, "admin", "applied through the admin API at "+o.url+" (published to "+topics.Items+" and in Redis now)")
 }
 
@@ -250,8 +204,11 @@ func (a *app) printItem(s topics.ItemState, via, how string) error {
 		stock = "unlimited"
 	}
 	rate := strconv.FormatFloat(s.Policy.RatePerSecond, 'f', -1, 64) + "/s"
-	if s.Policy.RatePerSecond == 0 {
-		rate = "0 (paused)"
+	switch {
+	case s.Policy.Paused:
+		rate += " (paused)"
+	case s.Policy.RatePerSecond == 0:
+		rate = "0 (nobody admitted)"
 	}
 	for _, r := range [][2]string{
 		{"item", s.ItemID}, {"version", strconv.FormatInt(s.Version, 10)}, {"name", s.Name}, {"stock", stock},

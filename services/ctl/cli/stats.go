@@ -22,7 +22,7 @@ func (a *app) statsCmd() *cobra.Command {
 	var o statsOpts
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Show every item's line: waiting, admitted, head, admission rate (--watch refreshes like top)",
+		Short: "Show every item's line: waiting, admitted, head, admission rate (needs the admin token; --watch refreshes like top)",
 		Long: `Show every item's line as the scheduler's admin API reads it from Redis: people waiting,
 admitted (admissions not yet expired), head (the highest sequence admitted), registered
 (sequences given out), admitted in the last minute, and the item's policy.
@@ -36,7 +36,7 @@ Needs the admin token (--admin-token or WR_ADMIN_TOKEN). With --watch it redraws
 				return err
 			}
 			if o.admin.token == "" {
-				return usagef("the admin API needs its token: set --admin-token or WR_ADMIN_TOKEN (the scheduler's WR_ADMIN_TOKEN)")
+				return usagef("stats reads the scheduler's admin API, which needs the admin token: set --admin-token or WR_ADMIN_TOKEN to the scheduler's WR_ADMIN_TOKEN (make run prints it)")
 			}
 			if o.interval < 100*time.Millisecond {
 				return usagef("--interval %s: must be at least 100ms", o.interval)

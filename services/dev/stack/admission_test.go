@@ -187,7 +187,7 @@ func TestAdminPausesAndResumes(t *testing.T) {
 	assert.Positive(t, *st.EtaSeconds)
 
 	// At 50/s (a full budget of 50 after the line empties) the next tick
-	// admits anyone who comes, unless paused.
+	// admits anyone who comes, unless paused. A pause keeps the rate.
 	require.Equal(t, http.StatusOK, put(`{"ratePerSecond":50}`, adminToken))
 	e.waitStatus("sale", toks[2], "ADMITTED")
 	require.Equal(t, http.StatusOK, put(`{"paused":true}`, adminToken))
@@ -196,9 +196,16 @@ func TestAdminPausesAndResumes(t *testing.T) {
 		r, _ := e.register("sale", u)
 		late = append(late, r.Token)
 	}
-	e.waitStatus("sale", late[1], "WAITING")
+	st = e.waitStatus("sale", late[1], "WAITING")
+	assert.Nil(t, st.EtaSeconds, "paused, although people were admitted in the last minute: no ETA")
 	control("c2")
 	for _, tok := range late {
 		assert.Equal(t, "WAITING", e.status("sale", tok).Status, "paused again: nobody more admitted")
+	}
+
+	// {"paused":false} alone resumes at the rate kept.
+	require.Equal(t, http.StatusOK, put(`{"paused":false}`, adminToken))
+	for _, tok := range late {
+		e.waitStatus("sale", tok, "ADMITTED")
 	}
 }

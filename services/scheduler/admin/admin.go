@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/dlq"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/itempatch"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -113,7 +114,7 @@ type ItemView struct {
 	Name               string                 `json:"name"`
 	Stock              int64                  `json:"stock"`
 	Enabled            bool                   `json:"enabled"`
-	Paused             bool                   `json:"paused"` // ratePerSecond is 0
+	Paused             bool                   `json:"paused"` // nobody is admitted: policy.paused, or ratePerSecond 0
 	Policy             topics.AdmissionPolicy `json:"policy"`
 	Version            int64                  `json:"version"`
 	UpdatedAt          int64                  `json:"updatedAt"` // unix milliseconds
@@ -227,9 +228,7 @@ func (s *Server) updateItem(c *gin.Context) {
 	if !decodeBody(c, &req) {
 		return
 	}
-	s.write(c, item, true, func(st topics.ItemState) (topics.ItemState, *RequestError) {
-		return req.Apply(st), nil
-	})
+	s.write(c, item, true, req.Apply)
 }
 
 // write changes item with change and answers the new view. The new state is
@@ -251,7 +250,7 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
 		return
 	case !found:
-		cur = topics.ItemState{ItemID: item, Name: item, Stock: topics.Unlimited, Enabled: true, Policy: defaultPolicy}
+		cur = itempatch.NewItem(item)
 	}
 	next, rerr := change(cur)
 	if rerr != nil {
@@ -297,7 +296,7 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	s.log.Info("admin: item updated", zap.String("item", item), zap.Int64("version", next.Version),
 		zap.String("name", next.Name), zap.Int64("stock", next.Stock), zap.Bool("enabled", next.Enabled),
 		zap.Float64("ratePerSecond", next.Policy.RatePerSecond), zap.Int64("maxActive", next.Policy.MaxActive),
-		zap.Int64("sessionTTLSeconds", next.Policy.SessionTTLSeconds))
+		zap.Int64("sessionTTLSeconds", next.Policy.SessionTTLSeconds), zap.Bool("paused", next.Policy.Paused))
 
 	reg, err := s.registry(ctx)
 	if err != nil {
@@ -358,7 +357,7 @@ func (s *Server) registry(ctx context.Context) (map[string]bool, error) {
 
 func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 	return ItemView{
-		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: it.Policy.RatePerSecond == 0,
+		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: !it.Policy.Admitting(),
 		Policy: it.Policy, Version: it.Version, UpdatedAt: it.UpdatedAt,
 		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
 		Active: active,

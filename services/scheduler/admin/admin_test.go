@@ -196,8 +196,7 @@ func TestAdmissionValidation(t *testing.T) {
 		{"negative rate", "drop-1", `{"ratePerSecond":-1}`, 400, "INVALID_POLICY", "ratePerSecond"},
 		{"absurd maxActive", "drop-1", `{"maxActive":1000000000}`, 400, "INVALID_POLICY", "maxActive"},
 		{"ttl 0", "drop-1", `{"sessionTTLSeconds":0}`, 400, "INVALID_POLICY", "sessionTTLSeconds"},
-		{"paused with rate", "drop-1", `{"paused":true,"ratePerSecond":5}`, 400, "INVALID_POLICY", "ratePerSecond"},
-		{"resume without rate", "drop-1", `{"paused":false}`, 400, "INVALID_POLICY", "ratePerSecond"},
+		{"resume at rate 0", "drop-1", `{"paused":false,"ratePerSecond":0}`, 400, "INVALID_POLICY", "ratePerSecond"},
 		{"nothing to change", "drop-1", `{}`, 400, "INVALID_POLICY", ""},
 		{"unknown field", "drop-1", `{"rate":5}`, 400, "INVALID_JSON", "rate"},
 		{"wrong type", "drop-1", `{"maxActive":"ten"}`, 400, "INVALID_JSON", "maxActive"},
@@ -234,7 +233,10 @@ func TestAdmissionUpdate(t *testing.T) {
 	}{
 		{`{"ratePerSecond":50,"maxActive":7}`, topics.AdmissionPolicy{RatePerSecond: 50, MaxActive: 7, SessionTTLSeconds: 300}},
 		// Right after the first: the cache may still hold version 3, Redis has 4.
-		{`{"paused":true}`, topics.AdmissionPolicy{RatePerSecond: 0, MaxActive: 7, SessionTTLSeconds: 300}},
+		// A pause keeps the rate; {"paused":false} alone resumes at it.
+		{`{"paused":true}`, topics.AdmissionPolicy{RatePerSecond: 50, MaxActive: 7, SessionTTLSeconds: 300, Paused: true}},
+		{`{"paused":false}`, topics.AdmissionPolicy{RatePerSecond: 50, MaxActive: 7, SessionTTLSeconds: 300}},
+		{`{"paused":true,"ratePerSecond":3}`, topics.AdmissionPolicy{RatePerSecond: 3, MaxActive: 7, SessionTTLSeconds: 300, Paused: true}},
 		{`{"paused":false,"ratePerSecond":2.5,"sessionTTLSeconds":60}`, topics.AdmissionPolicy{RatePerSecond: 2.5, MaxActive: 7, SessionTTLSeconds: 60}},
 	}
 	for i, st := range steps {
@@ -243,7 +245,7 @@ func TestAdmissionUpdate(t *testing.T) {
 		if code, ed := e.do(http.MethodPut, admin.Prefix+"/items/drop-1/admission", st.body, &v); code != http.StatusOK {
 			t.Fatalf("PUT %s: %d %s %s", st.body, code, ed.Code, ed.Message)
 		}
-		if v.Version != version || v.Policy != st.want || v.Paused != (st.want.RatePerSecond == 0) || v.Name != "Drop" || v.Stock != 50 {
+		if v.Version != version || v.Policy != st.want || v.Paused != st.want.Paused || v.Name != "Drop" || v.Stock != 50 {
 			t.Fatalf("PUT %s answered %+v, want version %d policy %+v", st.body, v, version, st.want)
 		}
 		// Effective at once: Redis holds it before the consumer saw the record.
@@ -264,8 +266,8 @@ func TestAdmissionUpdate(t *testing.T) {
 	if err := e.cache.Sync(e.ctx()); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := e.cache.Get("drop-1"); s.Version != 6 {
-		t.Fatalf("cache holds version %d, want 6", s.Version)
+	if s, _ := e.cache.Get("drop-1"); s.Version != int64(3+len(steps)) {
+		t.Fatalf("cache holds version %d, want %d", s.Version, 3+len(steps))
 	}
 }
 
@@ -455,7 +457,7 @@ func TestStaleCache(t *testing.T) {
 			t.Fatalf("PUT %s: version %d, want %d", body, v.Version, 4+i)
 		}
 	}
-	want := topics.AdmissionPolicy{RatePerSecond: 0, MaxActive: 7, SessionTTLSeconds: 60}
+	want := topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 7, SessionTTLSeconds: 60, Paused: true}
 	if s, _, err := e.line.Item(e.ctx(), "drop-1"); err != nil || s.Version != 6 || s.Policy != want {
 		t.Fatalf("Redis: %+v %v, want version 6 policy %+v", s, err, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/waitroom/waitroom/pkg/itempatch"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -19,8 +20,10 @@ func TestAdmissionRequestApply(t *testing.T) {
 		{name: "rate only", body: `{"ratePerSecond":2.5}`, want: topics.AdmissionPolicy{RatePerSecond: 2.5, MaxActive: 100, SessionTTLSeconds: 300}},
 		{name: "all", body: `{"ratePerSecond":100000,"maxActive":10000000,"sessionTTLSeconds":86400}`, want: topics.AdmissionPolicy{RatePerSecond: 100000, MaxActive: 10000000, SessionTTLSeconds: 86400}},
 		{name: "no cap", body: `{"maxActive":0}`, want: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 0, SessionTTLSeconds: 300}},
-		{name: "pause", body: `{"paused":true}`, want: topics.AdmissionPolicy{RatePerSecond: 0, MaxActive: 100, SessionTTLSeconds: 300}},
-		{name: "pause with rate 0", body: `{"paused":true,"ratePerSecond":0}`, want: topics.AdmissionPolicy{MaxActive: 100, SessionTTLSeconds: 300}},
+		{name: "pause keeps the rate", body: `{"paused":true}`, want: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 100, SessionTTLSeconds: 300, Paused: true}},
+		{name: "pause with rate 0", body: `{"paused":true,"ratePerSecond":0}`, want: topics.AdmissionPolicy{MaxActive: 100, SessionTTLSeconds: 300, Paused: true}},
+		{name: "pause with the resume rate", body: `{"paused":true,"ratePerSecond":5}`, want: topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 100, SessionTTLSeconds: 300, Paused: true}},
+		{name: "resume alone", body: `{"paused":false}`, want: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 100, SessionTTLSeconds: 300}},
 		{name: "resume", body: `{"paused":false,"ratePerSecond":7}`, want: topics.AdmissionPolicy{RatePerSecond: 7, MaxActive: 100, SessionTTLSeconds: 300}},
 		{name: "empty object", body: `{}`, code: "INVALID_POLICY"},
 		{name: "null", body: `null`, code: "INVALID_POLICY"},
@@ -30,8 +33,6 @@ func TestAdmissionRequestApply(t *testing.T) {
 		{name: "absurd maxActive", body: `{"maxActive":10000001}`, code: "INVALID_POLICY", field: "maxActive"},
 		{name: "ttl 0", body: `{"sessionTTLSeconds":0}`, code: "INVALID_POLICY", field: "sessionTTLSeconds"},
 		{name: "ttl over a day", body: `{"sessionTTLSeconds":86401}`, code: "INVALID_POLICY", field: "sessionTTLSeconds"},
-		{name: "pause with rate", body: `{"paused":true,"ratePerSecond":5}`, code: "INVALID_POLICY", field: "ratePerSecond"},
-		{name: "resume without rate", body: `{"paused":false}`, code: "INVALID_POLICY", field: "ratePerSecond"},
 		{name: "resume at rate 0", body: `{"paused":false,"ratePerSecond":0}`, code: "INVALID_POLICY", field: "ratePerSecond"},
 		{name: "unknown field", body: `{"rate":5}`, code: "INVALID_JSON", field: "rate"},
 		{name: "wrong type", body: `{"ratePerSecond":"fast"}`, code: "INVALID_JSON", field: "ratePerSecond"},
@@ -85,12 +86,15 @@ func FuzzAdmissionRequest(f *testing.F) {
 		if rerr != nil {
 			return
 		}
-		if p.RatePerSecond < 0 || p.RatePerSecond > maxRate || p.MaxActive < 0 || p.MaxActive > maxActiveCap ||
-			p.SessionTTLSeconds < 1 || p.SessionTTLSeconds > maxTTLSeconds {
+		if p.RatePerSecond < 0 || p.RatePerSecond > itempatch.MaxRate || p.MaxActive < 0 || p.MaxActive > itempatch.MaxActiveCap ||
+			p.SessionTTLSeconds < 1 || p.SessionTTLSeconds > itempatch.MaxTTLSeconds {
 			t.Fatalf("accepted %s as %+v", body, p)
 		}
-		if req.Paused != nil && *req.Paused && p.RatePerSecond != 0 {
-			t.Fatalf("paused but rate %v", p.RatePerSecond)
+		if req.Paused != nil && (p.Paused != *req.Paused || (!p.Paused && p.RatePerSecond == 0)) {
+			t.Fatalf("paused %v asked, got %+v", *req.Paused, p)
+		}
+		if req.RatePerSecond == nil && p.RatePerSecond != base.RatePerSecond {
+			t.Fatalf("the rate changed without being asked: %+v", p)
 		}
 	})
 }

@@ -1,0 +1,154 @@
+// Package itempatch is an operator's change to an item: the admin API's
+// request bodies and `waitroomctl items set` both check and apply a Patch, so
+// the bounds and the meaning of every field live in one place.
+package itempatch
+
+import (
+	"fmt"
+
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Bounds of an operator's change, tighter than the contract's
+// (topics.ItemState.Validate) so a typo cannot open the floodgates.
+const (
+	MaxRate       = 100_000
+	MaxActiveCap  = 10_000_000
+	MaxTTLSeconds = 86_400
+	MaxNameBytes  = 200
+)
+
+// NewItem is the state of an item a patch creates: enabled, unlimited stock,
+// 10 admissions a second, at most 1000 admitted at once, 5 minute sessions.
+func NewItem(id string) topics.ItemState {
+	return topics.ItemState{ItemID: id, Name: id, Stock: topics.Unlimited, Enabled: true,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 1000, SessionTTLSeconds: 300}}
+}
+
+// State changes an item's state (POST .../items/:itemId); nil fields stay.
+type State struct {
+	Name    *string `json:"name,omitempty"`
+	Stock   *int64  `json:"stock,omitempty"` // topics.Unlimited (-1) or how many are left
+	Enabled *bool   `json:"enabled,omitempty"`
+}
+
+// Policy changes an item's admission policy (PUT .../items/:itemId/admission);
+// nil fields stay. Paused stops admission and keeps the rate, so
+// {"paused":false} alone resumes at the rate the item had.
+type Policy struct {
+	RatePerSecond     *float64 `json:"ratePerSecond,omitempty"`
+	MaxActive         *int64   `json:"maxActive,omitempty"`
+	SessionTTLSeconds *int64   `json:"sessionTTLSeconds,omitempty"`
+	Paused            *bool    `json:"paused,omitempty"`
+}
+
+// Patch is a change of both.
+type Patch struct {
+	State
+	Policy
+}
+
+// Error names the field a patch cannot have and why.
+type Error struct {
+	Field   string // the JSON name: ratePerSecond, maxActive, ...
+	Problem string
+}
+
+func (e *Error) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldErr(field, format string, a ...any) *Error {
+	return &Error{Field: field, Problem: fmt.Sprintf(format, a...)}
+}
+
+// Empty reports a state change that changes nothing.
+func (s *State) Empty() bool { return s.Name == nil && s.Stock == nil && s.Enabled == nil }
+
+// Check reports the first field out of bounds.
+func (s *State) Check() *Error {
+	switch {
+	case s.Name != nil && len(*s.Name) > MaxNameBytes:
+		return fieldErr("name", "longer than %d bytes", MaxNameBytes)
+	case s.Stock != nil && *s.Stock < topics.Unlimited:
+		return fieldErr("stock", "%d is below -1 (unlimited)", *s.Stock)
+	}
+	return nil
+}
+
+// Apply returns it with the change.
+func (s *State) Apply(it topics.ItemState) topics.ItemState {
+	if s.Name != nil {
+		it.Name = *s.Name
+	}
+	if s.Stock != nil {
+		it.Stock = *s.Stock
+	}
+	if s.Enabled != nil {
+		it.Enabled = *s.Enabled
+	}
+	return it
+}
+
+// Empty reports a policy change that changes nothing.
+func (p *Policy) Empty() bool {
+	return p.RatePerSecond == nil && p.MaxActive == nil && p.SessionTTLSeconds == nil && p.Paused == nil
+}
+
+// Check reports the first field out of bounds.
+func (p *Policy) Check() *Error {
+	switch {
+	case p.RatePerSecond != nil && (*p.RatePerSecond < 0 || *p.RatePerSecond > MaxRate):
+		return fieldErr("ratePerSecond", "%v is not in 0..%d (0 admits nobody)", *p.RatePerSecond, MaxRate)
+	case p.MaxActive != nil && (*p.MaxActive < 0 || *p.MaxActive > MaxActiveCap):
+		return fieldErr("maxActive", "%d is not in 0..%d (0 means no cap)", *p.MaxActive, MaxActiveCap)
+	case p.SessionTTLSeconds != nil && (*p.SessionTTLSeconds < 1 || *p.SessionTTLSeconds > MaxTTLSeconds):
+		return fieldErr("sessionTTLSeconds", "%d is not in 1..%d", *p.SessionTTLSeconds, MaxTTLSeconds)
+	}
+	return nil
+}
+
+// Apply returns cur with the change. Resuming (paused false) an item whose
+// rate is 0 is refused unless the change gives a rate: it would admit nobody.
+func (p *Policy) Apply(cur topics.AdmissionPolicy) (topics.AdmissionPolicy, *Error) {
+	if err := p.Check(); err != nil {
+		return cur, err
+	}
+	next := cur
+	if p.RatePerSecond != nil {
+		next.RatePerSecond = *p.RatePerSecond
+	}
+	if p.MaxActive != nil {
+		next.MaxActive = *p.MaxActive
+	}
+	if p.SessionTTLSeconds != nil {
+		next.SessionTTLSeconds = *p.SessionTTLSeconds
+	}
+	if p.Paused != nil {
+		next.Paused = *p.Paused
+		if !next.Paused && next.RatePerSecond == 0 {
+			return cur, fieldErr("ratePerSecond", "resuming at rate 0 admits nobody: give ratePerSecond above 0 with paused false")
+		}
+	}
+	return next, nil
+}
+
+// Empty reports a patch that changes nothing.
+func (p *Patch) Empty() bool { return p.State.Empty() && p.Policy.Empty() }
+
+// Check reports the first field out of bounds.
+func (p *Patch) Check() *Error {
+	if err := p.State.Check(); err != nil {
+		return err
+	}
+	return p.Policy.Check()
+}
+
+// Apply returns it with the whole change.
+func (p *Patch) Apply(it topics.ItemState) (topics.ItemState, *Error) {
+	pol, err := p.Policy.Apply(it.Policy)
+	if err != nil {
+		return it, err
+	}
+	it = p.State.Apply(it)
+	it.Policy = pol
+	return it, nil
+}
