@@ -73,6 +73,10 @@ export const metrics = {
   admissionSuccess: new Rate('admission_success'),
   stepErrors: new Counter('step_errors'),
   admittedVia: new Counter('admitted_via'),
+  // The ETA first shown (the first position event, or the first WAITING
+  // status) against the time admission really took from then.
+  etaAbsError: new Trend('eta_abs_error', true),
+  etaErrorPct: new Trend('eta_error_pct'),
   sseReconnects: new Counter('sse_reconnects'),
   ledgerRegistered: new Gauge('ledger_registered'),
   ledgerAdmitted: new Gauge('ledger_admitted'),
@@ -192,7 +196,7 @@ let sseUnavailable = false;
 // returns {admissionToken} or {outcome} when it ended otherwise (a terminal
 // state, a timeout, an error).
 export function waitAdmission(reg, item, deadline, useSSE) {
-  const st = { waitingSeen: false };
+  const st = { waitingSeen: false, eta: undefined, etaAt: 0 };
   if (!useSSE || MODE === 'poll' || (MODE === 'auto' && sseUnavailable)) return pollAdmission(reg, item, deadline, st);
   const url = EVENTS_URL + reg.body.eventsUrl;
   let lastEventId = '';
@@ -208,6 +212,15 @@ export function waitAdmission(reg, item, deadline, useSSE) {
         if (e.name === 'position' && !st.waitingSeen) {
           st.waitingSeen = true;
           metrics.timeToWaiting.add(e.at - reg.t0, { item, via: 'sse' });
+        }
+        if (e.name === 'position' && st.eta === undefined) {
+          let p = null;
+          try {
+            p = JSON.parse(e.data);
+          } catch (err) {
+            p = null;
+          }
+          if (p && typeof p.etaSeconds === 'number') noteEta(st, p.etaSeconds, e.at);
         }
       },
     });
@@ -230,6 +243,7 @@ export function waitAdmission(reg, item, deadline, useSSE) {
         data = null;
       }
       metrics.timeToAdmission.add(last.at - reg.t0, { item, via: 'sse' });
+      scoreEta(st, last.at, item);
       metrics.admittedVia.add(1, { via: 'sse' });
       if (data && data.admissionToken) return { admissionToken: data.admissionToken };
       // An admitted event without the token: the status has it.
@@ -253,6 +267,23 @@ export function waitAdmission(reg, item, deadline, useSSE) {
   return { outcome: 'timeout' };
 }
 
+function noteEta(st, eta, at) {
+  st.eta = eta;
+  st.etaAt = at;
+}
+
+// scoreEta records how far the first ETA was from the wait it announced:
+// the absolute error for everyone, the relative one (in %) for waits of a
+// second or more (below that the ETA's whole seconds and the scheduler's
+// tick dominate).
+function scoreEta(st, admittedAt, item) {
+  if (st.eta === undefined) return;
+  const actual = admittedAt - st.etaAt;
+  const err = Math.abs(actual - st.eta * 1000);
+  metrics.etaAbsError.add(err, { item });
+  if (actual >= 1000) metrics.etaErrorPct.add((100 * err) / actual, { item });
+}
+
 function pollAdmission(reg, item, deadline, st) {
   const url = BASE_URL + reg.body.statusUrl;
   while (Date.now() < deadline) {
@@ -268,8 +299,10 @@ function pollAdmission(reg, item, deadline, st) {
       st.waitingSeen = true;
       metrics.timeToWaiting.add(now - reg.t0, { item, via: 'poll' });
     }
+    if (body.status === 'WAITING' && st.eta === undefined && typeof body.etaSeconds === 'number') noteEta(st, body.etaSeconds, now);
     if (body.status === 'ADMITTED') {
       metrics.timeToAdmission.add(now - reg.t0, { item, via: 'poll' });
+      scoreEta(st, now, item);
       metrics.admittedVia.add(1, { via: 'poll' });
       return { admissionToken: body.admissionToken };
     }
@@ -448,7 +481,7 @@ export function summary(name, data, extraLines) {
   for (const l of extraLines || []) lines.push(l);
   lines.push('');
   lines.push(`${pad('trend', 42)}${pad('count', 8)}${pad('p50', 10)}${pad('p90', 10)}${pad('p95', 10)}${pad('p99', 10)}${pad('max', 10)}`);
-  const trends = ['time_to_202', 'time_to_waiting_visible', 'time_to_admission', 'sse_time_to_first_event',
+  const trends = ['time_to_202', 'time_to_waiting_visible', 'time_to_admission', 'eta_abs_error', 'sse_time_to_first_event',
     'http_req_duration{name:register}', 'http_req_duration{name:status}', 'http_req_duration{name:verify}',
     'http_req_duration{name:complete}'];
   for (const n of Object.keys(data.metrics).sort()) {
@@ -459,6 +492,11 @@ export function summary(name, data, extraLines) {
     if (!m || !m.values || !m.values.count) continue;
     const v = m.values;
     lines.push(`${pad(t, 42)}${pad(v.count, 8)}${pad(fmtMs(v.med), 10)}${pad(fmtMs(v['p(90)']), 10)}${pad(fmtMs(v['p(95)']), 10)}${pad(fmtMs(v['p(99)']), 10)}${pad(fmtMs(v.max), 10)}`);
+  }
+  const ep = data.metrics.eta_error_pct;
+  if (ep && ep.values && ep.values.count) {
+    lines.push(`eta: first ETA shown vs the wait it announced, waits >= 1 s: ${ep.values.count} admissions, ` +
+      `error median ${ep.values.med.toFixed(1)}%, p90 ${ep.values['p(90)'].toFixed(1)}%, p95 ${ep.values['p(95)'].toFixed(1)}%`);
   }
   lines.push('');
   const counts = [];

@@ -101,7 +101,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	srv.Routes(engine)
-	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget))
+	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget, items))
+	engine.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {

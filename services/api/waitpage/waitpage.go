@@ -2,6 +2,8 @@
 // in the binary, that registers (or resumes a stored token), shows position,
 // ETA and progress live over Server-Sent Events (polling the status when no
 // stream is available) and, on admission, the admission token and a link on.
+// It also serves the page that link leads to by default: a stand-in for the
+// shop, which verifies the admission token.
 package waitpage
 
 import (
@@ -11,36 +13,65 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/topics"
 )
 
-//go:embed page.html
-var pageSrc string
+var (
+	//go:embed page.html
+	pageSrc string
+	//go:embed admitted.html
+	admittedSrc string
 
-var page = template.Must(template.New("wait").Parse(pageSrc))
+	page     = template.Must(template.New("wait").Parse(pageSrc))
+	admitted = template.Must(template.New("admitted").Parse(admittedSrc))
+)
 
 // DefaultTarget is where "continue" leads when nothing is configured:
-// {itemId} and {admissionToken} are filled in, URL-escaped.
-const DefaultTarget = "/checkout?item={itemId}&admission={admissionToken}"
+// {itemId} and {admissionToken} are filled in, URL-escaped. It is the
+// admitted page (AdmittedHandler), which exists wherever the api runs.
+const DefaultTarget = "/items/{itemId}/admitted?admission={admissionToken}"
+
+// Items is where the pages look an item's name up (the api's item cache).
+type Items interface {
+	Get(item string) (topics.ItemState, bool)
+}
 
 // Handler serves GET /items/:itemId/wait; target is the continue link template.
-func Handler(target string) gin.HandlerFunc {
+func Handler(target string, items Items) gin.HandlerFunc {
 	if target == "" {
 		target = DefaultTarget
 	}
+	return serve(page, items, map[string]string{"target": target})
+}
+
+// AdmittedHandler serves GET /items/:itemId/admitted, where "continue" leads
+// by default: it shows the item and whether the admission token of
+// ?admission= verifies.
+func AdmittedHandler(items Items) gin.HandlerFunc {
+	return serve(admitted, items, nil)
+}
+
+func serve(t *template.Template, items Items, extra map[string]string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		item := c.Param("itemId")
-		if !topics.ValidID(item) {
-			httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+		if err := registration.CheckItemID(item); err != nil {
+			registration.Abort(c, err)
 			return
 		}
-		cfg, _ := json.Marshal(map[string]string{"itemId": item, "target": target}) // strings always marshal
+		cfg := map[string]string{"itemId": item, "name": item}
+		if st, ok := items.Get(item); ok && st.Name != "" {
+			cfg["name"] = st.Name
+		}
+		for k, v := range extra {
+			cfg[k] = v
+		}
+		js, _ := json.Marshal(cfg) // strings always marshal
 		c.Header("Content-Type", "text/html; charset=utf-8")
 		c.Header("Cache-Control", "no-store")
 		c.Status(http.StatusOK)
 		// html/template escapes the JSON for its <script> context.
-		if err := page.Execute(c.Writer, template.JS(cfg)); err != nil {
+		if err := t.Execute(c.Writer, template.JS(js)); err != nil {
 			_ = c.Error(err)
 		}
 	}

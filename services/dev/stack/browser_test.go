@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,9 @@ func browser(t *testing.T) context.Context {
 // token that verifies. A screenshot is saved as the test's artefact.
 func TestWaitingRoomPageInBrowser(t *testing.T) {
 	ctx := browser(t)
-	e := newEnv(t, policy("show", 0, 0, 60)) // paused until the browser is in line
+	show := policy("show", 0, 0, 60) // paused until the browser is in line
+	show.Name = "Front-row show"
+	e := newEnv(t, show)
 	e.start()
 	for i := 0; i < 12; i++ {
 		e.register("show", fmt.Sprintf("ahead-%d", i))
@@ -68,13 +71,33 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	first, err := strconv.Atoi(pos)
 	require.NoError(t, err, "position %q", pos)
 	assert.Equal(t, 13, first, "12 people ahead")
+	head, err := chromedp.Run(ctx, chromedp.Text("#heading"))
+	require.NoError(t, err)
+	assert.Equal(t, "You are in line for Front-row show", head, "the item's name, not its id")
+	eta, err := chromedp.Run(ctx, chromedp.Text("#eta"))
+	require.NoError(t, err)
+	assert.Equal(t, "–", eta, "paused: no ETA")
 
 	// Admission starts: the page must show the position falling, never rising.
 	adminPut(t, e, "show", `{"ratePerSecond":4}`)
 	seen := []int{first}
 	status := ""
 	deadline := time.Now().Add(60 * time.Second)
+	reloaded := false
 	for status != "ADMITTED" && time.Now().Before(deadline) {
+		if !reloaded && seen[len(seen)-1] <= first-3 {
+			// Pause, reload: the progress bar must keep where it was.
+			adminPut(t, e, "show", `{"ratePerSecond":0}`)
+			require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))
+			_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
+				chromedp.WithPollingTimeout(20*time.Second)))
+			require.NoError(t, err)
+			bar, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.getElementById("bar").value`))
+			require.NoError(t, err)
+			assert.Greater(t, bar, 0.0, "after a reload the progress bar starts where it was, not at 0")
+			reloaded = true
+			adminPut(t, e, "show", `{"ratePerSecond":4}`)
+		}
 		status, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
 		require.NoError(t, err)
 		pos, err = chromedp.Run(ctx, chromedp.Text("#position"))
@@ -85,6 +108,7 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.Equal(t, "ADMITTED", status, "positions seen %v", seen)
+	require.True(t, reloaded, "the page was reloaded while waiting")
 	transport, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
 	require.NoError(t, err)
 	assert.Equal(t, "sse", transport, "the page listened on Server-Sent Events through the front door")
@@ -105,6 +129,19 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	a := e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission, ItemID: "show"})
 	assert.Equal(t, http.StatusOK, a.Code, "the page's admission token verifies: %s", a.Body)
 	assert.Contains(t, href.Value, "admission=")
+	head, err = chromedp.Run(ctx, chromedp.Text("#heading"))
+	require.NoError(t, err)
+	assert.Equal(t, "It's your turn: Front-row show", head, "the heading says the person is in")
+
+	// "Continue" leads to a page that exists on the dev stack and verifies the token.
+	require.True(t, strings.HasPrefix(href.Value, "/items/show/admitted?"), href.Value)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+href.Value)))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("verdict") && document.getElementById("verdict").dataset.valid === "true"`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "the continue link's page verifies the admission")
+	head, err = chromedp.Run(ctx, chromedp.Text("#heading"))
+	require.NoError(t, err)
+	assert.Equal(t, "You're in: Front-row show", head)
 
 	dir := os.Getenv("WR_ARTEFACTS_DIR")
 	if dir == "" {
