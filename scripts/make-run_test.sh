@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make run` stopped with Ctrl-C exits 0. A real terminal (a private tmux
-# server) runs `make run` on spare ports (base $MAKE_RUN_PORT_BASE, 21000) and
+# server) runs `make run` on spare ports (base $MAKE_RUN_PORT_BASE, else a random hundred of 21000-21899) and
 # a temp data dir, waits for the api's /readyz, presses Ctrl-C, and checks
 # make's exit status and that make printed no error.
 set -uo pipefail
@@ -8,7 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 if ! command -v tmux >/dev/null 2>&1; then
   echo "make-run: tmux not found (make deps installs it)"; echo "make-run: 0 passed, 1 failed"; exit 1
 fi
-base=${MAKE_RUN_PORT_BASE:-21000}
+# A random hundred of 21000-21899 unless given: two runs on one machine rarely meet.
+base=${MAKE_RUN_PORT_BASE:-$((21000 + RANDOM % 9 * 100))}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/make-run-test.XXXXXX")
 sock=waitroom-make-run-$$
 cleanup() {

@@ -5,16 +5,19 @@
 // binary's config struct reads (the names come from the struct tags, through
 // the same env library the services load with), the values load and
 // validate, it listens on all interfaces on the port it publishes, the hosts it
-// names exist and are waited for in depends_on, and the Caddy front door sends
-// the page, the API and the event streams to the right replicas.
+// names exist and are waited for in depends_on, and the Caddy front door
+// (adapted and validated by the caddy binary itself) sends the page, the API
+// and the event streams to the right replicas.
 package composecheck
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -175,45 +178,102 @@ func ParseDockerfile(path string) (Dockerfile, error) {
 type FrontDoor struct {
 	Events, Rest []string // host:port
 	EventsPath   *regexp.Regexp
+	EventsFlush  float64  // the events route's flush_interval (-1: every write at once)
+	Listen       []string // the server's listen addresses
 }
 
-// ParseCaddyfile reads the front door's routes: the path_regexp matcher named
-// events, the reverse_proxy inside `handle @events`, and the one inside the
-// bare `handle`.
-func ParseCaddyfile(path string) (FrontDoor, error) {
-	b, err := os.ReadFile(path)
+// AdaptCaddyfile runs `caddy adapt --validate` on a Caddyfile (Caddy's own
+// parser, and its provisioning of every module the file names) and reads the
+// front door's routes from the JSON: the route matched by a path_regexp, and
+// the catch-all route.
+func AdaptCaddyfile(ctx context.Context, path string) (FrontDoor, error) {
+	out, err := exec.CommandContext(ctx, "caddy", "adapt", "--config", path, "--adapter", "caddyfile", "--validate").Output()
 	if err != nil {
-		return FrontDoor{}, fmt.Errorf("read caddyfile: %w", err)
-	}
-	var fd FrontDoor
-	var in *[]string
-	for _, line := range strings.Split(string(b), "\n") {
-		if i := strings.Index(line, "#"); i >= 0 {
-			line = line[:i]
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return FrontDoor{}, fmt.Errorf("caddy adapt %s: %w: %s", path, err, ee.Stderr)
 		}
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 0:
-		case len(f) == 4 && f[0] == "@events" && f[1] == "path_regexp":
-			if fd.EventsPath, err = regexp.Compile(f[3]); err != nil {
-				return fd, fmt.Errorf("events path_regexp: %w", err)
-			}
-		case f[0] == "handle" && len(f) == 3 && f[1] == "@events":
-			in = &fd.Events
-		case f[0] == "handle" && len(f) == 2 && f[1] == "{":
-			in = &fd.Rest
-		case f[0] == "reverse_proxy" && in != nil:
-			for _, u := range f[1:] {
-				if u != "{" {
-					*in = append(*in, u)
+		return FrontDoor{}, fmt.Errorf("caddy adapt %s: %w", path, err)
+	}
+	return ParseCaddyJSON(out)
+}
+
+// ParseCaddyJSON reads a FrontDoor from Caddy's JSON config of one server.
+func ParseCaddyJSON(b []byte) (FrontDoor, error) {
+	type route struct {
+		Match []struct {
+			PathRegexp *struct{ Pattern string } `json:"path_regexp"`
+		}
+		Handle []json.RawMessage
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string
+					Routes []route
 				}
 			}
 		}
 	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return FrontDoor{}, fmt.Errorf("read caddy json: %w", err)
+	}
+	if len(cfg.Apps.HTTP.Servers) != 1 {
+		return FrontDoor{}, fmt.Errorf("caddy json: want one server, have %d", len(cfg.Apps.HTTP.Servers))
+	}
+	var fd FrontDoor
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		fd.Listen = srv.Listen
+		for _, r := range srv.Routes {
+			var dials []string
+			flush := 0.0
+			for _, h := range r.Handle {
+				proxies(h, &dials, &flush)
+			}
+			switch {
+			case len(r.Match) == 0:
+				fd.Rest = append(fd.Rest, dials...)
+			case len(r.Match) == 1 && r.Match[0].PathRegexp != nil && fd.EventsPath == nil:
+				re, err := regexp.Compile(r.Match[0].PathRegexp.Pattern)
+				if err != nil {
+					return fd, fmt.Errorf("events path_regexp: %w", err)
+				}
+				fd.EventsPath, fd.Events, fd.EventsFlush = re, dials, flush
+			default:
+				return fd, fmt.Errorf("caddy json: a route the check does not know: %+v", r.Match)
+			}
+		}
+	}
 	if fd.EventsPath == nil || len(fd.Events) == 0 || len(fd.Rest) == 0 {
-		return fd, errors.New("caddyfile: want a path_regexp matcher @events, a `handle @events` and a bare `handle`, each with a reverse_proxy")
+		return fd, errors.New("caddy json: want a path_regexp route to the notifiers and a catch-all route to the api, each with a reverse_proxy")
 	}
 	return fd, nil
+}
+
+// proxies collects the upstreams (and flush_interval) of every reverse_proxy
+// handler in h, subroutes included.
+func proxies(h json.RawMessage, dials *[]string, flush *float64) {
+	var hd struct {
+		Handler       string
+		FlushInterval float64 `json:"flush_interval"`
+		Upstreams     []struct{ Dial string }
+		Routes        []struct{ Handle []json.RawMessage }
+	}
+	if json.Unmarshal(h, &hd) != nil {
+		return
+	}
+	if hd.Handler == "reverse_proxy" {
+		for _, u := range hd.Upstreams {
+			*dials = append(*dials, u.Dial)
+		}
+		*flush = hd.FlushInterval
+	}
+	for _, r := range hd.Routes {
+		for _, sub := range r.Handle {
+			proxies(sub, dials, flush)
+		}
+	}
 }
 
 // App is one service of the waitroom image.
@@ -412,6 +472,16 @@ func checkFront(p *types.Project, apps []App, listen map[string]int, front Front
 				bad("front door: %s does not depend on %s", door, host)
 			}
 		}
+	}
+	if front.EventsFlush != -1 {
+		bad("front door: the events route buffers (flush_interval %v); Server-Sent Events need -1", front.EventsFlush)
+	}
+	var doorPorts []string
+	for _, pc := range p.Services[door].Ports {
+		doorPorts = append(doorPorts, ":"+strconv.Itoa(int(pc.Target)))
+	}
+	if len(doorPorts) == 0 || !slices.Equal(slices.Sorted(slices.Values(doorPorts)), slices.Sorted(slices.Values(front.Listen))) {
+		bad("front door: %s publishes container ports %v, Caddy listens on %v", door, doorPorts, front.Listen)
 	}
 	events := strings.NewReplacer(":itemId", "concert-2026", ":token", "eyJhbGciOi.x.y").Replace(sse.EventsPath)
 	if !front.EventsPath.MatchString(events) {

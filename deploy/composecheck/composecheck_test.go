@@ -32,8 +32,8 @@ func load(t *testing.T) (*types.Project, Dockerfile, FrontDoor) {
 	require.NoError(t, err)
 	df, err := ParseDockerfile(dockerfile)
 	require.NoError(t, err)
-	fd, err := ParseCaddyfile(caddyfile)
-	require.NoError(t, err)
+	fd, err := AdaptCaddyfile(context.Background(), caddyfile)
+	require.NoError(t, err, "caddy validates the Caddyfile (make deps installs caddy)")
 	return p, df, fd
 }
 
@@ -172,6 +172,14 @@ func TestCheckFindsMistakes(t *testing.T) {
 		"a replica missing from the front door": {func(_ *types.Project, fd *FrontDoor) {
 			fd.Rest = fd.Rest[:1]
 		}, "front door: the waitroom-api route goes to"},
+		"a buffered events route": {func(_ *types.Project, fd *FrontDoor) {
+			fd.EventsFlush = 0
+		}, "the events route buffers"},
+		"a front door port Caddy does not listen on": {func(p *types.Project, _ *FrontDoor) {
+			s := p.Services["front"]
+			s.Ports = []types.ServicePortConfig{{Target: 80, Published: "8000"}}
+			p.Services["front"] = s
+		}, "front door: front publishes container ports [:80], Caddy listens on [:8000]"},
 		"an events route that takes API calls": {func(_ *types.Project, fd *FrontDoor) {
 			fd.EventsPath = regexp.MustCompile(`^/api/v1/items/`)
 		}, "also takes /api/v1/items/concert-2026/registrations"},
@@ -205,4 +213,23 @@ func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// Caddy itself judges the Caddyfile: a directive it does not know, or a
+// module option it refuses, fails the check.
+func TestCaddyRefusesABrokenCaddyfile(t *testing.T) {
+	good := readFile(t, caddyfile)
+	for name, broken := range map[string]string{
+		"unknown lb_policy": strings.Replace(good, "lb_policy least_conn", "lb_policy fastest_please", 1),
+		"unknown directive": strings.Replace(good, "flush_interval -1", "flush_everything now", 1),
+		"unbalanced braces": strings.Replace(good, "handle {", "handle {{", 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NotEqual(t, good, broken)
+			path := filepath.Join(t.TempDir(), "Caddyfile")
+			require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
+			_, err := AdaptCaddyfile(context.Background(), path)
+			assert.Error(t, err)
+		})
+	}
 }
