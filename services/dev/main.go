@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	_ "net/http/pprof" // profiles of the whole stack on WR_DEV_PPROF_ADDR
@@ -54,7 +55,18 @@ func main() {
 	}, run)
 }
 
+// run runs the stack until ctx ends. Ctrl-C while it is still starting is a
+// clean stop as well (exit 0), not a failure: what was started has stopped.
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	err := runStack(ctx, cfg, log)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		log.Info("stopped while starting", zap.NamedError("cause", err))
+		return nil
+	}
+	return err
+}
+
+func runStack(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, Handler: http.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
