@@ -2,9 +2,7 @@ package stack_test
 
 import (
 	"context"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,74 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
 )
-
-// Bad requests get the exact status and error code, and the server keeps serving.
-func TestBadRequests(t *testing.T) {
-	closed, sold := item("closed"), item("gone")
-	closed.Enabled, sold.Stock = false, 0
-	e := newEnv(t, item("tix"), item("other"), closed, sold)
-	e.start()
-	good, _ := e.register("tix", "alice")
-	otherItem, _ := e.register("other", "alice")
-	forger, err := token.New(token.HS256, "a-different-key-a-different-key-!!", "k1")
-	require.NoError(t, err)
-	forged, err := forger.IssueQueue(token.Queue{TokenID: "X", ItemID: "tix", UserID: "mallory"}, time.Hour)
-	require.NoError(t, err)
-	expired, err := e.signer.IssueQueue(token.Queue{TokenID: "X", ItemID: "tix", UserID: "late"}, -time.Hour)
-	require.NoError(t, err)
-
-	reg := "/api/v1/items/tix/registrations"
-	cases := []struct {
-		name, method, path, body string
-		hdr                      []string
-		code                     int
-		errCode                  string
-	}{
-		{"malformed json", "POST", reg, `{"userId":`, nil, 400, "INVALID_JSON"},
-		{"not an object", "POST", reg, `["alice"]`, nil, 400, "INVALID_JSON"},
-		{"wrong type", "POST", reg, `{"userId":42}`, nil, 400, "INVALID_JSON"},
-		{"unknown field", "POST", reg, `{"userId":"a","admin":true}`, nil, 400, "INVALID_JSON"},
-		{"two objects", "POST", reg, `{"userId":"a"}{"userId":"b"}`, nil, 400, "INVALID_JSON"},
-		{"empty user id", "POST", reg, `{"userId":""}`, nil, 202, ""}, // empty means: make one
-		{"bad user id", "POST", reg, `{"userId":"al ice"}`, nil, 400, "INVALID_USER_ID"},
-		{"long user id", "POST", reg, `{"userId":"` + strings.Repeat("u", 65) + `"}`, nil, 400, "INVALID_USER_ID"},
-		{"bad item id", "POST", "/api/v1/items/t%7Bx%7D/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
-		{"long item id", "POST", "/api/v1/items/" + strings.Repeat("i", 65) + "/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
-		{"oversize body", "POST", reg, `{"userId":"` + strings.Repeat("a", 5000) + `"}`, nil, 413, "BODY_TOO_LARGE"},
-		{"unknown item", "POST", "/api/v1/items/nope/registrations", `{}`, nil, 404, "ITEM_NOT_FOUND"},
-		{"closed item", "POST", "/api/v1/items/closed/registrations", `{}`, nil, 409, "QUEUE_CLOSED"},
-		{"sold out", "POST", "/api/v1/items/gone/registrations", `{}`, nil, 410, "SOLD_OUT"},
-		{"forged token", "GET", reg + "/" + forged, "", nil, 401, "TOKEN_INVALID"},
-		{"garbage token", "GET", reg + "/not.a.token", "", nil, 401, "TOKEN_INVALID"},
-		{"expired token", "GET", reg + "/" + expired, "", nil, 401, "TOKEN_EXPIRED"},
-		{"token of another item", "GET", reg + "/" + otherItem.Token, "", nil, 403, "TOKEN_ITEM_MISMATCH"},
-		{"leave with another item's token", "DELETE", reg + "/" + otherItem.Token, "", nil, 403, "TOKEN_ITEM_MISMATCH"},
-		{"forged bearer", "GET", reg + "/current", "", []string{"Authorization", "Bearer " + forged}, 401, "TOKEN_INVALID"},
-		{"wrong method", "PUT", reg, `{}`, nil, 405, "METHOD_NOT_ALLOWED"},
-		{"no route", "GET", "/api/v1/nothing", "", nil, 404, "NOT_FOUND"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			a := e.do(c.method, c.path, []byte(c.body), c.hdr...)
-			require.Equal(t, c.code, a.Code, "body %s", a.Body)
-			if c.errCode == "" {
-				return
-			}
-			var body httpserver.ErrorBody
-			a.decode(t, &body)
-			assert.Equal(t, c.errCode, body.Error.Code)
-			assert.NotEmpty(t, body.Error.Message)
-		})
-	}
-	// Still serving, and the good token still works, also as a bearer.
-	e.register("tix", "bob")
-	a := e.do(http.MethodGet, reg+"/current", nil, "Authorization", "Bearer "+good.Token)
-	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
-}
 
 // Garbage and invalid records put straight on the topic land in the DLQ with
 // their headers, and the partition moves on to the good records behind them.
