@@ -40,3 +40,9 @@ func (w *Watcher) Ready() (ok bool, code, reason string) {
 	ok, reason = w.Trusted()
 	return ok, Code, reason
 }
+
+// AbortWith answers 503 VIEW_REBUILDING with Retry-After and reason.
+func AbortWith(c *gin.Context, reason string) {
+	c.Header("Retry-After", strconv.Itoa(RetryAfter))
+	httpserver.Abort(c, http.StatusServiceUnavailable, Code, reason)
+}

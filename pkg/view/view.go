@@ -135,3 +135,19 @@ func Advance(ctx context.Context, p redis.Scripter, topic string, partition int3
 // ErrNotTrusted is returned by Watcher.Wait callers and gates: the view is
 // empty, older than the record or being rebuilt.
 var ErrNotTrusted = errors.New("the Redis view is being rebuilt")
+
+// Confirm checks, after a read of the view, that the view it read was still
+// generation gen and ready: a read that raced a loss or a rebuild is not
+// answered. It returns ErrNotTrusted otherwise.
+func Confirm(ctx context.Context, rdb redis.Cmdable, gen string) error {
+	v, err := rdb.HMGet(ctx, MarkerKey, "gen", "state").Result()
+	if err != nil {
+		return fmt.Errorf("confirm the view marker: %w", err)
+	}
+	g, _ := v[0].(string)
+	st, _ := v[1].(string)
+	if g != gen || st != Ready {
+		return ErrNotTrusted
+	}
+	return nil
+}

@@ -222,3 +222,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
+
+// Confirm checks that the view just read is the generation this Watcher
+// trusts (see the package function Confirm). A nil Watcher confirms anything.
+func (w *Watcher) Confirm(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	s := w.Status()
+	if !s.Trusted {
+		return ErrNotTrusted
+	}
+	return Confirm(ctx, w.rdb, s.Gen)
+}

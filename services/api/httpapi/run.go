@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/api/waitpage"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -30,6 +31,7 @@ type Config struct {
 	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
+	View           view.Config
 	Kafka          config.Kafka
 	Redis          config.Redis
 	Log            config.Log
@@ -96,8 +98,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	defer rdb.Close()
 
 	reg := httpserver.NewRegistry()
+	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
+	ready.Require(watch.Ready)
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
-		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout,
+		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	srv.Routes(engine)
@@ -111,6 +115,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	g.Go(func() error {
 		if err := warmUp(gctx, prod, items, signer); err != nil {

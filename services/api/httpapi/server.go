@@ -21,6 +21,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -48,6 +49,8 @@ type Options struct {
 	QueueTokenTTL  time.Duration
 	ProduceTimeout time.Duration
 	StatusTimeout  time.Duration
+	// View, when set, gates status, verify and complete on a trusted Redis view.
+	View *view.Watcher
 }
 
 // Server serves the registration routes.
@@ -77,6 +80,7 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 	if opt.StatusTimeout <= 0 {
 		opt.StatusTimeout = 2 * time.Second
 	}
+	line = ConfirmedLine(line, opt.View)
 	return &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
 }
 
@@ -84,10 +88,10 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 func (s *Server) Routes(r gin.IRouter) {
 	g := r.Group("/api/v1/items/:itemId/registrations")
 	g.POST("", s.register)
-	g.GET("/:token", s.status)
+	g.GET("/:token", s.gateView, s.status)
 	g.DELETE("/:token", s.leave)
-	r.POST("/api/v1/admissions/verify", s.verify)
-	r.POST("/api/v1/admissions/complete", s.complete)
+	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
+	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
 	r.GET("/.well-known/jwks.json", s.jwks)
 }
 
@@ -252,6 +256,7 @@ func (s *Server) leave(c *gin.Context) {
 type metrics struct {
 	produce       prometheus.Histogram
 	produceErrors prometheus.Counter
+	viewRefused   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -264,6 +269,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "waitroom_api_produce_errors_total", Help: "Registration events the broker did not take.",
 		}),
 	}
-	reg.MustRegister(m.produce, m.produceErrors)
+	m.viewRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_api_view_refused_total", Help: "Requests answered 503 VIEW_REBUILDING while the Redis view was not trusted.",
+	})
+	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused)
 	return m
 }

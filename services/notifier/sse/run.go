@@ -16,6 +16,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/view"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
@@ -35,6 +36,7 @@ type Config struct {
 	// RefreshRate caps the exact position reads of all streams per second
 	// (the reads at connect and on admission are not capped).
 	RefreshRate int `env:"WR_SSE_REFRESH_RATE" envDefault:"1000"`
+	View        view.Config
 	Kafka       config.Kafka
 	Redis       config.Redis
 	Log         config.Log
@@ -71,6 +73,7 @@ type Notifier struct {
 	items  *itemcache.Cache
 	follow *kgo.Client
 	rdb    *redis.Client
+	view   *view.Watcher
 	m      *Metrics
 	opt    Options
 	log    *zap.Logger
@@ -110,7 +113,9 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
 		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate}
 	srv := NewServer(hub, rdb, items, signers.Queue, signers.Admission, opt, m, log)
-	return &Notifier{hub: hub, srv: srv, items: items, follow: follow, rdb: rdb, m: m, opt: srv.Options(), log: log}, nil
+	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
+	srv.SetView(watch)
+	return &Notifier{hub: hub, srv: srv, items: items, follow: follow, rdb: rdb, view: watch, m: m, opt: srv.Options(), log: log}, nil
 }
 
 // Routes adds the event stream route to r.
@@ -129,8 +134,10 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	}
 	defer n.rdb.Close()
 	defer n.follow.Close()
+	ready.Require(n.view.Ready)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.items.Run(gctx) })
+	g.Go(func() error { return n.view.Run(gctx) })
 	g.Go(func() error {
 		Follow(gctx, n.follow, n.hub, n.m, n.OnBadRecord, n.log.Named("admissions"))
 		return nil

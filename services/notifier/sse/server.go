@@ -13,6 +13,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
@@ -93,6 +94,7 @@ type Server struct {
 	now    func() time.Time
 	open   sync.WaitGroup // streams running off their handler (hijacked)
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
+	view   *view.Watcher  // nil: the view is always trusted (SetView)
 }
 
 // NewServer returns a Server streaming from hub, reading positions from rdb
@@ -113,7 +115,7 @@ func (s *Server) Options() Options { return s.opt }
 // Routes adds the stream route to r, which may be the engine of another
 // service (the API's front door, a page's): the route shares nothing else.
 func (s *Server) Routes(r gin.IRouter) {
-	r.GET(EventsPath, s.events)
+	r.GET(EventsPath, s.gateView, s.events)
 }
 
 // events authorizes the request, reads where the token stands, and only then

@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/view"
+)
+
+// gateView answers 503 VIEW_REBUILDING (with Retry-After) on the routes that
+// read the line while the Redis view is not trusted; registrations and leaves
+// go to Kafka, the record, and are still accepted.
+func (s *Server) gateView(c *gin.Context) {
+	if view.Abort(c, s.opt.View) {
+		s.m.viewRefused.Inc()
+	}
+}
+
+// viewLine confirms after every read of the line that the view read was the
+// trusted one, so a read racing a lost Redis or a rebuild is refused (503)
+// rather than answered wrong.
+type viewLine struct {
+	Line
+	w *view.Watcher
+}
+
+// ConfirmedLine wraps line so that every read is confirmed against w.
+func ConfirmedLine(line Line, w *view.Watcher) Line {
+	if w == nil {
+		return line
+	}
+	return viewLine{Line: line, w: w}
+}
+
+func (l viewLine) Status(ctx context.Context, item, user string, partition int32, offset int64) (queue.Status, error) {
+	st, err := l.Line.Status(ctx, item, user, partition, offset)
+	if err != nil {
+		return st, err
+	}
+	return st, l.w.Confirm(ctx)
+}
+
+func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error) {
+	t, ok, err := l.Line.AdmittedUntil(ctx, item, tokenID)
+	if err != nil {
+		return t, ok, err
+	}
+	return t, ok, l.w.Confirm(ctx)
+}
+
+func (l viewLine) Complete(ctx context.Context, item, tokenID, userID string) (bool, error) {
+	ok, err := l.Line.Complete(ctx, item, tokenID, userID)
+	if err != nil {
+		return ok, err
+	}
+	return ok, l.w.Confirm(ctx)
+}
