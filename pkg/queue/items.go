@@ -9,11 +9,10 @@ import (
 	"github.com/waitroom/waitroom/topics"
 )
 
-// ApplyItem stores an item's state from waitroom.items when its version is
-// newer than the stored one; applied is false for a stale or repeated version.
-func (l *Line) ApplyItem(ctx context.Context, s topics.ItemState) (applied bool, err error) {
-	args := []any{
-		strconv.FormatInt(s.Version, 10),
+// StateFields are the field/value pairs of an item's state hash (without
+// its version): what ApplyItem stores and a rebuild of the view writes.
+func StateFields(s topics.ItemState) []any {
+	return []any{
 		"name", s.Name,
 		"stock", strconv.FormatInt(s.Stock, 10),
 		"enabled", strconv.FormatBool(s.Enabled),
@@ -23,6 +22,12 @@ func (l *Line) ApplyItem(ctx context.Context, s topics.ItemState) (applied bool,
 		"paused", strconv.FormatBool(s.Policy.Paused),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
 	}
+}
+
+// ApplyItem stores an item's state from waitroom.items when its version is
+// newer than the stored one; applied is false for a stale or repeated version.
+func (l *Line) ApplyItem(ctx context.Context, s topics.ItemState) (applied bool, err error) {
+	args := append([]any{strconv.FormatInt(s.Version, 10)}, StateFields(s)...)
 	n, err := applyItemScript.Run(ctx, l.rdb, []string{KeysFor(s.ItemID).State}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("apply item %s v%d: %w", s.ItemID, s.Version, err)

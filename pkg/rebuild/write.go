@@ -80,12 +80,10 @@ func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) error
 	}
 	if ln.State != nil {
 		s := ln.State
+		args := append([]any{"version", itoa(s.Version)}, queue.StateFields(*s)...)
 		if err := w.add(func(p redis.Pipeliner) {
-			p.HSet(ctx, k.State, "version", itoa(s.Version), "name", s.Name, "stock", itoa(s.Stock),
-				"enabled", strconv.FormatBool(s.Enabled), "ratePerSecond", strconv.FormatFloat(s.Policy.RatePerSecond, 'f', -1, 64),
-				"maxActive", itoa(s.Policy.MaxActive), "sessionTTLSeconds", itoa(s.Policy.SessionTTLSeconds), "paused", strconv.FormatBool(s.Policy.Paused),
-				"updatedAt", itoa(s.UpdatedAt))
-		}, 18); err != nil {
+			p.HSet(ctx, k.State, args...)
+		}, len(args)); err != nil {
 			return err
 		}
 	}
