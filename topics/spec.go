@@ -47,8 +47,10 @@ func Specs(o Options) []Spec {
 			"cleanup.policy": "compact"}},
 		{Name: DLQ(Items), Partitions: 1, Configs: map[string]string{
 			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(30 * day)}},
+		// As long as registrations: a rebuild that finds a registration must
+		// also find its admission, or it would queue that person again.
 		{Name: Admissions, Partitions: o.RegistrationPartitions, Configs: map[string]string{
-			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(1 * day)}},
+			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(7 * day)}},
 		{Name: DLQ(Admissions), Partitions: 1, Configs: map[string]string{
 			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(30 * day)}},
 	}

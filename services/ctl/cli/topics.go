@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/retention"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -70,6 +72,7 @@ type topicsOpts struct {
 	kafkaOpts
 	partitions  int32
 	replication int16
+	redisAddr   string // topics check: compare retention with the lines in this Redis
 }
 
 func (o *topicsOpts) validate() error {
@@ -98,8 +101,23 @@ func (a *app) topicsCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Compare the topics with the contract and change nothing; exit 1 when they differ",
 		Args:  cobra.NoArgs,
-		RunE:  a.leaf(func(ctx context.Context) error { return a.runTopics(ctx, &o, false) }),
+		Long: `Compare the topics with the contract and change nothing; exit 1 when they differ.
+
+With Redis (--redis, or WR_REDIS_ADDR set in the environment) it also checks
+that Kafka still holds what a rebuild of the view needs: the register record of
+every live entry (waiting or admitted) on waitroom.registrations and the
+admission event of every live admission on waitroom.admissions. It warns when a
+topic's retention is shorter than the age of the oldest such record (Kafka may
+delete it with its segment at any time) and fails (exit 1) when some are gone
+already: a rebuild now would be incomplete. It reads both topics from their
+start, as a rebuild would.`,
+		RunE: a.leaf(func(ctx context.Context) error { return a.runTopics(ctx, &o, false) }),
 	}
+	redisDefault := ""
+	if v, ok := os.LookupEnv("WR_REDIS_ADDR"); ok {
+		redisDefault = v
+	}
+	check.Flags().StringVar(&o.redisAddr, "redis", redisDefault, "Redis of the lines: check retention against them (env WR_REDIS_ADDR; WR_REDIS_PASSWORD and WR_REDIS_DB apply)")
 	g := group("topics", "Create or check the Kafka topics of the contract", ensure, check)
 	a.kafkaFlags(g, &o.kafkaOpts)
 	g.PersistentFlags().Int32Var(&o.partitions, "partitions", a.env.Partitions, "partitions of waitroom.registrations and waitroom.admissions (env WR_REGISTRATION_PARTITIONS)")
@@ -137,14 +155,33 @@ func (a *app) runTopics(ctx context.Context, o *topicsOpts, fix bool) error {
 		return fmt.Errorf("%s topics on %s: %w", verb, strings.Join(o.brokers, ","), err)
 	}
 	healthy := topics.Healthy(st)
-	if err := a.printTopics(st, healthy); err != nil {
+	var rep *retention.Report
+	if !fix && o.redisAddr != "" {
+		r := a.env.Redis
+		r.Addr, r.PoolSize = o.redisAddr, 2
+		rdb := r.NewClient()
+		defer rdb.Close()
+		got, err := retention.New(base, rdb).Check(ctx, time.Now())
+		if err != nil {
+			return fmt.Errorf("check retention against the lines in Redis %s: %w", o.redisAddr, err)
+		}
+		rep = &got
+	}
+	if err := a.printTopics(st, healthy, rep); err != nil {
 		return err
 	}
 	if !healthy {
 		return ErrUnhealthy
 	}
+	if rep != nil && !rep.Complete() {
+		return ErrIncomplete
+	}
 	return nil
 }
+
+// ErrIncomplete is returned when Kafka no longer holds every record a rebuild
+// of the view needs.
+var ErrIncomplete = errors.New("a rebuild of the view now would be incomplete: records it needs were deleted by retention")
 
 // topicRow is one topic in -o json.
 type topicRow struct {
@@ -153,7 +190,61 @@ type topicRow struct {
 	Problems []string `json:"problems"`
 }
 
-func (a *app) printTopics(st []topics.Status, healthy bool) error {
+// retentionRow is one topic's retention against the lines in -o json.
+type retentionRow struct {
+	Topic          string  `json:"topic"`
+	RetentionMs    int64   `json:"retentionMs"` // 0: unlimited
+	Needed         int     `json:"needed"`
+	OldestItem     string  `json:"oldestItem,omitempty"`
+	OldestToken    string  `json:"oldestToken,omitempty"`
+	OldestAgeSec   float64 `json:"oldestAgeSeconds"`
+	Missing        int     `json:"missing"`
+	MissingExample string  `json:"missingExample,omitempty"`
+}
+
+func retentionRows(r *retention.Report) []retentionRow {
+	var rows []retentionRow
+	for _, t := range []retention.Topic{r.Registrations, r.Admissions} {
+		row := retentionRow{Topic: t.Topic, RetentionMs: t.Retention.Milliseconds(), Needed: t.Needed,
+			OldestAgeSec: t.Age(r.At).Seconds(), Missing: t.Missing, MissingExample: t.MissingExample}
+		if t.Oldest != nil {
+			row.OldestItem, row.OldestToken = t.Oldest.Item, t.Oldest.Token
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (a *app) printRetention(r *retention.Report) error {
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nRETENTION\tKEEPS\tLIVE ENTRIES\tOLDEST NEEDED\tAGE\tMISSING")
+	for _, t := range []retention.Topic{r.Registrations, r.Admissions} {
+		keeps, oldest, age := "forever", "-", "-"
+		if t.Retention > 0 {
+			keeps = retention.Human(t.Retention)
+		}
+		if t.Oldest != nil {
+			oldest, age = t.Oldest.Item+"/"+t.Oldest.Token, retention.Human(t.Age(r.At))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", t.Topic, keeps, t.Needed, oldest, age, t.Missing)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(a.out, "warning:", w)
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintln(a.out, "FAIL:", f)
+	}
+	if r.Complete() {
+		_, err := fmt.Fprintf(a.out, "rebuild complete: Kafka holds every record the %d live lines need\n", r.Items)
+		return err
+	}
+	return nil
+}
+
+func (a *app) printTopics(st []topics.Status, healthy bool, rep *retention.Report) error {
 	if a.wantJSON() {
 		rows := make([]topicRow, len(st))
 		for i, s := range st {
@@ -162,10 +253,19 @@ func (a *app) printTopics(st []topics.Status, healthy bool) error {
 				rows[i].Problems = []string{}
 			}
 		}
-		return a.printJSON(struct {
-			Healthy bool       `json:"healthy"`
-			Topics  []topicRow `json:"topics"`
-		}{healthy, rows})
+		out := struct {
+			Healthy   bool           `json:"healthy"`
+			Topics    []topicRow     `json:"topics"`
+			Retention []retentionRow `json:"retention,omitempty"`
+			Complete  *bool          `json:"rebuildComplete,omitempty"`
+			Warnings  []string       `json:"warnings,omitempty"`
+			Failures  []string       `json:"failures,omitempty"`
+		}{Healthy: healthy, Topics: rows}
+		if rep != nil {
+			c := rep.Complete()
+			out.Retention, out.Complete, out.Warnings, out.Failures = retentionRows(rep), &c, rep.Warnings, rep.Failures
+		}
+		return a.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tSTATE\tPROBLEMS")
@@ -184,9 +284,14 @@ func (a *app) printTopics(st []topics.Status, healthy bool) error {
 		return err
 	}
 	if healthy {
-		_, err := fmt.Fprintf(a.out, "healthy: %d topics match the contract\n", len(st))
+		if _, err := fmt.Fprintf(a.out, "healthy: %d topics match the contract\n", len(st)); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprintf(a.out, "NOT healthy: %d of %d topics differ from the contract\n", bad, len(st)); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(a.out, "NOT healthy: %d of %d topics differ from the contract\n", bad, len(st))
-	return err
+	if rep != nil {
+		return a.printRetention(rep)
+	}
+	return nil
 }

@@ -1,0 +1,363 @@
+// Package retention checks that Kafka still holds every record a rebuild of
+// the Redis view needs: the register record of every live entry (waiting or
+// admitted) on waitroom.registrations, and the admission event of every live
+// admission on waitroom.admissions. A record older than its topic's retention
+// is deleted with its segment, and a rebuild would then lose that person.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Entry is the record one live entry needs.
+type Entry struct {
+	Item, Token string
+	Partition   int32
+	Offset      int64
+	At          time.Time // the record's timestamp: what retention counts from
+}
+
+// Topic is what one topic holds for the live entries.
+type Topic struct {
+	Topic string
+	// Retention is the topic's retention.ms; 0 when unlimited (-1).
+	Retention time.Duration
+	// Needed is how many live entries need a record of this topic.
+	Needed int
+	// Oldest is the oldest record a live entry needs (nil when none is needed or found).
+	Oldest *Entry
+	// Missing is how many live entries have no record left (deleted);
+	// MissingExample names one as "item/token".
+	Missing        int
+	MissingExample string
+}
+
+// Age is how old the oldest needed record is at now (0 when none).
+func (t Topic) Age(now time.Time) time.Duration {
+	if t.Oldest == nil {
+		return 0
+	}
+	return now.Sub(t.Oldest.At)
+}
+
+// Report is the outcome of Check.
+type Report struct {
+	At            time.Time
+	Items         int // items with a live line
+	Registrations Topic
+	Admissions    Topic
+	// Warnings: a rebuild is complete today but may not stay so.
+	Warnings []string
+	// Failures: a rebuild now would be incomplete.
+	Failures []string
+}
+
+// Complete reports whether a rebuild now would find every record it needs.
+func (r Report) Complete() bool { return len(r.Failures) == 0 }
+
+// Checker reads topic configs and records with clients built from base, and
+// the lines from rdb.
+type Checker struct {
+	base []kgo.Opt
+	rdb  redis.UniversalClient
+}
+
+// New returns a Checker.
+func New(base []kgo.Opt, rdb redis.UniversalClient) *Checker { return &Checker{base: base, rdb: rdb} }
+
+// live is every live entry of every active item: item -> token -> true when
+// admitted (its admission is live), false when waiting.
+type live map[string]map[string]bool
+
+// Check compares the retention of waitroom.registrations and
+// waitroom.admissions with the records the live entries at now need. It
+// reads both topics from their start until every live entry's record is
+// found (as a rebuild would), so its cost grows with what the topics hold.
+func (c *Checker) Check(ctx context.Context, now time.Time) (Report, error) {
+	cl, err := kgo.NewClient(c.base...)
+	if err != nil {
+		return Report{}, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	r := Report{At: now, Registrations: Topic{Topic: topics.Registrations}, Admissions: Topic{Topic: topics.Admissions}}
+	if err := retentions(ctx, adm, &r.Registrations, &r.Admissions); err != nil {
+		return r, err
+	}
+	lv, err := c.live(ctx, now)
+	if err != nil {
+		return r, err
+	}
+	r.Items = len(lv)
+	if err := c.scanRegistrations(ctx, adm, lv, &r.Registrations); err != nil {
+		return r, err
+	}
+	if err := c.scanAdmissions(ctx, adm, lv, &r.Admissions); err != nil {
+		return r, err
+	}
+	r.judge(now)
+	return r, nil
+}
+
+func (r *Report) judge(now time.Time) {
+	for _, t := range []*Topic{&r.Registrations, &r.Admissions} {
+		what := "register record"
+		if t.Topic == topics.Admissions {
+			what = "admission event"
+		}
+		if t.Missing > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf(
+				"%s: %d of %d live entries have no %s left (deleted by retention; one is %s): a rebuild now would be incomplete",
+				t.Topic, t.Missing, t.Needed, what, t.MissingExample))
+			continue
+		}
+		if t.Oldest != nil && t.Retention > 0 && t.Age(now) > t.Retention {
+			r.Warnings = append(r.Warnings, fmt.Sprintf(
+				"%s: retention %s is shorter than the age %s of the oldest live entry's %s (%s/%s at %d/%d): Kafka may delete it with its segment at any time, and a rebuild would then lose it; raise retention.ms",
+				t.Topic, Human(t.Retention), Human(t.Age(now)), what, t.Oldest.Item, t.Oldest.Token, t.Oldest.Partition, t.Oldest.Offset))
+		}
+	}
+	ra, rr := r.Admissions.Retention, r.Registrations.Retention
+	if ra > 0 && (rr == 0 || ra < rr) {
+		keep := "forever"
+		if rr > 0 {
+			keep = Human(rr)
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf(
+			"%s keeps %s but %s keeps %s: a rebuild would queue again anyone admitted more than %s ago whose registration is still kept; keep admissions at least as long as registrations",
+			topics.Admissions, Human(ra), topics.Registrations, keep, Human(ra)))
+	}
+}
+
+// Human renders a retention or an age in days and hours ("7d", "2d3h", "45m").
+func Human(d time.Duration) string {
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	days, hours := int64(d/(24*time.Hour)), int64(d%(24*time.Hour)/time.Hour)
+	switch {
+	case days == 0:
+		return strconv.FormatInt(hours, 10) + "h"
+	case hours == 0:
+		return strconv.FormatInt(days, 10) + "d"
+	}
+	return strconv.FormatInt(days, 10) + "d" + strconv.FormatInt(hours, 10) + "h"
+}
+
+func retentions(ctx context.Context, adm *kadm.Client, ts ...*Topic) error {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Topic
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("describe %v: %w", names, err)
+	}
+	for _, t := range ts {
+		rc, err := rcs.On(t.Topic, nil)
+		if err != nil {
+			return fmt.Errorf("describe %s: %w", t.Topic, err)
+		}
+		if rc.Err != nil {
+			return fmt.Errorf("describe %s: %w", t.Topic, rc.Err)
+		}
+		ms := int64(7 * 24 * time.Hour / time.Millisecond) // Kafka's default
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" && c.Value != nil {
+				if ms, err = strconv.ParseInt(*c.Value, 10, 64); err != nil {
+					return fmt.Errorf("%s retention.ms %q: %w", t.Topic, *c.Value, err)
+				}
+			}
+		}
+		if ms > 0 {
+			t.Retention = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return nil
+}
+
+// scanCount is how many elements one SCAN step asks for.
+const scanCount = 10000
+
+func (c *Checker) live(ctx context.Context, now time.Time) (live, error) {
+	items, err := c.rdb.SMembers(ctx, queue.ActiveItems).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", queue.ActiveItems, err)
+	}
+	lv := live{}
+	for _, it := range items {
+		k := queue.KeysFor(it)
+		toks := map[string]bool{}
+		for _, set := range []struct {
+			key      string
+			admitted bool
+		}{{k.Waiting, false}, {k.Admitted, true}} {
+			var cursor uint64
+			for {
+				kv, next, err := c.rdb.ZScan(ctx, set.key, cursor, "", scanCount).Result()
+				if err != nil {
+					return nil, fmt.Errorf("scan %s: %w", set.key, err)
+				}
+				for i := 0; i+1 < len(kv); i += 2 {
+					if set.admitted {
+						exp, err := strconv.ParseFloat(kv[i+1], 64)
+						if err != nil || int64(exp) <= now.UnixMilli() {
+							continue // ended: no longer live
+						}
+					}
+					toks[kv[i]] = set.admitted
+				}
+				if cursor = next; cursor == 0 {
+					break
+				}
+			}
+		}
+		if len(toks) > 0 {
+			lv[it] = toks
+		}
+	}
+	return lv, nil
+}
+
+func (c *Checker) scanRegistrations(ctx context.Context, adm *kadm.Client, lv live, t *Topic) error {
+	need := map[[2]string]bool{}
+	for it, toks := range lv {
+		for tok := range toks {
+			need[[2]string{it, tok}] = true
+		}
+	}
+	t.Needed = len(need)
+	err := scan(ctx, c.base, adm, t.Topic, func(r *kgo.Record) bool {
+		ev, err := topics.DecodeRegistration(r.Value)
+		if err != nil || ev.Kind != topics.KindRegister {
+			return len(need) == 0
+		}
+		key := [2]string{ev.ItemID, ev.TokenID}
+		if need[key] {
+			delete(need, key)
+			t.found(Entry{Item: ev.ItemID, Token: ev.TokenID, Partition: r.Partition, Offset: r.Offset, At: r.Timestamp})
+		}
+		return len(need) == 0
+	})
+	t.missing(need)
+	return err
+}
+
+func (c *Checker) scanAdmissions(ctx context.Context, adm *kadm.Client, lv live, t *Topic) error {
+	need := map[[2]string]bool{}
+	for it, toks := range lv {
+		for tok, admitted := range toks {
+			if admitted {
+				need[[2]string{it, tok}] = true
+			}
+		}
+	}
+	t.Needed = len(need)
+	if len(need) == 0 {
+		return nil
+	}
+	err := scan(ctx, c.base, adm, t.Topic, func(r *kgo.Record) bool {
+		ev, err := topics.DecodeAdmission(r.Value)
+		if err != nil || ev.Kind != "" {
+			return len(need) == 0
+		}
+		for _, tok := range ev.Admitted {
+			key := [2]string{ev.ItemID, tok}
+			if need[key] {
+				delete(need, key)
+				t.found(Entry{Item: ev.ItemID, Token: tok, Partition: r.Partition, Offset: r.Offset, At: r.Timestamp})
+			}
+		}
+		return len(need) == 0
+	})
+	t.missing(need)
+	return err
+}
+
+func (t *Topic) found(e Entry) {
+	if t.Oldest == nil || e.At.Before(t.Oldest.At) {
+		t.Oldest = &e
+	}
+}
+
+func (t *Topic) missing(need map[[2]string]bool) {
+	t.Missing = len(need)
+	for k := range need {
+		if t.MissingExample == "" || k[0]+"/"+k[1] < t.MissingExample {
+			t.MissingExample = k[0] + "/" + k[1]
+		}
+	}
+}
+
+// scan reads topic from the start of every partition up to its end at the
+// time of the call, calling fn on each record until fn answers true.
+func scan(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic string, fn func(*kgo.Record) (done bool)) error {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	if err := errors.Join(starts.Error(), ends.Error()); err != nil {
+		return fmt.Errorf("offsets of %s: %w", topic, err)
+	}
+	left := map[int32]int64{} // partition -> end offset still to reach
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(e kadm.ListedOffset) {
+		s, _ := starts.Lookup(topic, e.Partition)
+		if e.Offset > s.Offset {
+			left[e.Partition] = e.Offset
+			from[e.Partition] = kgo.NewOffset().At(s.Offset)
+		}
+	})
+	if len(left) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))...)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", topic, err)
+	}
+	defer cl.Close()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read %s: %w", topic, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, p int32, err error) { ferr = errors.Join(ferr, fmt.Errorf("partition %d: %w", p, err)) })
+		if ferr != nil {
+			return fmt.Errorf("read %s: %w", topic, ferr)
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if done {
+				return
+			}
+			if end, ok := left[r.Partition]; ok {
+				if fn(r) {
+					done = true
+				}
+				if r.Offset+1 >= end {
+					delete(left, r.Partition)
+				}
+			}
+		})
+		if done {
+			return nil
+		}
+	}
+	return nil
+}
