@@ -335,3 +335,52 @@ func FuzzEntryJSON(f *testing.F) {
 		}
 	})
 }
+
+// Copies of a replay that failed again (a replayed-from header) are never
+// republished by an ordinary run. With Reset, the letter itself is sent again
+// and its copies passed over; a copy whose letter is gone (retention) stands
+// in for it, once.
+func TestReplayPassesOverCopiesThatFailedAgain(t *testing.T) {
+	e := newEnv(t)
+	dlqTopic := topics.DLQ(topics.Registrations)
+	letter := e.deadLetter(1, fmt.Errorf("%w: unknown item", topics.ErrInvalid), registration)[0]
+	l, err := dlq.NewInspector(e.base()).List(e.ctx(), dlqTopic, dlq.Filter{})
+	require.NoError(t, err)
+	require.Len(t, l.Entries, 1)
+	present := l.Entries[0].Ref()
+	gone := dlqTopic + "/0/999999" // a letter retention has removed
+
+	// failedAgain produces the replay of ref (as the replayer does) and
+	// dead-letters it again (as the consumer does).
+	failedAgain := func(ref string, i int) {
+		r := &kgo.Record{Topic: topics.Registrations, Key: letter.Key, Value: registration(4 * i), // item0, as the letter
+			Headers: []kgo.RecordHeader{{Key: topics.HeaderReplayedFrom, Value: []byte(ref)}}}
+		require.NoError(t, e.cl.ProduceSync(e.ctx(), r).FirstErr())
+		require.NoError(t, dlq.NewWriter(e.cl).Send(e.ctx(), dlq.Letter{Record: r, Err: errors.New("still unknown"), Attempts: 1}))
+	}
+	failedAgain(present, 0)
+	failedAgain(gone, 1)
+	failedAgain(gone, 2)
+
+	rp := dlq.NewReplayer(e.base())
+	rep, err := rp.Replay(e.ctx(), dlqTopic, dlq.ReplayOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Replayed, "only the letter")
+	assert.Equal(t, 3, rep.FailedAgain, "no copy is sent")
+	again, err := rp.Replay(e.ctx(), dlqTopic, dlq.ReplayOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 0, again.Replayed+again.Examined)
+
+	reset, err := rp.Replay(e.ctx(), dlqTopic, dlq.ReplayOptions{Reset: true})
+	require.NoError(t, err)
+	assert.Equal(t, 2, reset.Replayed, "the letter, and one copy for the letter that is gone")
+	assert.Equal(t, 2, reset.FailedAgain, "the copy of the letter sent, and the second copy of the gone one")
+	var sent []string
+	for _, o := range reset.Outcomes {
+		if o.Action == dlq.ActionReplayed {
+			sent = append(sent, o.Entry)
+		}
+	}
+	assert.Equal(t, []string{l.Entries[0].ID()}, sent[:1])
+	assert.Len(t, e.replayed(), 3+1+2, "three copies' own replays above, then 1 + 2 by the runs")
+}

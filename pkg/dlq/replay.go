@@ -32,7 +32,10 @@ type ReplayOptions struct {
 	// for a consumer that learnt to read them since.
 	Force bool
 	// Reset ignores the remembered position: every record from the start (or
-	// Since) is considered again, including ones replayed before.
+	// Since) is considered again, including ones replayed before. Copies that
+	// failed again are still passed over, except the first copy of a letter
+	// the run does not read (gone with retention, or before Since), which is
+	// replayed in its stead.
 	Reset bool
 }
 
@@ -41,6 +44,7 @@ const (
 	ActionReplayed    = "replayed"
 	ActionWouldReplay = "would-replay"
 	ActionStillBad    = "still-invalid"
+	ActionFailedAgain = "failed-again"
 )
 
 // Outcome is what a replay did with one dead letter.
@@ -68,9 +72,14 @@ type Report struct {
 	StillInvalid int `json:"stillInvalid"`
 	// NotMatched counts letters passed over because the filters left them out.
 	NotMatched int `json:"notMatched"`
+	// FailedAgain counts letters passed over because they are a replay that
+	// failed again (a replayed-from header): the letter they came from is
+	// what a replay sends, so no run sends a failure twice. Reset sends the
+	// letter again once its cause is fixed.
+	FailedAgain int `json:"failedAgain"`
 	// LimitReached: the limit stopped the replay; later letters wait for the next run.
 	LimitReached bool `json:"limitReached"`
-	// Outcomes has one row per replayed or kept-back letter, in the order handled.
+	// Outcomes has one row per replayed, kept-back or failed-again letter, in the order handled.
 	Outcomes []Outcome `json:"outcomes"`
 	// Position is, per DLQ partition, the offset the next replay starts from.
 	Position map[int32]int64 `json:"position"`
@@ -87,7 +96,10 @@ func NewReplayer(base []kgo.Opt) *Replayer { return &Replayer{base: base, now: t
 
 // Replay republishes the letters of topic that o selects, oldest first, to the
 // source topic with their original key, value and headers (not the DLQ's
-// verdict) plus a replayed-from header naming the letter. It remembers, by
+// verdict) plus a replayed-from header naming the letter. A record that fails
+// again comes back to the DLQ with that header: such a copy is never
+// republished (FailedAgain), so replaying is idempotent: a run after a failed
+// replay sends nothing, however often it runs. It remembers, by
 // committing in the consumer group Group(topic), every letter it has dealt
 // with (replayed, kept back or passed over by the filters), so the next run
 // starts after them: a second run replays nothing new. Records are published
@@ -141,6 +153,14 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 		return rep, err
 	}
 
+	read := map[string]bool{} // every letter this run reads, by Ref
+	for _, es := range per {
+		for _, e := range es {
+			read[e.Ref()] = true
+		}
+	}
+	standIns := map[string]bool{} // origins a copy was replayed for in this run
+
 	j := &replayJob{rp: rp, cl: cl, adm: adm, rep: &rep, next: map[int32]int64{}, lastCommit: rp.now()}
 	if o.Rate > 0 {
 		j.pace = rate.NewLimiter(rate.Limit(o.Rate), 1) // evenly spaced, no burst
@@ -160,6 +180,16 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 			continue
 		}
 		out := Outcome{Entry: e.ID(), Key: string(e.Key), ErrorType: e.Verdict.ErrorType, Source: e.Verdict.Source()}
+		if from := e.Verdict.ReplayedFrom; from != "" {
+			if !o.Reset || read[from] || standIns[from] {
+				out.Action = ActionFailedAgain
+				out.Reason = "a replay of " + from + " that failed again; replay that letter with --reset once the cause is fixed"
+				rep.FailedAgain++
+				rep.Outcomes = append(rep.Outcomes, out)
+				continue
+			}
+			standIns[from] = true // its letter is gone: this copy stands in, once
+		}
 		src := SourceOf(topic)
 		cerr := Check(src, e.Key, e.Value)
 		if e.Verdict.SourceTopic != "" && e.Verdict.SourceTopic != src {

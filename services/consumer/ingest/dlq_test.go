@@ -339,3 +339,81 @@ func TestRedisOutageDeadLettersNothing(t *testing.T) {
 	}
 	assert.Empty(t, p.deadLetters())
 }
+
+// Replaying letters whose cause is not fixed yet: they fail again and come
+// back to the DLQ once each, carrying replayed-from. Every later replay passes
+// those copies over and publishes nothing, however often it runs; once the
+// cause is fixed, --reset sends each original letter once and the line gets
+// each registration exactly once.
+func TestReplayThatFailsAgainIsIdempotent(t *testing.T) {
+	p := newPipeline(t, 3, "alpha")
+	p.start()
+	var ghosts []string
+	var recs []*kgo.Record
+	for i := range 3 {
+		user := fmt.Sprintf("g%d", i)
+		recs = append(recs, register("ghost", user))
+		ghosts = append(ghosts, "tok-"+user)
+	}
+	p.produce(recs)
+	require.Eventually(t, func() bool { return len(p.deadLetters()) == 3 }, 30*time.Second, 20*time.Millisecond)
+	p.committedToEnd()
+
+	rp := dlq.NewReplayer([]kgo.Opt{kgo.SeedBrokers(p.brokers...)})
+	topic := topics.DLQ(topics.Registrations)
+	first, err := rp.Replay(p.ctx(), topic, dlq.ReplayOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 3, first.Replayed, "the item is still unknown: the replays fail again")
+	origins := map[string]bool{}
+	for _, e := range p.deadLetters() {
+		origins[e.Ref()] = true
+	}
+	var copies []dlq.Entry
+	require.Eventually(t, func() bool {
+		copies = copies[:0]
+		for _, e := range p.deadLetters() {
+			if e.Verdict.ReplayedFrom != "" {
+				copies = append(copies, e)
+			}
+		}
+		return len(copies) == 3
+	}, 30*time.Second, 20*time.Millisecond, "the failed replays came back to the DLQ")
+	p.committedToEnd()
+	for _, c := range copies {
+		assert.True(t, origins[c.Verdict.ReplayedFrom], "copy %s names its letter, not %q", c.ID(), c.Verdict.ReplayedFrom)
+	}
+
+	// Run again, twice: the copies are passed over and nothing is published.
+	ends := func() map[int32]int64 {
+		l, err := p.adm.ListEndOffsets(p.ctx(), topics.Registrations)
+		require.NoError(t, err)
+		out := map[int32]int64{}
+		l.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+		return out
+	}
+	before := ends()
+	second, err := rp.Replay(p.ctx(), topic, dlq.ReplayOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 3, second.Examined)
+	assert.Equal(t, 0, second.Replayed, "a replay that failed again is not sent again")
+	assert.Equal(t, 3, second.FailedAgain)
+	for _, o := range second.Outcomes {
+		assert.Equal(t, dlq.ActionFailedAgain, o.Action)
+	}
+	third, err := rp.Replay(p.ctx(), topic, dlq.ReplayOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 0, third.Examined+third.Replayed)
+	assert.Equal(t, before, ends(), "no run after the failed one published anything")
+	assert.Len(t, p.deadLetters(), 6, "one copy per letter, not one per run")
+
+	// Cause fixed: --reset sends the three letters once, not their copies.
+	p.publishItem("ghost")
+	reset, err := rp.Replay(p.ctx(), topic, dlq.ReplayOptions{Reset: true})
+	require.NoError(t, err)
+	assert.Equal(t, 3, reset.Replayed)
+	assert.Equal(t, 3, reset.FailedAgain)
+	p.waitLines(map[string][]string{"ghost": ghosts})
+	p.committedToEnd()
+	assert.Equal(t, 3, p.seq("ghost"), "each registration applied once")
+	assert.Len(t, p.deadLetters(), 6, "nothing came back")
+}

@@ -105,7 +105,9 @@ func (a *app) dlqCmd() *cobra.Command {
 		Long: `Republish dead letters to their source topic, oldest first, with their original key,
 value and headers plus a replayed-from header naming the letter. Fix the cause first
 (publish the missing item, repair the key in Redis): a record that fails again comes
-back to the DLQ as a new letter.
+back to the DLQ with its replayed-from header, and replays pass such a copy over
+(failed-again), so running replay again sends nothing twice; once the cause is fixed,
+--reset sends the original letters again.
 
 Letters that still fail the contract's decoder (malformed bytes, invalid fields) are kept
 back and reported, since they would come straight back; --force republishes them anyway.
@@ -282,6 +284,9 @@ func summary(r dlq.Report, source string) string {
 	}
 	if r.NotMatched > 0 {
 		fmt.Fprintf(&b, "; %d passed over by the filters", r.NotMatched)
+	}
+	if r.FailedAgain > 0 {
+		fmt.Fprintf(&b, "; %d passed over: replays that failed again (their letters are sent again with --reset once the cause is fixed)", r.FailedAgain)
 	}
 	if r.LimitReached {
 		b.WriteString("; the limit stopped it: run again for the rest")

@@ -142,7 +142,7 @@ func (s *Server) replayDLQ(c *gin.Context) {
 		return
 	}
 	s.log.Info("admin: dlq replay", zap.String("topic", topic), zap.Bool("dryRun", rep.DryRun), zap.Int("examined", rep.Examined),
-		zap.Int("replayed", rep.Replayed), zap.Int("stillInvalid", rep.StillInvalid), zap.Int("notMatched", rep.NotMatched))
+		zap.Int("replayed", rep.Replayed), zap.Int("stillInvalid", rep.StillInvalid), zap.Int("notMatched", rep.NotMatched), zap.Int("failedAgain", rep.FailedAgain))
 	c.JSON(http.StatusOK, rep)
 }
 
