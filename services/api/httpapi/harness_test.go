@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
@@ -17,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap/zaptest"
@@ -35,6 +37,7 @@ type api struct {
 	url    string
 	http   *http.Client
 	line   *queue.Line
+	rdb    *redis.Client
 	signer *token.Signer
 }
 
@@ -58,6 +61,8 @@ func newAPI(t *testing.T, items ...topics.ItemState) *api {
 		require.NoError(t, kcl.ProduceSync(ctx, &kgo.Record{Topic: topics.Items, Key: []byte(it.ItemID), Value: topics.Encode(&it)}).FirstErr())
 	}
 	line := queue.New(rds.Client())
+	// The consumer marks the view ready once it has (re)built it; here nothing was lost.
+	require.NoError(t, view.SetReady(ctx, rds.Client(), "test", nil, time.Now()))
 	for _, it := range items {
 		_, err := line.ApplyItem(ctx, it)
 		require.NoError(t, err)
@@ -77,16 +82,17 @@ func newAPI(t *testing.T, items ...topics.ItemState) *api {
 		stop()
 		require.NoError(t, <-done)
 	})
-	require.Eventually(t, ready.Ready, 30*time.Second, 10*time.Millisecond, "api not ready")
+	require.Eventually(t, ready.Healthy, 30*time.Second, 10*time.Millisecond, "api not ready")
 	signer, err := token.New(token.HS256, testKey, "k1")
 	require.NoError(t, err)
-	return &api{t: t, url: "http://" + ln.Addr().String(), line: line, signer: signer,
+	return &api{t: t, url: "http://" + ln.Addr().String(), line: line, rdb: rds.Client(), signer: signer,
 		http: &http.Client{Timeout: 10 * time.Second}}
 }
 
 type answer struct {
-	Code int
-	Body []byte
+	Code   int
+	Body   []byte
+	Header http.Header
 }
 
 func (a answer) decode(t *testing.T, v any) {
@@ -113,7 +119,7 @@ func (s *api) do(method, path string, body []byte, hdr ...string) answer {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(s.t, err)
-	return answer{Code: resp.StatusCode, Body: b}
+	return answer{Code: resp.StatusCode, Body: b, Header: resp.Header}
 }
 
 func (s *api) post(path string, body any) answer {
