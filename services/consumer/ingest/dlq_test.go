@@ -3,9 +3,12 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +37,7 @@ type pipeline struct {
 	prod    *kgo.Client
 	adm     *kadm.Client
 	cfg     ingest.Config
+	http    string // the consumer's /healthz /readyz /metrics, once started
 }
 
 func newPipeline(t *testing.T, partitions int32, items ...string) *pipeline {
@@ -64,6 +68,7 @@ func (p *pipeline) ctx() context.Context {
 func (p *pipeline) start() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(p.t, err)
+	p.http = "http://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := zaptest.NewLogger(p.t, zaptest.Level(zap.ErrorLevel))
@@ -74,6 +79,26 @@ func (p *pipeline) start() {
 			p.t.Errorf("consumer: %v", err)
 		}
 	})
+}
+
+// batchRetries reads the consumer's count of failed registration batches it
+// retried, from its /metrics.
+func (p *pipeline) batchRetries() float64 {
+	p.t.Helper()
+	resp, err := http.Get(p.http + "/metrics")
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(p.t, err)
+	prefix := `waitroom_consumer_batch_retries_total{topic="` + topics.Registrations + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			require.NoError(p.t, err)
+			return n
+		}
+	}
+	return 0 // no failure yet: the series appears with the first
 }
 
 func (p *pipeline) publishItem(id string) {
@@ -317,10 +342,14 @@ func TestRedisOutageDeadLettersNothing(t *testing.T) {
 	before, err := p.adm.FetchOffsets(p.ctx(), p.cfg.Group)
 	require.NoError(t, err)
 
+	retried := p.batchRetries()
 	p.redis.Stop()
 	wantB, recsB := batch(1500, 1500)
 	p.produce(recsB)
-	time.Sleep(3 * time.Second) // the consumer fails and retries the whole time
+	// Nothing is pending but these records: once the consumer has failed on
+	// them twice, it had every chance to commit or dead-letter them.
+	require.Eventually(t, func() bool { return p.batchRetries() >= retried+2 }, 30*time.Second, 20*time.Millisecond,
+		"the consumer never tried the records produced while Redis is down")
 	during, err := p.adm.FetchOffsets(p.ctx(), p.cfg.Group)
 	require.NoError(t, err)
 	assert.Equal(t, before.Offsets(), during.Offsets(), "nothing committed while Redis is down")
