@@ -28,22 +28,15 @@ import (
 
 // Config of the dev stack.
 type Config struct {
-	DataDir      string        `env:"WR_DEV_DATA_DIR" envDefault:".data"`
-	KafkaPorts   []int         `env:"WR_DEV_KAFKA_PORTS" envDefault:"9092,9093,9094" envSeparator:","`
-	RedisPort    int           `env:"WR_DEV_REDIS_PORT" envDefault:"6379"`
-	APIAddr      string        `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
-	ConsumerAddr string        `env:"WR_CONSUMER_ADDR" envDefault:"127.0.0.1:8081"`
-	TokenKey     string        `env:"WR_TOKEN_KEY" secret:"true"`
-	Partitions   int32         `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
-	PprofAddr    string        `env:"WR_DEV_PPROF_ADDR" envDefault:"127.0.0.1:6060"` // empty: off
-	Linger       time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
-	Schedulers   []string      `env:"WR_DEV_SCHEDULER_ADDRS" envDefault:"127.0.0.1:8082,127.0.0.1:8083,127.0.0.1:8084" envSeparator:","`
-	Tick         time.Duration `env:"WR_SCHEDULER_TICK" envDefault:"200ms"`
-	AdminToken   string        `env:"WR_ADMIN_TOKEN" envDefault:"dev-admin-token" secret:"true"`
-	AdmissionKey string        `env:"WR_ADMISSION_KEY" secret:"true"`
-	FrontAddr    string        `env:"WR_DEV_FRONT_ADDR" envDefault:"127.0.0.1:8000"`
-	NotifierAddr string        `env:"WR_NOTIFIER_ADDR" envDefault:"127.0.0.1:8090"`
-	Log          config.Log
+	DataDir    string   `env:"WR_DEV_DATA_DIR" envDefault:".data"`
+	KafkaPorts []int    `env:"WR_DEV_KAFKA_PORTS" envDefault:"9092,9093,9094" envSeparator:","`
+	RedisPort  int      `env:"WR_DEV_REDIS_PORT" envDefault:"6379"`
+	Partitions int32    `env:"WR_REGISTRATION_PARTITIONS" envDefault:"12"`
+	PprofAddr  string   `env:"WR_DEV_PPROF_ADDR" envDefault:"127.0.0.1:6060"` // empty: off
+	Schedulers []string `env:"WR_DEV_SCHEDULER_ADDRS" envDefault:"127.0.0.1:8082,127.0.0.1:8083,127.0.0.1:8084" envSeparator:","`
+	AdminToken string   `env:"WR_ADMIN_TOKEN" envDefault:"dev-admin-token" secret:"true"`
+	FrontAddr  string   `env:"WR_DEV_FRONT_ADDR" envDefault:"127.0.0.1:8000"`
+	Log        config.Log
 }
 
 func main() {
@@ -113,10 +106,12 @@ func runStack(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 
-	s, err := stack.Start(ctx, stack.Options{Brokers: brokers, RedisAddr: rds.Addr, APIAddr: cfg.APIAddr,
-		ConsumerAddr: cfg.ConsumerAddr, TokenKey: cfg.TokenKey, ProduceLinger: cfg.Linger, Log: log,
-		Schedulers: len(cfg.Schedulers), SchedulerAddrs: cfg.Schedulers, Tick: cfg.Tick, AdminToken: cfg.AdminToken,
-		AdmissionKey: cfg.AdmissionKey, FrontAddr: cfg.FrontAddr, NotifierAddr: cfg.NotifierAddr})
+	// Every service reads its own settings from the environment (WR_API_ADDR,
+	// WR_TOKEN_KEY, WR_SCHEDULER_TICK...), as it would deployed; this config
+	// holds only what the dev stack itself adds.
+	s, err := stack.Start(ctx, stack.Options{Env: true, Brokers: brokers, RedisAddr: rds.Addr, Log: log,
+		Schedulers: len(cfg.Schedulers), SchedulerAddrs: cfg.Schedulers, AdminToken: cfg.AdminToken,
+		FrontAddr: cfg.FrontAddr})
 	if err != nil {
 		return err
 	}

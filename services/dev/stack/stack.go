@@ -27,7 +27,13 @@ type Options struct {
 	RedisAddr    string
 	APIAddr      string // "127.0.0.1:0" picks a free port
 	ConsumerAddr string
-	TokenKey     string // HMAC key; empty: the development key
+	// Env loads each service's config from the environment over its defaults,
+	// as the deployed service would (make run); off, the services get their
+	// bare defaults (the tests: nothing in the environment leaks in). Either
+	// way the fields below, when set, win, and the listeners default to the
+	// services' own addresses only with Env (else free ports).
+	Env      bool
+	TokenKey string // HMAC key; empty: the config's, else the development key
 	// ProduceLinger is how long the api's producer waits to batch records.
 	ProduceLinger time.Duration
 	// Schedulers is how many scheduler replicas run (default 3); SchedulerAddrs
@@ -70,11 +76,20 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	apiCfg, conCfg, schCfg, notCfg := cfgs.api, cfgs.consumer, cfgs.scheduler, cfgs.notifier
 
-	apiLn, err := net.Listen("tcp", or(o.APIAddr, "127.0.0.1:0"))
+	addr := func(set, own string) string {
+		if set != "" {
+			return set
+		}
+		if o.Env {
+			return own
+		}
+		return "127.0.0.1:0"
+	}
+	apiLn, err := net.Listen("tcp", addr(o.APIAddr, apiCfg.Addr))
 	if err != nil {
 		return nil, fmt.Errorf("listen api: %w", err)
 	}
-	conLn, err := net.Listen("tcp", or(o.ConsumerAddr, "127.0.0.1:0"))
+	conLn, err := net.Listen("tcp", addr(o.ConsumerAddr, conCfg.Addr))
 	if err != nil {
 		apiLn.Close()
 		return nil, fmt.Errorf("listen consumer: %w", err)
@@ -109,7 +124,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		closeAll()
 		return nil, fmt.Errorf("listen front door: %w", err)
 	}
-	notLn, err := net.Listen("tcp", or(o.NotifierAddr, "127.0.0.1:0"))
+	notLn, err := net.Listen("tcp", addr(o.NotifierAddr, notCfg.Addr))
 	if err != nil {
 		closeAll()
 		frontLn.Close()
@@ -189,10 +204,17 @@ type serviceConfigs struct {
 func configs(o Options) (serviceConfigs, error) {
 	var c serviceConfigs
 	var errs [4]error
-	c.api, errs[0] = config.Defaults[httpapi.Config]()
-	c.consumer, errs[1] = config.Defaults[ingest.Config]()
-	c.scheduler, errs[2] = config.Defaults[admission.Config]()
-	c.notifier, errs[3] = config.Defaults[sse.Config]()
+	if o.Env {
+		c.api, errs[0] = config.Load[httpapi.Config]()
+		c.consumer, errs[1] = config.Load[ingest.Config]()
+		c.scheduler, errs[2] = config.Load[admission.Config]()
+		c.notifier, errs[3] = config.Load[sse.Config]()
+	} else {
+		c.api, errs[0] = config.Defaults[httpapi.Config]()
+		c.consumer, errs[1] = config.Defaults[ingest.Config]()
+		c.scheduler, errs[2] = config.Defaults[admission.Config]()
+		c.notifier, errs[3] = config.Defaults[sse.Config]()
+	}
 	if err := errors.Join(errs[:]...); err != nil {
 		return c, err
 	}
@@ -205,15 +227,18 @@ func configs(o Options) (serviceConfigs, error) {
 	where(&c.scheduler.Kafka, &c.scheduler.Redis, &c.scheduler.HTTP)
 	where(&c.notifier.Kafka, &c.notifier.Redis, &c.notifier.HTTP)
 	keys := func(t *registration.TokenConfig) {
-		t.TokenKey, t.AdmissionKey, t.DevKeys = o.TokenKey, o.AdmissionKey, true
+		t.TokenKey, t.AdmissionKey = or(o.TokenKey, t.TokenKey), or(o.AdmissionKey, t.AdmissionKey)
+		t.DevKeys = true
 	}
 	keys(&c.api.TokenConfig)
 	keys(&c.notifier.TokenConfig)
-	c.api.ProduceLinger = o.ProduceLinger
+	if o.ProduceLinger > 0 {
+		c.api.ProduceLinger = o.ProduceLinger
+	}
 	if o.Tick > 0 {
 		c.scheduler.Tick = o.Tick
 	}
-	c.scheduler.AdminToken = o.AdminToken
+	c.scheduler.AdminToken = or(o.AdminToken, c.scheduler.AdminToken)
 	return c, nil
 }
 
