@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/retry"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -68,14 +69,15 @@ type stream struct {
 	sentTot int64
 	sentEta int64 // -1: none
 	pending bool  // told "pending", polling until the line has the registration
-	// pendingWait is the next pending re-read's delay: 25 ms, doubling up to
-	// Options.PendingPoll (a registration is usually applied within tens of ms).
-	pendingWait time.Duration
-	version     uint64
-	nextRead    time.Time // next exact read from Redis while events arrive
-	lastRead    time.Time
-	recheck     *time.Timer
-	armed       bool
+	// pendingWaits are the delays of the pending re-reads: 25 ms, doubling up
+	// to Options.PendingPoll (a registration is usually applied within tens of
+	// ms); nil while the registration is not pending.
+	pendingWaits interface{ NextBackOff() time.Duration }
+	version      uint64
+	nextRead     time.Time // next exact read from Redis while events arrive
+	lastRead     time.Time
+	recheck      *time.Timer
+	armed        bool
 	// Position events are paced: at most one per Options.PositionEvery; a
 	// change inside the interval is held and the latest one goes out at its end.
 	sentAt  time.Time
@@ -249,11 +251,13 @@ func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapsho
 				return true
 			}
 		}
-		st.pendingWait = min(max(2*st.pendingWait, 25*time.Millisecond), st.s.opt.PendingPoll)
-		st.arm(st.pendingWait)
+		if st.pendingWaits == nil {
+			st.pendingWaits = retry.Policy{Initial: min(25*time.Millisecond, st.s.opt.PendingPoll), Max: st.s.opt.PendingPoll}.Waits()
+		}
+		st.arm(st.pendingWaits.NextBackOff())
 		return false
 	case registration.StatusWaiting:
-		st.pending, st.pendingWait = false, 0
+		st.pending, st.pendingWaits = false, nil
 		st.tok = a.TokenID
 		if st.pace.AdmittedLastMinute == 0 {
 			st.pace = registration.PaceOf(status)
