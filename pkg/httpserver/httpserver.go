@@ -37,6 +37,15 @@ func Abort(c *gin.Context, status int, code, message string) {
 	c.AbortWithStatusJSON(status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
+// Bearer returns the token of an "Authorization: Bearer …" header value, or
+// "": the one parser of bearer tokens (queue and admission tokens, the admin token).
+func Bearer(authorization string) string {
+	if len(authorization) > 7 && strings.EqualFold(authorization[:7], "bearer ") {
+		return strings.TrimSpace(authorization[7:])
+	}
+	return ""
+}
+
 // Readiness is a flag a service sets once it can serve, and optionally a
 // condition it must keep meeting (Require).
 type Readiness struct {

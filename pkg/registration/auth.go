@@ -3,19 +3,14 @@ package registration
 import (
 	"errors"
 	"net/http"
-	"strings"
 
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
 )
 
 // Bearer returns the token of an "Authorization: Bearer …" header value, or "".
-func Bearer(authorization string) string {
-	if len(authorization) > 7 && strings.EqualFold(authorization[:7], "bearer ") {
-		return strings.TrimSpace(authorization[7:])
-	}
-	return ""
-}
+func Bearer(authorization string) string { return httpserver.Bearer(authorization) }
 
 // CurrentToken is the path segment that stands for the bearer's (or
 // ?token='s) queue token.

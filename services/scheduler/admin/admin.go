@@ -94,10 +94,10 @@ func (s *Server) Routes(r gin.IRouter) {
 // sides are hashed first so the comparison takes the same time whatever the
 // length of the guess.
 func (s *Server) auth(c *gin.Context) {
-	h := c.GetHeader("Authorization")
-	ok := s.hasToken && len(h) > 7 && strings.EqualFold(h[:7], "bearer ")
+	bearer := httpserver.Bearer(c.GetHeader("Authorization"))
+	ok := s.hasToken && bearer != ""
 	if ok {
-		sum := sha256.Sum256([]byte(strings.TrimSpace(h[7:])))
+		sum := sha256.Sum256([]byte(bearer))
 		ok = subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
 	}
 	if !ok {
