@@ -11,7 +11,8 @@
 // ADMIN_TOKEN (dev-admin-token), VUS (200), RAMP (10s), HOLD (20s), ITEMS
 // (concert-2026,sneaker-drop), ADMIT_TIMEOUT (60s), MODE (auto|sse|poll),
 // ADMIT_RATE (500/s per item), MAX_ACTIVE (5000), SESSION_TTL (60 s),
-// THINK (0s between a person's completion and the VU's next person),
+// THINK (0s between a person's completion and the VU's next person), USE (0s: how
+// long a person holds the admission before verify and complete),
 // P95_202 (250 ms), P95_WAITING (1000 ms), P95_ADMISSION (2000 ms), RESULTS_DIR
 // (bench/results): the thresholds are p(95) of time_to_202,
 // time_to_waiting_visible and time_to_admission, in ms.

@@ -43,6 +43,11 @@ export const ADMIT_TIMEOUT_MS = ms(env('ADMIT_TIMEOUT', '60s'));
 // no notifier is an error), poll (status only).
 export const MODE = env('MODE', 'auto');
 const POLL_MS = ms(env('POLL', '500ms')); // status polling while WAITING
+// USE: how long a person holds the admission (shopping) before the order
+// service verifies and completes it; 0 completes at once. With a small
+// MAX_ACTIVE it keeps the admitted set full, so places free at the pace
+// admissions end rather than at the item's rate.
+const USE_MS = ms(env('USE', '0s'));
 const PENDING_POLL_MS = ms(env('PENDING_POLL', '50ms')); // while PENDING, so WAITING is seen promptly
 const MAX_RECONNECTS = 5;
 export const RESULTS_DIR = env('RESULTS_DIR', 'bench/results');
@@ -342,6 +347,7 @@ export function journey(runId, item, prefix, useSSE) {
     return;
   }
   metrics.admitted.add(1, { item });
+  if (USE_MS > 0) sleep(USE_MS / 1000);
   const ok = admissionCall('verify', w.admissionToken, item) && admissionCall('complete', w.admissionToken, item);
   if (ok) metrics.completed.add(1, { item });
   metrics.admissionSuccess.add(ok ? 1 : 0, { item });

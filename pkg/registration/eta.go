@@ -43,22 +43,23 @@ func Paused(it topics.ItemState) bool { return !it.Policy.Admitting() }
 // People ahead ÷ the rate at which places really free up. The scheduler
 // admits at the item's rate R while the admitted set has room, so the first
 // free = maxActive − active people get in at R. Past them (when maxActive is
-// set) a place frees only when an admission completes or expires:
-//   - once the set is full, every admission is a freed place, so the item's
-//     measured admission pace (admissions of the last minute over the time
-//     they span) is the freeing rate;
-//   - until then it assumes nobody completes, and places free at
-//     maxActive ÷ sessionTTL, the rate of expiries alone.
+// set) a place frees only when an admission completes or expires, so they get
+// in at the item's measured admission pace (the admissions of the last minute
+// over the time they span: with the set full, every admission is a freed
+// place), or, before any admission was measured, at maxActive ÷ sessionTTL,
+// the rate of expiries alone. That freeing rate is kept within
+// [maxActive ÷ sessionTTL, R]: no faster than the scheduler admits, no slower
+// than admissions expire. So
 //
-// The freeing rate is kept within [maxActive ÷ sessionTTL, R]: no faster than
-// the scheduler admits, no slower than admissions expire. So
-//
-//	eta = min(pos, free) ÷ R + max(0, pos − free) ÷ rate
+//	eta = min(pos, free) ÷ R + max(0, pos − free) ÷ freeing
 //
 // Bound: while the item's rate and policy stay as they are and nobody ahead
 // leaves, the wait is at most min(pos, free) ÷ R + max(0, pos − free) ×
 // sessionTTL ÷ maxActive plus one scheduler tick and the delivery latency;
-// completions and leaves only shorten it.
+// completions and leaves only shorten it. Early in a drop, while the set is
+// still filling at R, the measured pace runs ahead of the freeing rate and
+// the estimate for those past the room is short; it corrects itself as the
+// pace settles.
 func ETA(pos int64, p Pace, it topics.ItemState, known bool, now time.Time) (secs int64, ok bool) {
 	if VerdictOf(it, known) != Open || Paused(it) {
 		return 0, false
@@ -80,7 +81,7 @@ func ETA(pos int64, p Pace, it topics.ItemState, known bool, now time.Time) (sec
 		}
 		floor := float64(maxActive) / ttl
 		freeing := floor
-		if free <= 0 && p.AdmittedLastMinute > 0 && !p.Since.IsZero() {
+		if p.AdmittedLastMinute > 0 && !p.Since.IsZero() {
 			span := max(now.Sub(p.Since).Seconds(), 1)
 			freeing = float64(p.AdmittedLastMinute) / span
 		}

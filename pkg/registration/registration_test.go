@@ -153,6 +153,10 @@ func TestETA(t *testing.T) {
 	assert.Equal(t, int64(10), eta(50, registration.Pace{Active: 0}, item(5, 50, 300)))
 	// 10 free places at 5/s, then 90 more at the expiry rate 50/300 s (nobody completes yet).
 	assert.Equal(t, int64(2+540), eta(100, registration.Pace{Active: 40}, item(5, 50, 300)))
+	// Past the free places, people get in at the measured pace as soon as
+	// there is one (here 2/s): 10 at 5/s, then 90 at 2/s.
+	measured := registration.Pace{Active: 40, AdmittedLastMinute: 120, Since: now.Add(-60 * time.Second)}
+	assert.Equal(t, int64(2+45), eta(100, measured, item(5, 50, 300)))
 	// A full room: places free at the measured pace (here 1/s), within [maxActive/ttl, rate].
 	full := registration.Pace{Active: 50, AdmittedLastMinute: 60, Since: now.Add(-60 * time.Second)}
 	assert.Equal(t, int64(30), eta(30, full, item(5, 50, 300)))
