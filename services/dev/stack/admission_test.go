@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -56,8 +55,10 @@ func errCode(t *testing.T, a answer) string {
 	return body.Error.Code
 }
 
-// Admitted users get an admission token that the order service can verify
-// and complete; verify refuses completed, forged, queue and other-item tokens.
+// Through the whole pipeline, admitted users get an admission token that the
+// order service can verify and complete, and the consumer's replay of the
+// completion revives nothing. (The api's refusals are tested with the api:
+// services/api/httpapi.)
 func TestAdmissionTokenLifecycle(t *testing.T) {
 	e := newEnv(t, policy("tix", 50, 0, 60), policy("other", 50, 0, 60))
 	e.start()
@@ -75,25 +76,6 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	assert.True(t, v.Valid)
 	assert.Equal(t, "alice", v.UserID)
 
-	forger, err := token.New(token.EdDSA, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "a1")
-	require.NoError(t, err)
-	forged, err := forger.IssueAdmission(token.Admission{TokenID: v.TokenID, ItemID: "tix", UserID: "alice", ExpiresAt: time.Now().Add(time.Minute)})
-	require.NoError(t, err)
-	for name, c := range map[string]struct {
-		req  httpapi.AdmissionRequest
-		code int
-		err  string
-	}{
-		"other item":  {httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "other"}, 403, "TOKEN_ITEM_MISMATCH"},
-		"forged":      {httpapi.AdmissionRequest{Token: forged}, 401, "TOKEN_INVALID"},
-		"queue token": {httpapi.AdmissionRequest{Token: r.Token}, 401, "TOKEN_INVALID"},
-		"missing":     {httpapi.AdmissionRequest{}, 401, "TOKEN_MISSING"},
-	} {
-		a := e.admissionCall("/api/v1/admissions/verify", c.req)
-		assert.Equal(t, c.code, a.Code, "%s: %s", name, a.Body)
-		assert.Equal(t, c.err, errCode(t, a), name)
-	}
-
 	a = e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 	a = e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken})
@@ -107,14 +89,6 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	later, _ := e.register("tix", "bob")
 	e.waitNotPending("tix", later.Token)
 	assert.Equal(t, "COMPLETED", e.status("tix", r.Token).Status)
-
-	// The public key verifies admission tokens offline.
-	a = e.do(http.MethodGet, "/.well-known/jwks.json", nil)
-	require.Equal(t, http.StatusOK, a.Code)
-	var set token.JWKS
-	a.decode(t, &set)
-	require.Len(t, set.Keys, 1)
-	assert.Equal(t, "Ed25519", set.Keys[0].Crv)
 }
 
 // Sessions end after sessionTTL and free their places; complete frees one at
