@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,13 @@ func TestNoServiceImportsAnother(t *testing.T) {
 				}
 			}
 			assert.Empty(t, foreign, "services/%s (or its tests) imports another service's packages", svc)
+			gomod, err := os.ReadFile(mod)
+			require.NoError(t, err)
+			for _, l := range strings.Split(string(gomod), "\n") {
+				if strings.Contains(l, servicesPrefix) && !strings.HasPrefix(strings.TrimSpace(l), "module ") {
+					t.Errorf("%s requires or replaces another service's module: %s", mod, strings.TrimSpace(l))
+				}
+			}
 			assert.Contains(t, string(out), own, "go list saw the module's own packages")
 		})
 		checked++
