@@ -36,6 +36,24 @@ func Internal(message string) *Error {
 	return refuse(http.StatusInternalServerError, "INTERNAL", message)
 }
 
+// BadRequest refuses a malformed request (400) with code.
+func BadRequest(code, message string) *Error {
+	return refuse(http.StatusBadRequest, code, message)
+}
+
+// BodyTooLarge refuses a body over limit bytes (413).
+func BodyTooLarge(limit int64) *Error {
+	return refuse(http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+}
+
+// ErrNoPublicKey answers a JWKS request when admission tokens are signed
+// with a shared secret (404).
+var ErrNoPublicKey = refuse(http.StatusNotFound, "NO_PUBLIC_KEY", "admission tokens are signed with a shared secret")
+
+// ErrShuttingDown asks a client to reconnect elsewhere: this replica is
+// stopping (503, Retry-After 1).
+var ErrShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: "SHUTTING_DOWN", Message: "this replica is stopping; reconnect", RetryAfter: 1}
+
 // Abort answers err as JSON and stops the handler chain: the one place where
 // errors become HTTP. An err that is not an *Error is a 500.
 func Abort(c *gin.Context, err error) {

@@ -38,13 +38,13 @@ type AdmissionResponse struct {
 func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
 	if err != nil {
-		httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than the limit")
+		registration.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
 		return token.Admission{}, false
 	}
 	var req AdmissionRequest
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if e := httpserver.DecodeJSON(body, &req); e != nil {
-			httpserver.Abort(c, http.StatusBadRequest, e.Code, e.Message)
+			registration.Abort(c, registration.BadRequest(e.Code, e.Message))
 			return token.Admission{}, false
 		}
 	}
@@ -124,7 +124,7 @@ func (s *Server) complete(c *gin.Context) {
 func (s *Server) jwks(c *gin.Context) {
 	set, ok := s.admit.PublicJWKS()
 	if !ok {
-		httpserver.Abort(c, http.StatusNotFound, "NO_PUBLIC_KEY", "admission tokens are signed with a shared secret")
+		registration.Abort(c, registration.ErrNoPublicKey)
 		return
 	}
 	c.Header("Cache-Control", "public, max-age=300")

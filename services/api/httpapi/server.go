@@ -10,14 +10,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -116,15 +114,15 @@ func (s *Server) register(c *gin.Context) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than the limit of "+strconv.FormatInt(s.opt.MaxBodyBytes, 10)+" bytes")
+			registration.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
 			return
 		}
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error())
+		registration.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
 		return
 	}
 	req, rerr := DecodeRegisterRequest(body)
 	if rerr != nil {
-		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		registration.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
 		return
 	}
 	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -128,8 +127,7 @@ func (s *Server) events(c *gin.Context) {
 	}
 	select {
 	case <-s.hub.Stopped():
-		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "SHUTTING_DOWN", "this notifier is stopping; reconnect")
+		registration.Abort(c, registration.ErrShuttingDown)
 		return
 	default:
 	}
