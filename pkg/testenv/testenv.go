@@ -24,6 +24,9 @@ import (
 // RedisServer is a redis-server process owned by a test.
 type RedisServer struct {
 	Addr string
+	// Dir, when set before a (re)start, is where the server keeps dump.rdb:
+	// SAVE writes it there and the next Start loads it (a restore).
+	Dir  string
 	t    testing.TB
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -80,8 +83,12 @@ func (s *RedisServer) Start() {
 // launch starts redis-server on s.port and waits until the process it started
 // (checked by pid, so not another server that holds the port) answers.
 func (s *RedisServer) launch() error {
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
+	if s.Dir != "" {
+		args = append(args, "--dir", s.Dir, "--dbfilename", "dump.rdb")
+	}
+	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout, cmd.Stderr = nil, nil // its banner is noise; a failure shows as an exit or no PING
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run redis-server: %w", err)

@@ -40,6 +40,9 @@ type Marker struct {
 	State   string
 	BuiltAt time.Time
 	Reason  string
+	// Writes counts the advances of this generation: it only grows, so a
+	// lower count than one seen before is a Redis rolled back.
+	Writes int64
 	// Applied is "topic/partition" -> next offset not applied.
 	Applied map[string]int64
 }
@@ -77,6 +80,7 @@ func Read(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, err error)
 		return Marker{}, false, nil
 	}
 	m = Marker{Gen: hv["gen"], State: hv["state"], Reason: hv["reason"], Applied: map[string]int64{}}
+	m.Writes, _ = strconv.ParseInt(hv["writes"], 10, 64)
 	if ms, err := strconv.ParseInt(hv["builtAt"], 10, 64); err == nil && ms > 0 {
 		m.BuiltAt = time.UnixMilli(ms)
 	}
@@ -137,17 +141,59 @@ func Advance(ctx context.Context, p redis.Scripter, topic string, partition int3
 var ErrNotTrusted = errors.New("the Redis view is being rebuilt")
 
 // Confirm checks, after a read of the view, that the view it read was still
-// generation gen and ready: a read that raced a loss or a rebuild is not
-// answered. It returns ErrNotTrusted otherwise.
-func Confirm(ctx context.Context, rdb redis.Cmdable, gen string) error {
-	v, err := rdb.HMGet(ctx, MarkerKey, "gen", "state").Result()
+// generation gen, ready, and had made at least writes advances (fewer: a
+// Redis rolled back to an older snapshot). It returns ErrNotTrusted otherwise.
+func Confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) error {
+	_, err := confirm(ctx, rdb, gen, writes)
+	return err
+}
+
+// confirm is Confirm that also returns the advance count it read.
+func confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) (int64, error) {
+	v, err := rdb.HMGet(ctx, MarkerKey, "gen", "state", "writes").Result()
 	if err != nil {
-		return fmt.Errorf("confirm the view marker: %w", err)
+		return 0, fmt.Errorf("confirm the view marker: %w", err)
 	}
 	g, _ := v[0].(string)
 	st, _ := v[1].(string)
-	if g != gen || st != Ready {
-		return ErrNotTrusted
+	ws, _ := v[2].(string)
+	n, _ := strconv.ParseInt(ws, 10, 64)
+	if g != gen || st != Ready || n < writes {
+		return n, ErrNotTrusted
+	}
+	return n, nil
+}
+
+var touchScript = redis.NewScript(`if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HINCRBY', KEYS[1], 'writes', 1)`)
+
+// Touch counts a write about to change the view, before it does: a reader
+// confirms its read against the count, so a Redis restored to before this
+// write is refused by any reader that saw the write's effect. Nothing is
+// written while the marker is missing.
+func Touch(ctx context.Context, rdb redis.Scripter) error {
+	if err := touchScript.Eval(ctx, rdb, []string{MarkerKey}).Err(); err != nil {
+		return fmt.Errorf("count a write on the view marker: %w", err)
 	}
 	return nil
+}
+
+// Stale marks the view as not trustworthy for reason (a gap found between
+// what it applied and what comes next): every Watcher distrusts it and the
+// consumer rebuilds it.
+func Stale(ctx context.Context, rdb redis.Cmdable, reason string) error {
+	if err := rdb.HSet(ctx, MarkerKey, "state", "stale", "reason", reason).Err(); err != nil {
+		return fmt.Errorf("mark the view stale: %w", err)
+	}
+	return nil
+}
+
+// Applied reads the next offset the view has not applied of topic/partition
+// (0 when none is recorded).
+func Applied(ctx context.Context, rdb redis.Cmdable, topic string, partition int32) (int64, error) {
+	v, err := rdb.HGet(ctx, AppliedKey, Field(topic, partition)).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("read the view's applied offset: %w", err)
+	}
+	return v, nil
 }

@@ -58,6 +58,18 @@ func TestWatcherVerdicts(t *testing.T) {
 	if s := w.Check(ctx); !s.Trusted {
 		t.Fatalf("caught up: %+v", s)
 	}
+	// A Redis restored from an older snapshot of the same generation has
+	// fewer writes than the watcher saw: rolled back, and reads are refused.
+	if err := w.Confirm(ctx); err != nil {
+		t.Fatalf("confirm of the current view: %v", err)
+	}
+	rdb.HIncrBy(ctx, view.MarkerKey, "writes", -1)
+	if err := w.Confirm(ctx); err == nil {
+		t.Fatal("a read of a rolled-back view was confirmed")
+	}
+	if s := w.Check(ctx); s.Trusted || s.Cause != "behind" {
+		t.Fatalf("rolled back: %+v", s)
+	}
 	// A wipe is noticed by the next check; Wait returns once a rebuild is done.
 	rdb.FlushAll(ctx)
 	if s := w.Check(ctx); s.Trusted {

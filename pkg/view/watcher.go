@@ -29,6 +29,7 @@ type Status struct {
 	// Cause is a short word for metrics: empty, rebuilding, behind, unchecked.
 	Cause   string
 	Gen     string
+	Writes  int64 // the highest advance count seen of Gen
 	Checked time.Time
 }
 
@@ -49,6 +50,7 @@ type Watcher struct {
 	m   *metrics
 
 	st      atomic.Pointer[Status]
+	badGen  atomic.Pointer[string] // a generation seen rolled back: never trusted again
 	mu      sync.Mutex
 	waiters []chan struct{}
 }
@@ -140,7 +142,17 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 			return Status{Reason: "the Redis view is older than the record: " + behind, Cause: "behind", Gen: m.Gen, Checked: now}, nil
 		}
 	}
-	return Status{Trusted: true, Gen: m.Gen, Checked: now}, nil
+	prev := w.Status()
+	if b := w.badGen.Load(); b != nil && *b == m.Gen {
+		return Status{Reason: "the Redis view was rolled back (generation " + m.Gen + "): it is rebuilt from Kafka", Cause: "behind", Gen: m.Gen, Checked: now}, nil
+	}
+	if prev.Gen == m.Gen && m.Writes < prev.Writes {
+		g := m.Gen
+		w.badGen.Store(&g)
+		return Status{Reason: fmt.Sprintf("the Redis view was rolled back: generation %s had %d writes, now %d", m.Gen, prev.Writes, m.Writes),
+			Cause: "behind", Gen: m.Gen, Writes: prev.Writes, Checked: now}, nil
+	}
+	return Status{Trusted: true, Gen: m.Gen, Writes: m.Writes, Checked: now}, nil
 }
 
 // Behind describes the first topic-partition where applied is below floor,
@@ -233,5 +245,30 @@ func (w *Watcher) Confirm(ctx context.Context) error {
 	if !s.Trusted {
 		return ErrNotTrusted
 	}
-	return Confirm(ctx, w.rdb, s.Gen)
+	n, err := confirm(ctx, w.rdb, s.Gen, s.Writes)
+	if err == nil && n > s.Writes {
+		// Remember the newest write seen: a Redis restored to before it is
+		// refused by the next read, not only after the next check.
+		w.mu.Lock()
+		if cur := w.st.Load(); cur.Trusted && cur.Gen == s.Gen && n > cur.Writes {
+			up := *cur
+			up.Writes = n
+			w.st.Store(&up)
+		}
+		w.mu.Unlock()
+	}
+	return err
+}
+
+// Touch counts a write this service is about to make to the view (see the
+// package function Touch). A nil Watcher does nothing.
+func (w *Watcher) Touch(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	s, ok := w.rdb.(redis.Scripter)
+	if !ok {
+		return nil
+	}
+	return Touch(ctx, s)
 }

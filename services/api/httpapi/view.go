@@ -51,6 +51,9 @@ func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time
 }
 
 func (l viewLine) Complete(ctx context.Context, item, tokenID, userID string) (bool, error) {
+	if err := l.w.Touch(ctx); err != nil {
+		return false, err
+	}
 	ok, err := l.Line.Complete(ctx, item, tokenID, userID)
 	if err != nil {
 		return ok, err

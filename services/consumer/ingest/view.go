@@ -24,9 +24,26 @@ var errViewLost = errors.New("the Redis view was lost while applying: the batch 
 // not trusted, and after a batch it advances the view's applied offset of the
 // partition. An advance refused because the marker vanished (Redis lost under
 // the batch) fails the batch, so it is not committed.
-func Gated(rdb redis.Cmdable, w *view.Watcher, h consume.BatchHandler) consume.BatchHandler {
+func Gated(rdb redis.UniversalClient, w *view.Watcher, h consume.BatchHandler) consume.BatchHandler {
 	return func(ctx context.Context, partition int32, recs []*kgo.Record) error {
 		if err := w.Wait(ctx); err != nil {
+			return err
+		}
+		// Everything before this batch must be in the view: a Redis restored
+		// from an older snapshot has a gap, and applying past it would hide it.
+		applied, err := view.Applied(ctx, rdb, topics.Registrations, partition)
+		if err != nil {
+			return err
+		}
+		if first := recs[0].Offset; applied < first {
+			reason := fmt.Sprintf("%s/%d applied up to offset %d, the next record is %d", topics.Registrations, partition, applied, first)
+			if err := view.Stale(ctx, rdb, "the Redis view is older than the record: "+reason); err != nil {
+				return err
+			}
+			w.Check(ctx)
+			return fmt.Errorf("%w: %s", errViewLost, reason)
+		}
+		if err := view.Touch(ctx, rdb); err != nil {
 			return err
 		}
 		if err := h(ctx, partition, recs); err != nil {

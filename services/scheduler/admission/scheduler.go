@@ -208,6 +208,10 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 		s.log.Warn("read active items", zap.Error(err))
 		return nil // Redis trouble: try again next tick, still leading
 	}
+	if err := view.Touch(ctx, s.rdb); err != nil {
+		s.log.Warn("count the tick on the view marker", zap.Error(err))
+		return nil
+	}
 	start := s.now()
 	var due []dueItem
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {

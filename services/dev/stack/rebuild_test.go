@@ -1,0 +1,179 @@
+package stack_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// seen is what a status answer says that a rebuild must restore exactly.
+type seen struct {
+	Status    string
+	Position  int64
+	ExpiresAt string
+}
+
+func (e *env) seen(item, tok string) (seen, int) {
+	a := e.do(http.MethodGet, "/api/v1/items/"+item+"/registrations/"+tok, nil)
+	if a.Code != http.StatusOK {
+		return seen{}, a.Code
+	}
+	var s httpapi.StatusResponse
+	a.decode(e.t, &s)
+	return seen{s.Status, s.Position, s.ExpiresAt}, a.Code
+}
+
+// lineScenario builds a line with waiting, admitted, left and completed
+// people, snapshots every status, loses the view with lose (registrations
+// keep coming meanwhile), and proves: no status ever answered a wrong state
+// (503 is fine), every token reads exactly as before within a bounded time,
+// and the registrations made during the loss are in the line after everyone
+// who came before. before, when set, runs once the first 40 are placed (an
+// RDB snapshot taken then is older than the record afterwards).
+func lineScenario(t *testing.T, e *env, before, lose func()) {
+	const item = "show"
+	ctx := context.Background()
+	regs := make([]httpapi.RegisterResponse, 40)
+	for i := range regs {
+		regs[i], _ = e.register(item, fmt.Sprintf("u%02d", i))
+	}
+	line := queue.New(e.rdb)
+	stable := func(waiting, admitted int64) func() bool {
+		return func() bool {
+			st, err := line.Stats(ctx, item)
+			return err == nil && st.Waiting == waiting && st.Admitted == admitted
+		}
+	}
+	require.Eventually(t, stable(30, 10), 30*time.Second, 20*time.Millisecond, "10 admitted (maxActive), 30 waiting")
+	if before != nil {
+		before()
+	}
+
+	for _, i := range []int{0, 1} { // two admitted people complete
+		st := e.status(item, regs[i].Token)
+		require.Equal(t, "ADMITTED", st.Status)
+		a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+		require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
+	}
+	for _, i := range []int{2, 20, 21} { // one admitted and two waiting people leave
+		a := e.do(http.MethodDelete, "/api/v1/items/"+item+"/registrations/"+regs[i].Token, nil)
+		require.Equal(t, http.StatusAccepted, a.Code, "%s", a.Body)
+	}
+	// Three places freed: u10..u12 are admitted; 25 wait.
+	require.Eventually(t, stable(25, 10), 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		s, _ := e.seen(item, regs[21].Token)
+		return s.Status == "LEFT"
+	}, 30*time.Second, 20*time.Millisecond)
+
+	want := make([]seen, len(regs))
+	count := map[string]int{}
+	for i, r := range regs {
+		var code int
+		want[i], code = e.seen(item, r.Token)
+		require.Equal(t, http.StatusOK, code)
+		count[want[i].Status]++
+	}
+	require.Equal(t, map[string]int{"WAITING": 25, "ADMITTED": 10, "LEFT": 3, "COMPLETED": 2}, count)
+
+	// Registrations keep coming while the view is lost and rebuilt.
+	var mu sync.Mutex
+	var late []token.Queue
+	stopLate := make(chan struct{})
+	lateDone := make(chan struct{})
+	go func() {
+		defer close(lateDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopLate:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			_, q := e.register(item, fmt.Sprintf("late%03d", i))
+			mu.Lock()
+			late = append(late, q)
+			mu.Unlock()
+		}
+	}()
+
+	start := time.Now()
+	lose()
+	refused := 0
+	require.Eventually(t, func() bool {
+		all := true
+		for i, r := range regs {
+			got, code := e.seen(item, r.Token)
+			if code != http.StatusOK {
+				require.Contains(t, []int{http.StatusServiceUnavailable}, code, "token %d", i)
+				refused++
+				all = false
+				continue
+			}
+			require.Equal(t, want[i], got, "token %d (u%02d) answered a wrong state after the loss", i, i)
+		}
+		return all && refused > 0
+	}, 60*time.Second, 10*time.Millisecond, "every token reads as before")
+	t.Logf("view back %s after the loss (%d answers refused meanwhile)", time.Since(start).Round(time.Millisecond), refused)
+	close(stopLate)
+	<-lateDone
+
+	// Everyone who registered during the loss is in the line, behind the 25
+	// who were waiting, in the order Kafka took them.
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, late)
+	require.Eventually(t, stable(int64(25+len(late)), 10), 30*time.Second, 20*time.Millisecond)
+	ids, err := line.Waiting(ctx, item, 0)
+	require.NoError(t, err)
+	assert.Equal(t, byOffset(t, late), ids[25:], "the late registrations queue behind everyone already there")
+	m, ok, err := view.Read(ctx, e.rdb)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, view.Ready, m.State)
+}
+
+func rebuildEnv(t *testing.T) *env {
+	it := topics.ItemState{ItemID: "show", Name: "Show", Stock: topics.Unlimited, Enabled: true,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 1000, MaxActive: 10, SessionTTLSeconds: 600}, Version: 1, UpdatedAt: 1}
+	return newEnv(t, it)
+}
+
+func TestRebuildAfterFlushAll(t *testing.T) {
+	e := rebuildEnv(t)
+	e.start()
+	lineScenario(t, e, nil, func() { require.NoError(t, e.rdb.FlushAll(context.Background()).Err()) })
+}
+
+func TestRebuildAfterRedisKilledAndRestartedEmpty(t *testing.T) {
+	e := rebuildEnv(t)
+	e.start()
+	lineScenario(t, e, nil, func() {
+		e.redis.Stop() // SIGKILL, no persistence
+		e.redis.Start()
+	})
+}
+
+func TestRebuildAfterRestoreOfAnOlderSnapshot(t *testing.T) {
+	e := rebuildEnv(t)
+	e.redis.Stop()
+	e.redis.Dir = t.TempDir()
+	e.redis.Start()
+	e.start()
+	lineScenario(t, e,
+		func() { require.NoError(t, e.rdb.Save(context.Background()).Err()) }, // a ready view, older than what follows
+		func() {
+			e.redis.Stop()
+			e.redis.Start() // loads dump.rdb: the marker says ready, its offsets are behind the record
+		})
+}
