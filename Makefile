@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 .PHONY: run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctrl-C stops it; exits 0)
 	$(GO) build -o bin/waitroom-dev ./services/dev
@@ -19,7 +19,7 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	@# it stops cleanly and exits 0, and make, never interrupted, exits with it.
 	@set -m; bin/waitroom-dev; rc=$$?; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, script tests, unit + integration tests (real redis-server, kfake, chromium), short fuzzing, a short k6 spike
+test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), compose-check, script tests, short fuzzing, a short k6 spike
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
