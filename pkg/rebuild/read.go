@@ -3,7 +3,9 @@ package rebuild
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,7 +56,9 @@ func offsets(ctx context.Context, adm *kadm.Client, topic string) (bounds, error
 
 // read hands every record of topic within b to fn, each partition in offset
 // order (partitions interleaved), with a client of its own built from base.
-func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, fn func(*kgo.Record) error) (int64, error) {
+// prep (may be nil) runs first over each fetch's records on every core (the
+// decoding); fn gets its result, in order.
+func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func(*kgo.Record) any, fn func(*kgo.Record, any) error) (int64, error) {
 	want := map[int32]kgo.Offset{}
 	left := 0
 	for p, se := range b {
@@ -90,22 +94,41 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, fn func(*
 		if ferr != nil {
 			return n, ferr
 		}
+		var recs []*kgo.Record
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			end := b[fp.Partition][1]
 			for _, r := range fp.Records {
 				if done[fp.Partition] || r.Offset >= end {
 					break
 				}
-				if ferr == nil {
-					ferr = fn(r)
-				}
-				n++
+				recs = append(recs, r)
 				if r.Offset == end-1 {
 					done[fp.Partition] = true
 					left--
 				}
 			}
 		})
+		prepped := make([]any, len(recs))
+		if prep != nil {
+			workers := runtime.GOMAXPROCS(0)
+			var wg sync.WaitGroup
+			per := (len(recs) + workers - 1) / workers
+			for lo := 0; lo < len(recs); lo += per {
+				hi := min(lo+per, len(recs))
+				wg.Go(func() {
+					for i := lo; i < hi; i++ {
+						prepped[i] = prep(recs[i])
+					}
+				})
+			}
+			wg.Wait()
+		}
+		for i, r := range recs {
+			if ferr = fn(r, prepped[i]); ferr != nil {
+				break
+			}
+			n++
+		}
 		if ferr != nil {
 			return n, ferr
 		}

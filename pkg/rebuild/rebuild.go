@@ -171,7 +171,7 @@ func (b *Rebuilder) replay(ctx context.Context, now int64) (Result, map[string]i
 	}
 	m := NewModel()
 	var total int64
-	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], func(r *kgo.Record) error {
+	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(r *kgo.Record, _ any) error {
 		if r.Value == nil {
 			m.Item(string(r.Key), nil)
 			return nil
@@ -187,7 +187,7 @@ func (b *Rebuilder) replay(ctx context.Context, now int64) (Result, map[string]i
 	if err != nil {
 		return Result{}, nil, total, err
 	}
-	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], func(r *kgo.Record) error {
+	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(r *kgo.Record, _ any) error {
 		ev, err := topics.DecodeAdmission(r.Value)
 		if err != nil || (ev.Kind == "" && ev.ItemID != string(r.Key)) {
 			return nil // followers skip it too
@@ -199,8 +199,17 @@ func (b *Rebuilder) replay(ctx context.Context, now int64) (Result, map[string]i
 	if err != nil {
 		return Result{}, nil, total, err
 	}
-	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], func(r *kgo.Record) error {
+	type decoded struct {
+		ev  topics.RegistrationEvent
+		err error
+	}
+	decode := func(r *kgo.Record) any {
 		ev, err := topics.DecodeRegistration(r.Value)
+		return &decoded{ev, err}
+	}
+	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], decode, func(r *kgo.Record, v any) error {
+		d := v.(*decoded)
+		ev, err := d.ev, d.err
 		if err == nil && string(r.Key) != ev.ItemID {
 			err = topics.ErrInvalid
 		}

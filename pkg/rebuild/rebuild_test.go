@@ -180,6 +180,9 @@ func TestRebuildIsExact(t *testing.T) {
 	w.reg(topics.KindRegister, "a", "u2", "ta2-again") // admitted and live: duplicate
 	w.reg(topics.KindRegister, "a", "late", "ta-late")
 
+	// A leader took epoch 9 and claimed it, then paused before promoting.
+	w.produce(topics.Admissions, topics.EpochClaimItem, &topics.AdmissionEvent{V: 1, Kind: topics.KindEpochClaim,
+		ItemID: topics.EpochClaimItem, Admitted: []string{}, Epoch: 9, At: now.UnixMilli()})
 	items := []string{"a", "b", "idle", "ghost"}
 	before := w.snapshot(items...)
 	w.rdb.FlushAll(w.ctx)
@@ -189,12 +192,20 @@ func TestRebuildIsExact(t *testing.T) {
 	}
 	after := w.snapshot(items...)
 	diff(t, before, after)
-	if rep.Epoch != 6 {
-		t.Errorf("fence epoch = %d, want 6 (above the 5 on the record)", rep.Epoch)
+	if rep.Epoch != 10 {
+		t.Errorf("fence epoch = %d, want 10 (above the 9 claimed on the record)", rep.Epoch)
 	}
-	// A leader from before the wipe (epoch 5) is fenced; a new one admits in order.
-	if _, err := w.line.Promote(w.ctx, "a", 5, time.Now(), time.Second); err != queue.ErrFenced {
-		t.Fatalf("ex-leader promote = %v, want ErrFenced", err)
+	// Leaders from before the wipe (epoch 5 promoted, epoch 9 only claimed)
+	// are fenced on every item; a new one (11) admits in order.
+	for _, ex := range []int64{5, 9} {
+		for _, it := range []string{"a", "b"} {
+			if _, err := w.line.Promote(w.ctx, it, ex, time.Now(), time.Second); err != queue.ErrFenced {
+				t.Fatalf("ex-leader %d promote of %s = %v, want ErrFenced", ex, it, err)
+			}
+		}
+	}
+	if n, _ := w.rdb.Incr(w.ctx, rebuild.EpochKey).Result(); n != 11 {
+		t.Fatalf("the next leader takes epoch %d, want 11", n)
 	}
 	m, ok, err := view.Read(w.ctx, w.rdb)
 	if err != nil || !ok || m.State != view.Ready || m.Gen != rep.Gen {
@@ -202,7 +213,7 @@ func TestRebuildIsExact(t *testing.T) {
 	}
 	// Nobody is admitted twice: after the rebuild the next admissions are the
 	// next in line, never someone admitted before (expired or not).
-	w.promote("b", 7, time.Now().Add(2*time.Second))
+	w.promote("b", 11, time.Now().Add(2*time.Second))
 	tb, _ := w.rdb.ZRange(w.ctx, queue.KeysFor("b").Admitted, 0, -1).Result()
 	for _, tok := range tb {
 		if tok == "tb0" || tok == "tb1" || tok == "tb2" || tok == "tb3" {

@@ -72,7 +72,7 @@ func writeLines(ctx context.Context, rdb redis.UniversalClient, r Result, stale 
 	return w.flush()
 }
 
-func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) error {
+func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) (rerr error) {
 	k := queue.KeysFor(ln.ID)
 	keys := keysOf(ln.ID)
 	if err := w.add(func(p redis.Pipeliner) { p.Del(ctx, keys...) }, len(keys)); err != nil {
@@ -115,22 +115,18 @@ func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) error
 	if err := zadd(ctx, w, k.Admitted, ln.Admitted); err != nil {
 		return err
 	}
-	args := make([]any, 0, 2*chunk)
-	for u, t := range ln.Users {
-		args = append(args, u, t)
-		if len(args) == 2*chunk {
-			a := args
-			if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Users, a...) }, len(a)); err != nil {
-				return err
-			}
-			args = make([]any, 0, 2*chunk)
-		}
+	// The users map goes over a second connection meanwhile: the client's
+	// encoding and the round trips overlap with the sorted sets'.
+	if err := w.flush(); err != nil { // the DEL above goes first
+		return err
 	}
-	if len(args) > 0 {
-		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Users, args...) }, len(args)); err != nil {
-			return err
+	uerr := make(chan error, 1)
+	go func() { uerr <- writeUsers(ctx, w.rdb, k.Users, ln.Users) }()
+	defer func() {
+		if err := <-uerr; err != nil && rerr == nil {
+			rerr = err
 		}
-	}
+	}()
 	// The pace: the last minute's admissions as they were; the rate budget
 	// starts empty (tokens 0 now), so a rebuild never releases a burst.
 	if len(ln.Paced) > 0 || ln.Sum60 > 0 || len(ln.Admitted) > 0 || len(ln.Waiting) > 0 {
@@ -170,4 +166,25 @@ func zadd(ctx context.Context, w *writer, key string, ms []Member) error {
 		}
 	}
 	return nil
+}
+
+func writeUsers(ctx context.Context, rdb redis.UniversalClient, key string, users map[string]string) error {
+	w := &writer{ctx: ctx, rdb: rdb}
+	args := make([]any, 0, 2*chunk)
+	for u, t := range users {
+		args = append(args, u, t)
+		if len(args) == 2*chunk {
+			a := args
+			if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, key, a...) }, len(a)); err != nil {
+				return err
+			}
+			args = make([]any, 0, 2*chunk)
+		}
+	}
+	if len(args) > 0 {
+		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, key, args...) }, len(args)); err != nil {
+			return err
+		}
+	}
+	return w.flush()
 }

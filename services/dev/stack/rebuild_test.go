@@ -110,12 +110,16 @@ func lineScenario(t *testing.T, e *env, before, lose func()) {
 	start := time.Now()
 	lose()
 	refused := 0
+	var firstRefusal time.Duration
 	require.Eventually(t, func() bool {
 		all := true
 		for i, r := range regs {
 			got, code := e.seen(item, r.Token)
 			if code != http.StatusOK {
 				require.Contains(t, []int{http.StatusServiceUnavailable}, code, "token %d", i)
+				if refused == 0 {
+					firstRefusal = time.Since(start)
+				}
 				refused++
 				all = false
 				continue
@@ -124,7 +128,8 @@ func lineScenario(t *testing.T, e *env, before, lose func()) {
 		}
 		return all && refused > 0
 	}, 60*time.Second, 10*time.Millisecond, "every token reads as before")
-	t.Logf("view back %s after the loss (%d answers refused meanwhile)", time.Since(start).Round(time.Millisecond), refused)
+	t.Logf("first refusal %s after the loss, view back after %s (%d answers refused meanwhile)",
+		firstRefusal.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), refused)
 	close(stopLate)
 	<-lateDone
 
