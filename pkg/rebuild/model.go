@@ -233,6 +233,7 @@ func (m *Model) Finish(now int64) Result {
 		it := m.item(id)
 		ln := &Line{ID: id, Seq: it.seq, Users: it.users, Applied: it.applied, Epoch: it.epoch, State: m.states[id], Active: it.registered}
 		adm := m.adm[id]
+		ln.Waiting = make([]Member, 0, max(len(it.tokens)-len(adm), 0))
 		for tok, t := range it.tokens {
 			if t.ended != 0 {
 				continue

@@ -94,7 +94,7 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func
 		if ferr != nil {
 			return n, ferr
 		}
-		var recs []*kgo.Record
+		recs := make([]*kgo.Record, 0, fs.NumRecords())
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			end := b[fp.Partition][1]
 			for _, r := range fp.Records {
