@@ -138,6 +138,7 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.items.Run(gctx) })
 	g.Go(func() error { return n.view.Run(gctx) })
+	g.Go(func() error { n.srv.watchView(gctx); return nil })
 	g.Go(func() error {
 		Follow(gctx, n.follow, n.hub, n.m, n.OnBadRecord, n.log.Named("admissions"))
 		return nil

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -94,6 +95,7 @@ type Server struct {
 	open   sync.WaitGroup // streams running off their handler (hijacked)
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
+	lost   atomic.Pointer[chan struct{}]
 }
 
 // NewServer returns a Server streaming from hub, reading positions from rdb

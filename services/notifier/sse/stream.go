@@ -177,6 +177,8 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 			return
 		case <-st.s.hub.Stopped():
 			return
+		case <-st.s.viewLost():
+			return // the view is lost: the client reconnects and is told VIEW_REBUILDING
 		case <-snap.Next():
 			snap = st.feed.Latest()
 			if st.onSnapshot(ctx, snap) {
