@@ -2,6 +2,7 @@ package view_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -88,5 +89,60 @@ func TestWatcherVerdicts(t *testing.T) {
 	w.Check(ctx)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A view that keeps growing while it is read is never taken for a rolled-back
+// one: checks race writers (Touch, as every service does before a write) and
+// readers (Confirm, as every answer does after a read), which raise the count
+// the watcher remembers between its own read and its verdict.
+func TestWatcherNeverDistrustsAGrowingView(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	if err := view.SetReady(ctx, rdb, "g1", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w := view.NewWatcher(rdb, view.Options{}, nil, zap.NewNop())
+	if s := w.Check(ctx); !s.Trusted {
+		t.Fatalf("ready view: %+v", s)
+	}
+	const writes, checks = 3000, 3000
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	go func() {
+		defer close(stop)
+		for range writes {
+			if err := view.Touch(ctx, rdb); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if err := w.Confirm(ctx); err != nil {
+					errs <- fmt.Errorf("confirm of a growing view: %w (%+v)", err, w.Status())
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < checks; i++ {
+		if s := w.Check(ctx); !s.Trusted {
+			t.Fatalf("check %d: a growing view distrusted: %+v", i, s)
+		}
+	}
+	<-stop
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -115,6 +115,12 @@ func (w *Watcher) Check(ctx context.Context) Status {
 
 func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	now := time.Now()
+	// The verdict to compare with is taken before the marker is read: the
+	// count only grows, so whatever was seen before the read (by an earlier
+	// check or a Confirm) must be at most what the read finds. Taken after,
+	// a Confirm racing the read could record a newer count than the read saw,
+	// and a healthy view would look rolled back (and stay distrusted).
+	prev := w.Status()
 	m, ok, err := Read(ctx, w.rdb)
 	if err != nil {
 		return Status{}, err
@@ -142,7 +148,6 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 			return Status{Reason: "the Redis view is older than the record: " + behind, Cause: "behind", Gen: m.Gen, Checked: now}, nil
 		}
 	}
-	prev := w.Status()
 	if b := w.badGen.Load(); b != nil && *b == m.Gen {
 		return Status{Reason: "the Redis view was rolled back (generation " + m.Gen + "): it is rebuilt from Kafka", Cause: "behind", Gen: m.Gen, Checked: now}, nil
 	}
