@@ -71,6 +71,12 @@ func TestWatcherVerdicts(t *testing.T) {
 	if s := w.Check(ctx); s.Trusted || s.Cause != "behind" {
 		t.Fatalf("rolled back: %+v", s)
 	}
+	// ... and says so in the marker, so a service that never saw the higher
+	// count (the consumer, which rebuilds) distrusts it too.
+	other := view.NewWatcher(rdb, view.Options{}, nil, zap.NewNop())
+	if s := other.Check(ctx); s.Trusted || s.Cause != "rebuilding" {
+		t.Fatalf("another service after the rollback was seen: %+v, want not trusted", s)
+	}
 	// A wipe is noticed by the next check; Wait returns once a rebuild is done.
 	rdb.FlushAll(ctx)
 	if s := w.Check(ctx); s.Trusted {

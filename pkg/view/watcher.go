@@ -154,8 +154,13 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	if prev.Gen == m.Gen && m.Writes < prev.Writes {
 		g := m.Gen
 		w.badGen.Store(&g)
-		return Status{Reason: fmt.Sprintf("the Redis view was rolled back: generation %s had %d writes, now %d", m.Gen, prev.Writes, m.Writes),
-			Cause: "behind", Gen: m.Gen, Writes: prev.Writes, Checked: now}, nil
+		reason := fmt.Sprintf("the Redis view was rolled back: generation %s had %d writes, now %d", m.Gen, prev.Writes, m.Writes)
+		// Say so in the marker too: the services that saw no higher count
+		// (the consumer among them, which rebuilds) must not go on trusting it.
+		if err := Stale(ctx, w.rdb, reason); err != nil {
+			w.log.Warn("mark the rolled-back view stale", zap.Error(err))
+		}
+		return Status{Reason: reason, Cause: "behind", Gen: m.Gen, Writes: prev.Writes, Checked: now}, nil
 	}
 	return Status{Trusted: true, Gen: m.Gen, Writes: m.Writes, Checked: now}, nil
 }
