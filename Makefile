@@ -7,7 +7,7 @@ PKGS    := $(addsuffix /...,$(MODULES))
 UNIT_PKGS := $(filter-out %/deploy/composecheck/...,$(PKGS))
 FUZZTIME ?= 10s
 
-.PHONY: run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
+.PHONY: cluster chaos chaos-ci run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'

@@ -26,6 +26,10 @@ import (
 // EpochKey is the scheduler's epoch counter (admission.EpochKey).
 const EpochKey = "wr:scheduler:epoch"
 
+// ErrNotNeeded: with Options.UnlessReady, the view was ready by the time the
+// lock was held (someone else rebuilt it).
+var ErrNotNeeded = errors.New("the view is ready: no rebuild needed")
+
 // ErrLocked: another process is rebuilding the view.
 var ErrLocked = errors.New("another rebuild holds " + view.LockKey)
 
@@ -42,6 +46,11 @@ type Options struct {
 	LockTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// UnlessReady skips the rebuild (ErrNotNeeded) when, once the lock is
+	// held, the marker says the view is ready: another replica finished a
+	// rebuild between this one's verdict and its lock. Leave it off when a
+	// ready view is the problem (older than the record, rolled back).
+	UnlessReady bool
 }
 
 // Report says what a rebuild did.
@@ -108,6 +117,15 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 		}
 	}()
 
+	if o.UnlessReady {
+		m, ok, err := view.Read(ctx, b.rdb)
+		if err != nil {
+			return Report{}, err
+		}
+		if ok && m.State == view.Ready {
+			return Report{}, ErrNotNeeded
+		}
+	}
 	if err := view.SetRebuilding(ctx, b.rdb, gen, o.Reason); err != nil {
 		return Report{}, err
 	}

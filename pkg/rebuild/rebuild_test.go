@@ -2,6 +2,7 @@ package rebuild_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -222,5 +223,34 @@ func TestRebuildIsExact(t *testing.T) {
 	}
 	if len(tb) == 0 {
 		t.Fatal("no admission after the rebuild: the check above proves nothing")
+	}
+}
+
+// Two consumers both see the view rebuilding; one finishes. The other, whose
+// verdict predates that, must not start the next rebuild (UnlessReady), or the
+// two replace each other's view for ever. A ready view that is the problem
+// (older than the record) is still rebuilt when UnlessReady is off.
+func TestRebuildUnlessReadySkipsAFinishedRebuild(t *testing.T) {
+	w := newWorld(t)
+	w.item("drop", 10, 60)
+	w.reg(topics.KindRegister, "drop", "u1", "t1")
+	if err := w.rdb.FlushAll(w.ctx).Err(); err != nil { // Redis lost
+		t.Fatal(err)
+	}
+	rb := rebuild.New(w.rdb, w.base, zap.NewNop())
+	first, err := rb.Run(w.ctx, rebuild.Options{Settle: time.Millisecond, UnlessReady: true})
+	if err != nil {
+		t.Fatalf("first rebuild of an empty view: %v", err)
+	}
+	if _, err := rb.Run(w.ctx, rebuild.Options{Settle: time.Millisecond, UnlessReady: true}); !errors.Is(err, rebuild.ErrNotNeeded) {
+		t.Fatalf("second rebuild with UnlessReady: %v, want ErrNotNeeded", err)
+	}
+	m, ok, err := view.Read(w.ctx, w.rdb)
+	if err != nil || !ok || m.Gen != first.Gen || m.State != view.Ready {
+		t.Fatalf("marker after a skipped rebuild: %+v %v %v, want generation %s ready", m, ok, err, first.Gen)
+	}
+	again, err := rb.Run(w.ctx, rebuild.Options{Settle: time.Millisecond})
+	if err != nil || again.Gen == first.Gen {
+		t.Fatalf("rebuild without UnlessReady: %+v %v, want a new generation", again, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,7 +131,10 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	}
 	if m.State != Ready {
 		r := "the Redis view is being rebuilt from Kafka"
-		if m.Reason != "" {
+		switch {
+		case strings.HasPrefix(m.Reason, r):
+			r = m.Reason // a rebuild started for this verdict: say it once
+		case m.Reason != "":
 			r += ": " + m.Reason
 		}
 		return Status{Reason: r, Cause: "rebuilding", Gen: m.Gen, Checked: now}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -34,6 +35,17 @@ type Config struct {
 	// refuses (a corrupt key) before it goes to the DLQ; zero takes the default.
 	RecordAttempts int           `env:"WR_CONSUMER_RECORD_ATTEMPTS" envDefault:"3"`
 	RecordBackoff  time.Duration `env:"WR_CONSUMER_RECORD_BACKOFF" envDefault:"100ms"`
+	// InstanceID, when set, makes this replica a static member of its groups
+	// (KIP-345): restarted with the same id (a pod's name), it takes back its
+	// partitions at once instead of leaving them idle until the broker notices
+	// the old member is gone. Unique per replica; empty: dynamic membership.
+	InstanceID string `env:"WR_CONSUMER_INSTANCE_ID"`
+	// SessionTimeout is how long the broker waits for a silent member (a
+	// crashed one) before giving its partitions to the others; Heartbeat how
+	// often a live member says it is there. Kafka's 45 s default left new
+	// registrations PENDING for 43 s after a kill -9.
+	SessionTimeout time.Duration `env:"WR_CONSUMER_SESSION_TIMEOUT" envDefault:"6s"`
+	Heartbeat      time.Duration `env:"WR_CONSUMER_HEARTBEAT" envDefault:"1s"`
 	View           view.Config
 	Kafka          config.Kafka
 	Redis          config.Redis
@@ -57,6 +69,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSUMER_RECORD_ATTEMPTS must not be negative, not %d", c.RecordAttempts)
 	case c.RecordBackoff < 0:
 		return fmt.Errorf("WR_CONSUMER_RECORD_BACKOFF must not be negative, not %s", c.RecordBackoff)
+	case c.SessionTimeout < time.Second || c.Heartbeat <= 0 || c.Heartbeat*3 > c.SessionTimeout:
+		return fmt.Errorf("WR_CONSUMER_SESSION_TIMEOUT (%s) must be at least 1s and at least three WR_CONSUMER_HEARTBEAT (%s)", c.SessionTimeout, c.Heartbeat)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	case c.Redis.Addr == "":
@@ -98,12 +112,19 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	regs, err := kgo.NewClient(append(base, consume.GroupOpts(cfg.Group, topics.Registrations)...)...)
+	member := func(suffix string) []kgo.Opt {
+		o := []kgo.Opt{kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.Heartbeat)}
+		if cfg.InstanceID != "" {
+			o = append(o, kgo.InstanceID(cfg.InstanceID+suffix))
+		}
+		return o
+	}
+	regs, err := kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""))...)
 	if err != nil {
 		return fmt.Errorf("kafka registrations consumer: %w", err)
 	}
 	defer regs.Close()
-	itemsCl, err := kgo.NewClient(append(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items)...)...)
+	itemsCl, err := kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items), member("-items"))...)
 	if err != nil {
 		return fmt.Errorf("kafka items consumer: %w", err)
 	}

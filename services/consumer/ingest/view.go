@@ -91,7 +91,13 @@ func AutoRebuild(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher
 			return nil
 		case <-t.C:
 		}
-		st := w.Status()
+		if st := w.Status(); st.Trusted || st.Cause == "unchecked" {
+			continue
+		}
+		// Judge afresh: with several consumers, the last verdict may predate
+		// another replica's finished rebuild, and acting on it would start
+		// the next one (two consumers rebuilt each other's view forever).
+		st := w.Check(ctx)
 		if st.Trusted || st.Cause == "unchecked" {
 			continue
 		}
@@ -101,9 +107,11 @@ func AutoRebuild(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher
 				continue // someone is at it
 			}
 		}
-		rep, err := rb.Run(ctx, rebuild.Options{Reason: st.Reason, Settle: 2*w.Interval() + 500*time.Millisecond})
+		rep, err := rb.Run(ctx, rebuild.Options{Reason: st.Reason, Settle: 2*w.Interval() + 500*time.Millisecond,
+			UnlessReady: st.Cause != "behind"})
 		switch {
-		case errors.Is(err, rebuild.ErrLocked):
+		case errors.Is(err, rebuild.ErrLocked), errors.Is(err, rebuild.ErrNotNeeded):
+			w.Check(ctx)
 			continue
 		case err != nil:
 			runs.WithLabelValues("error").Inc()

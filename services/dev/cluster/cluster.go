@@ -1,0 +1,415 @@
+// Package cluster runs waitroom in its production shape on one machine: every
+// service as its own OS process from its own binary, configured only by its
+// environment, against Kafka as a process of its own (waitroom-kafka: kfake
+// with three brokers and a data dir), a real redis-server with appendonly on,
+// and Caddy as the front door balancing the api and notifier replicas.
+// `make cluster` and the chaos suite (package chaos) use it.
+package cluster
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/services/dev/stack"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// Options of a cluster.
+type Options struct {
+	// Bin holds the binaries (make build): waitroom-kafka, waitroom-api,
+	// waitroom-consumer, waitroom-scheduler, waitroom-notifier, waitroomctl.
+	Bin string
+	// Dir holds the data (kafka/, redis/) and the logs (logs/).
+	Dir string
+	// Base is the first port; the processes take Base+offsets (see Ports).
+	Base int
+	// APIs, Consumers, Schedulers, Notifiers: replicas (2, 2, 3, 2).
+	APIs, Consumers, Schedulers, Notifiers int
+	// Items are published to waitroom.items once Kafka is up (a product
+	// service's part); none: the demo items.
+	Items []topics.ItemState
+	// Env is added to every service's environment (e.g. WR_LOG_LEVEL=warn).
+	Env []string
+	Log *zap.Logger
+}
+
+// Ports of a cluster, from Base.
+const (
+	offFront     = 0   // Caddy
+	offKafka     = 92  // three brokers: +92, +93, +94
+	offAPI       = 10  // +10, +11, ...
+	offConsumer  = 20  // +20, +21, ...
+	offScheduler = 30  // +30, +31, ...
+	offNotifier  = 40  // +40, +41, ...
+	offRedis     = 79  // redis-server
+	offProxy     = 80  // the cuttable link of consumer-1 to Redis
+	maxReplicas  = 9   // per kind, so the ranges above never overlap
+	stopTimeout  = 15 * time.Second
+	readyTimeout = 90 * time.Second
+)
+
+// Cluster is a running cluster.
+type Cluster struct {
+	opt Options
+	log *zap.Logger
+
+	Kafka      *Proc
+	Redis      *Proc
+	APIs       []*Proc
+	Consumers  []*Proc
+	Schedulers []*Proc
+	Notifiers  []*Proc
+	Front      *Proc
+	// RedisLink carries consumer-1's connections to Redis (Cut/Heal).
+	RedisLink *Proxy
+
+	URL        string // the front door
+	Brokers    []string
+	RedisAddr  string
+	AdminToken string
+}
+
+// Start builds the processes' configuration, starts them in order (Kafka and
+// Redis, the topics and items, the consumers, the schedulers, the apis and
+// notifiers, the front door) and returns once every one is ready.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{opt: o, log: o.Log}
+	if err := c.build(); err != nil {
+		return nil, err
+	}
+	if err := c.start(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (o *Options) defaults() error {
+	if o.Bin == "" {
+		o.Bin = "bin"
+	}
+	if o.Base == 0 {
+		o.Base = 19000
+	}
+	def := func(n *int, d int) {
+		if *n <= 0 {
+			*n = d
+		}
+	}
+	def(&o.APIs, 2)
+	def(&o.Consumers, 2)
+	def(&o.Schedulers, 3)
+	def(&o.Notifiers, 2)
+	for _, n := range []int{o.APIs, o.Consumers, o.Schedulers, o.Notifiers} {
+		if n > maxReplicas {
+			return fmt.Errorf("at most %d replicas of a kind", maxReplicas)
+		}
+	}
+	if o.Dir == "" {
+		return errors.New("cluster: Options.Dir is required")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	for _, b := range []string{"waitroom-kafka", "waitroom-api", "waitroom-consumer", "waitroom-scheduler", "waitroom-notifier", "waitroomctl"} {
+		if _, err := os.Stat(filepath.Join(o.Bin, b)); err != nil {
+			return fmt.Errorf("cluster: binary %s missing in %s (make build): %w", b, o.Bin, err)
+		}
+	}
+	for _, tool := range []string{"redis-server", "caddy"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("cluster: %s not found on PATH (make deps installs it)", tool)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) addr(off int) string { return "127.0.0.1:" + strconv.Itoa(c.opt.Base+off) }
+
+// build lays out every process: its binary, its environment, its health URL.
+func (c *Cluster) build() error {
+	o := c.opt
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return err
+	}
+	c.opt.Dir = abs
+	logs := filepath.Join(abs, "logs")
+	bin := func(name string) string { p, _ := filepath.Abs(filepath.Join(o.Bin, name)); return p }
+
+	tokenKey, admissionKey, adminToken, err := keys()
+	if err != nil {
+		return err
+	}
+	c.AdminToken = adminToken
+	for i := 0; i < 3; i++ {
+		c.Brokers = append(c.Brokers, c.addr(offKafka+i))
+	}
+	c.RedisAddr = c.addr(offRedis)
+	c.URL = "http://" + c.addr(offFront)
+
+	c.Kafka = &Proc{Name: "kafka", Kind: "kafka", Bin: bin("waitroom-kafka"), LogFile: filepath.Join(logs, "kafka.log"),
+		ReadyAddr: c.Brokers[0], Env: []string{
+			"WR_KAFKA_PORTS=" + ports(o.Base+offKafka, 3), "WR_KAFKA_DATA_DIR=" + filepath.Join(abs, "kafka")}}
+	c.Redis = &Proc{Name: "redis", Kind: "redis", Bin: "redis-server", LogFile: filepath.Join(logs, "redis.log"),
+		ReadyAddr: c.RedisAddr, Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(o.Base + offRedis),
+			"--dir", filepath.Join(abs, "redis"), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+			"--daemonize", "no", "--protected-mode", "no"}}
+
+	common := append([]string{"WR_KAFKA_BROKERS=" + strings.Join(c.Brokers, ","), "WR_LOG_FORMAT=json"}, o.Env...)
+	svc := func(kind string, i int, off int, env ...string) *Proc {
+		name := fmt.Sprintf("%s-%d", kind, i+1)
+		addr := c.addr(off + i)
+		e := append(append([]string{}, common...), env...)
+		e = append(e, "WR_KAFKA_CLIENT_ID=waitroom-"+name)
+		return &Proc{Name: name, Kind: kind, Bin: bin("waitroom-" + kind), LogFile: filepath.Join(logs, name+".log"),
+			Addr: addr, Health: "http://" + addr + "/readyz", Env: append(e, "WR_"+strings.ToUpper(kind)+"_ADDR="+addr)}
+	}
+	redisEnv := "WR_REDIS_ADDR=" + c.RedisAddr
+	keysEnv := []string{"WR_TOKEN_KEY=" + tokenKey, "WR_ADMISSION_KEY=" + admissionKey}
+	for i := range o.APIs {
+		c.APIs = append(c.APIs, svc("api", i, offAPI, append([]string{redisEnv}, keysEnv...)...))
+	}
+	for i := range o.Consumers {
+		r := redisEnv
+		if i == 0 {
+			r = "WR_REDIS_ADDR=" + c.addr(offProxy) // the link the chaos suite can cut
+		}
+		c.Consumers = append(c.Consumers, svc("consumer", i, offConsumer, r,
+			fmt.Sprintf("WR_CONSUMER_INSTANCE_ID=consumer-%d", i+1)))
+	}
+	for i := range o.Schedulers {
+		c.Schedulers = append(c.Schedulers, svc("scheduler", i, offScheduler, redisEnv, "WR_ADMIN_TOKEN="+adminToken))
+	}
+	for i := range o.Notifiers {
+		c.Notifiers = append(c.Notifiers, svc("notifier", i, offNotifier, append([]string{redisEnv}, keysEnv...)...))
+	}
+	caddyfile := filepath.Join(abs, "Caddyfile")
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(caddyfile, []byte(c.caddyfile()), 0o644); err != nil {
+		return fmt.Errorf("write the front door's Caddyfile: %w", err)
+	}
+	c.Front = &Proc{Name: "front", Kind: "front", Bin: "caddy", LogFile: filepath.Join(logs, "front.log"),
+		Args: []string{"run", "--config", caddyfile, "--adapter", "caddyfile"}, ReadyAddr: c.addr(offFront),
+		Env: []string{"XDG_DATA_HOME=" + filepath.Join(abs, "caddy"), "XDG_CONFIG_HOME=" + filepath.Join(abs, "caddy")}}
+	return nil
+}
+
+// caddyfile is the front door: as deploy/compose/Caddyfile, on loopback
+// ports, and retrying a request on another replica when one is down (a
+// refused connection never reached it, so even a POST is safe to retry).
+// Health is /healthz, the process being alive, not /readyz: while the Redis
+// view is rebuilt every replica is not ready, yet registrations must still
+// reach an api and get their 202.
+func (c *Cluster) caddyfile() string {
+	ups := func(ps []*Proc) string {
+		var s []string
+		for _, p := range ps {
+			s = append(s, p.Addr)
+		}
+		return strings.Join(s, " ")
+	}
+	return fmt.Sprintf(`{
+	admin off
+	auto_https off
+}
+
+http://:%[4]d {
+	bind 127.0.0.1
+	@events path_regexp events ^/api/v1/items/[^/]+/registrations/[^/]+/events$
+	handle @events {
+		reverse_proxy %[2]s {
+			flush_interval -1
+			lb_policy least_conn
+			lb_try_duration 5s
+			lb_try_interval 100ms
+			fail_duration 2s
+			health_uri /healthz
+			health_interval 1s
+		}
+	}
+	handle {
+		reverse_proxy %[3]s {
+			lb_policy round_robin
+			lb_try_duration 5s
+			lb_try_interval 100ms
+			fail_duration 2s
+			health_uri /healthz
+			health_interval 1s
+		}
+	}
+}
+`, c.addr(offFront), ups(c.Notifiers), ups(c.APIs), c.opt.Base+offFront)
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := os.MkdirAll(filepath.Join(c.opt.Dir, "redis"), 0o755); err != nil {
+		return err
+	}
+	for _, p := range []*Proc{c.Kafka, c.Redis} {
+		if err := c.startReady(ctx, p); err != nil {
+			return err
+		}
+	}
+	var err error
+	if c.RedisLink, err = NewProxy(c.addr(offProxy), c.RedisAddr); err != nil {
+		return fmt.Errorf("listen for consumer-1's Redis link: %w", err)
+	}
+	if err := c.ensureTopics(ctx); err != nil {
+		return err
+	}
+	for _, group := range [][]*Proc{c.Consumers, c.Schedulers, c.APIs, c.Notifiers, {c.Front}} {
+		for _, p := range group {
+			if err := p.Start(); err != nil {
+				return err
+			}
+		}
+		for _, p := range group {
+			if err := p.Ready(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) startReady(ctx context.Context, p *Proc) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	return p.Ready(ctx)
+}
+
+// ensureTopics creates the topics with the operator's CLI and publishes the
+// items, as the product service would.
+func (c *Cluster) ensureTopics(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.opt.Bin, "waitroomctl"), "topics", "ensure")
+	cmd.Env = append(os.Environ(), "WR_KAFKA_BROKERS="+strings.Join(c.Brokers, ","))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("waitroomctl topics ensure: %w\n%s", err, out)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	items := c.opt.Items
+	if len(items) == 0 {
+		items = DemoItems()
+	}
+	return stack.PublishItems(ctx, cl, items...)
+}
+
+// All lists every process, in start order.
+func (c *Cluster) All() []*Proc {
+	ps := []*Proc{c.Kafka, c.Redis}
+	for _, g := range [][]*Proc{c.Consumers, c.Schedulers, c.APIs, c.Notifiers} {
+		ps = append(ps, g...)
+	}
+	return append(ps, c.Front)
+}
+
+// Stop stops every process, the front first and Kafka and Redis last.
+func (c *Cluster) Stop() error {
+	var errs []error
+	ps := c.All()
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i] != nil {
+			errs = append(errs, ps[i].Stop(stopTimeout))
+		}
+	}
+	if c.RedisLink != nil {
+		c.RedisLink.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Restart starts p again and waits until it is ready.
+func (c *Cluster) Restart(ctx context.Context, p *Proc) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return c.startReady(ctx, p)
+}
+
+// WipeRedis removes what redis-server keeps on disk (it must be stopped):
+// the next start is empty, as after a failover to a replica that had nothing.
+func (c *Cluster) WipeRedis() error {
+	if c.Redis.Running() {
+		return errors.New("wipe redis: it is running")
+	}
+	dir := filepath.Join(c.opt.Dir, "redis")
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("wipe redis: %w", err)
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// Dir is where the cluster keeps data and logs.
+func (c *Cluster) Dir() string { return c.opt.Dir }
+
+// DemoItems are the items `make cluster` publishes.
+func DemoItems() []topics.ItemState {
+	now := time.Now().UnixMilli()
+	p := topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 50, SessionTTLSeconds: 300}
+	return []topics.ItemState{
+		{ItemID: "concert-2026", Name: "Concert 2026, floor seats", Stock: 1000, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "sneaker-drop", Name: "Limited sneaker drop", Stock: 300, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+	}
+}
+
+// keys makes fresh secrets for this cluster: the production services refuse
+// to start on the development keys, and so does this cluster.
+func keys() (token, admission, admin string, err error) {
+	b := make([]byte, 32)
+	if _, err = rand.Read(b); err != nil {
+		return "", "", "", err
+	}
+	token = base64.StdEncoding.EncodeToString(b)
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err = rand.Read(seed); err != nil {
+		return "", "", "", err
+	}
+	admission = base64.StdEncoding.EncodeToString(seed)
+	a := make([]byte, 18)
+	if _, err = rand.Read(a); err != nil {
+		return "", "", "", err
+	}
+	return token, admission, base64.RawURLEncoding.EncodeToString(a), nil
+}
+
+func ports(first, n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = strconv.Itoa(first + i)
+	}
+	return strings.Join(s, ",")
+}
+
+func dialOK(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
