@@ -1,0 +1,433 @@
+// Package chaos runs load against a multi-process cluster (package cluster),
+// injects faults one after the other (kill -9 of each kind of process, Kafka
+// and Redis restarts, a frozen leader, a consumer cut off from Redis), and
+// after each, and at the end, checks from the server's own data and the
+// Kafka record that nobody was lost, admitted twice or out of order, and
+// that the admitted set never went past maxActive. `make chaos`, `make
+// chaos-ci`.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/services/dev/cluster"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// Options of a chaos run.
+type Options struct {
+	Cluster cluster.Options
+	// Faults to inject, in order (default: all of Faults()).
+	Faults []string
+	// Rate is how many people arrive per second (default 20).
+	Rate float64
+	// Settle is how long the load runs between a recovery and the next fault
+	// (default 5 s).
+	Settle time.Duration
+	// MaxPeople bounds the run (default 20,000).
+	MaxPeople int
+	// Deadline bounds the whole run (default 15 min).
+	Deadline time.Duration
+	Log      *zap.Logger
+}
+
+// Policy of the items under load: the admitted set is small, so maxActive is
+// reached while the line moves (people hold their admission Use long).
+var (
+	Policy = topics.AdmissionPolicy{RatePerSecond: 30, MaxActive: 8, SessionTTLSeconds: 60}
+	Items  = []string{"chaos-a", "chaos-b"}
+	Use    = 300 * time.Millisecond
+)
+
+// lockExpiry is the schedulers' lock expiry (their default WR_SCHEDULER_LOCK_EXPIRY).
+const lockExpiry = 2 * time.Second
+
+// Fault is one injected failure and how the cluster comes back from it.
+type Fault struct {
+	Name string
+	What string
+	// Aim is the recovery time the suite holds it to (0: none, reported only).
+	Aim    time.Duration
+	inject func(ctx context.Context, c *cluster.Cluster, log *zap.Logger) (restored time.Time, err error)
+}
+
+// Faults lists every fault the suite knows, in the order it injects them.
+func Faults() []Fault {
+	restart := func(pick func(c *cluster.Cluster) (*cluster.Proc, error)) func(context.Context, *cluster.Cluster, *zap.Logger) (time.Time, error) {
+		return func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
+			p, err := pick(c)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if err := p.Kill(); err != nil {
+				return time.Time{}, err
+			}
+			err = c.Restart(ctx, p)
+			return time.Now(), err
+		}
+	}
+	first := func(ps func(c *cluster.Cluster) []*cluster.Proc) func(c *cluster.Cluster) (*cluster.Proc, error) {
+		return func(c *cluster.Cluster) (*cluster.Proc, error) { return ps(c)[0], nil }
+	}
+	return []Fault{
+		{Name: "api", What: "kill -9 of api-1, restarted", Aim: 5 * time.Second,
+			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.APIs }))},
+		{Name: "consumer", What: "kill -9 of consumer-1, restarted", Aim: 5 * time.Second,
+			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.Consumers }))},
+		{Name: "scheduler", What: "kill -9 of the leading scheduler, restarted", Aim: 5 * time.Second, inject: restart(leader)},
+		{Name: "notifier", What: "kill -9 of notifier-1, restarted", Aim: 5 * time.Second,
+			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.Notifiers }))},
+		{Name: "kafka", What: "kill -9 of the Kafka process, restarted from its data dir",
+			inject: restart(func(c *cluster.Cluster) (*cluster.Proc, error) { return c.Kafka, nil })},
+		{Name: "redis-aof", What: "kill -9 of redis-server, restarted from its AOF",
+			inject: restart(func(c *cluster.Cluster) (*cluster.Proc, error) { return c.Redis, nil })},
+		{Name: "redis-empty", What: "kill -9 of redis-server, restarted empty (the view is rebuilt from Kafka)",
+			inject: func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
+				if err := c.Redis.Kill(); err != nil {
+					return time.Time{}, err
+				}
+				if err := c.WipeRedis(); err != nil {
+					return time.Time{}, err
+				}
+				err := c.Restart(ctx, c.Redis)
+				return time.Now(), err
+			}},
+		{Name: "scheduler-stop", What: "SIGSTOP of the leading scheduler past its lock expiry, then SIGCONT", Aim: 5 * time.Second,
+			inject: func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
+				p, err := leader(c)
+				if err != nil {
+					return time.Time{}, err
+				}
+				if err := p.Pause(); err != nil {
+					return time.Time{}, err
+				}
+				sleepCtx(ctx, lockExpiry+time.Second)
+				return time.Now(), p.Resume()
+			}},
+		{Name: "consumer-cut", What: "consumer-1 cut off from Redis for 10 s", Aim: 5 * time.Second,
+			inject: func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
+				c.RedisLink.Cut()
+				sleepCtx(ctx, 10*time.Second)
+				c.RedisLink.Heal()
+				return time.Now(), nil
+			}},
+	}
+}
+
+// leader finds the scheduler that holds the lock now, from the replicas'
+// own metrics.
+func leader(c *cluster.Cluster) (*cluster.Proc, error) {
+	cl := &http.Client{Timeout: time.Second}
+	for try := 0; try < 50; try++ {
+		for _, p := range c.Schedulers {
+			resp, err := cl.Get("http://" + p.Addr + "/metrics")
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), "\nwaitroom_scheduler_leader 1\n") {
+				return p, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, errors.New("no scheduler leads")
+}
+
+// Row is one line of the report: a fault (or the final check) and what the
+// checks found after it.
+type Row struct {
+	Fault    string
+	What     string
+	Down     time.Duration // from the fault to the process restarted (or the fault lifted)
+	Recovery time.Duration // from the fault to new registrations in line and admissions flowing again
+	Aim      time.Duration
+	Verdict  verdict
+	Err      error
+}
+
+// OK reports whether the row holds every invariant and its recovery aim.
+func (r Row) OK() bool {
+	return r.Err == nil && r.Verdict.ok() && (r.Aim == 0 || r.Recovery <= r.Aim)
+}
+
+// Run starts a cluster, runs the load and the faults, checks, stops the
+// cluster, writes the table to out and returns the rows; err is a run that
+// could not be carried out (a violation is a row that is not OK).
+func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
+	if o.Rate <= 0 {
+		o.Rate = 20
+	}
+	if o.Settle <= 0 {
+		o.Settle = 5 * time.Second
+	}
+	if o.MaxPeople <= 0 {
+		o.MaxPeople = 20000
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = 15 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	faults, err := pick(o.Faults)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
+	defer cancel()
+	now := time.Now().UnixMilli()
+	for _, id := range Items {
+		o.Cluster.Items = append(o.Cluster.Items, topics.ItemState{ItemID: id, Name: "chaos " + id, Stock: topics.Unlimited,
+			Enabled: true, Policy: Policy, Version: 1, UpdatedAt: now})
+	}
+	o.Cluster.Log = o.Log
+	fmt.Fprintf(out, "chaos: starting the cluster in %s\n", o.Cluster.Dir)
+	c, err := cluster.Start(ctx, o.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+
+	tl, err := newTail(c.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer tl.cl.Close()
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	go tl.run(bg)
+	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	smp := &sampler{rdb: rdb, items: map[string]int64{}, max: map[string]int64{}}
+	for _, id := range Items {
+		smp.items[id] = Policy.MaxActive
+	}
+	go smp.run(bg)
+
+	ld := newLoad(c.URL, Use, 90*time.Second)
+	spawn, stopSpawn := context.WithCancel(ctx)
+	defer stopSpawn()
+	runID := fmt.Sprintf("r%d", time.Now().Unix()%100000)
+	go ld.run(spawn, ctx, Items, o.Rate, 3, o.MaxPeople, runID)
+	fmt.Fprintf(out, "chaos: load of %.0f people/s on %v (every 3rd on SSE), %d faults\n", o.Rate, Items, len(faults))
+	sleepCtx(ctx, o.Settle)
+
+	var rows []Row
+	for _, f := range faults {
+		if ctx.Err() != nil {
+			break
+		}
+		row := Row{Fault: f.Name, What: f.What, Aim: f.Aim}
+		fmt.Fprintf(out, "chaos: %s: %s\n", f.Name, f.What)
+		at := time.Now()
+		restored, err := f.inject(ctx, c, o.Log)
+		if err != nil {
+			row.Err = err
+			rows = append(rows, row)
+			break
+		}
+		row.Down = restored.Sub(at)
+		row.Recovery, row.Err = recovery(ctx, ld, at, restored, 60*time.Second)
+		if row.Err == nil {
+			row.Err = allReady(ctx, c, 60*time.Second)
+		}
+		sleepCtx(ctx, o.Settle)
+		row.Verdict = check(ctx, ld, tl, smp, rdb, false)
+		fmt.Fprintf(out, "chaos: %s: down %s, recovered in %s, %s\n", f.Name, round(row.Down), round(row.Recovery), summary(row))
+		rows = append(rows, row)
+	}
+
+	// The end: no one new comes; everyone still in line is served.
+	stopSpawn()
+	fmt.Fprintln(out, "chaos: load stopped; waiting for everyone in line to be served")
+	ld.wait()
+	final := Row{Fault: "final", What: "everyone served; the record, the line and every client agree"}
+	final.Verdict = check(ctx, ld, tl, smp, rdb, true)
+	rows = append(rows, final)
+	table(out, rows, ld)
+	return rows, ctx.Err()
+}
+
+// check runs every invariant check now.
+func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb *redis.Client, final bool) verdict {
+	var v verdict
+	ld.ledger(ctx, &v, final, 20*time.Second)
+	if err := tl.caughtUp(ctx); err != nil {
+		v.note("the record could not be read: %v", err)
+		v.Lost++ // unchecked counts as failed
+	}
+	tl.order(&v)
+	if final {
+		seq(ctx, rdb, tl.places(), &v)
+		sseMissing(ld.all(), &v)
+	}
+	smp.fill(&v)
+	return v
+}
+
+// stuck is how long a registration may take from its 202 to the line before
+// it counts as held up by the fault.
+const stuck = time.Second
+
+// recovery is the time from the fault until service is whole again: every
+// registration made since the fault is in the line (the last one the fault
+// held up, such as those on a dead consumer's partitions, got in), and
+// someone was admitted. It watches the people who came from the fault until
+// a few seconds after the process came back.
+func recovery(ctx context.Context, ld *load, at, restored time.Time, limit time.Duration) (time.Duration, error) {
+	window := restored.Add(3 * time.Second)
+	deadline := at.Add(limit)
+	for time.Now().Before(deadline) {
+		if time.Now().After(window) {
+			var first, worst, admitted time.Time
+			pending := false
+			for _, p := range ld.all() {
+				if p.t0.Before(at) {
+					if !p.admitted.IsZero() && p.admitted.After(at) && (admitted.IsZero() || p.admitted.Before(admitted)) {
+						admitted = p.admitted
+					}
+					continue
+				}
+				if !p.t0.Before(window) {
+					continue
+				}
+				if !p.admitted.IsZero() && (admitted.IsZero() || p.admitted.Before(admitted)) {
+					admitted = p.admitted
+				}
+				switch {
+				case p.got202.IsZero() && p.outcome == "":
+					pending = true // still trying to register
+				case p.got202.IsZero():
+				case p.inLine.IsZero():
+					pending = true
+				default:
+					if first.IsZero() || p.inLine.Before(first) {
+						first = p.inLine
+					}
+					if p.inLine.Sub(p.got202) > stuck && p.inLine.After(worst) {
+						worst = p.inLine
+					}
+				}
+			}
+			if !pending && !first.IsZero() && !admitted.IsZero() {
+				last := first
+				if worst.After(last) {
+					last = worst
+				}
+				if admitted.After(last) {
+					last = admitted
+				}
+				return last.Sub(at), nil
+			}
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return 0, ctx.Err()
+		}
+	}
+	return limit, fmt.Errorf("registrations made since the fault not all in line and admitted within %s", limit)
+}
+
+// allReady waits until every service answers /readyz.
+func allReady(ctx context.Context, c *cluster.Cluster, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for _, p := range c.All() {
+		if err := p.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pick(names []string) ([]Fault, error) {
+	all := Faults()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Fault
+	for _, n := range names {
+		found := false
+		for _, f := range all {
+			if f.Name == n {
+				out, found = append(out, f), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown fault %q", n)
+		}
+	}
+	return out, nil
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+func summary(r Row) string {
+	if r.Err != nil {
+		return "ERROR: " + r.Err.Error()
+	}
+	v := r.Verdict
+	s := fmt.Sprintf("%d people: %d lost, %d doubled, %d out of order, max active %d", v.People, v.Lost, v.Doubled, v.OutOfOrder, v.MaxActive)
+	if !r.OK() {
+		s += " — FAILED"
+	}
+	return s
+}
+
+func table(out io.Writer, rows []Row, ld *load) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault\tdown\trecovery (aim)\t202s\tlost\tunserved\tdoubled\tout of order\tseq\tmax active (≤ cap)\tSSE missed\tresult")
+	for _, r := range rows {
+		v := r.Verdict
+		aim := "-"
+		if r.Aim > 0 {
+			aim = r.Aim.String()
+		}
+		rec, down := "-", "-"
+		if r.Fault != "final" {
+			rec, down = fmt.Sprintf("%s (%s)", round(r.Recovery), aim), round(r.Down).String()
+		}
+		res := "ok"
+		if !r.OK() {
+			res = "FAILED"
+			if r.Err != nil {
+				res += ": " + r.Err.Error()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%s\n", r.Fault, down, rec, v.People, v.Lost, v.Unserved,
+			v.Doubled, v.OutOfOrder, v.SeqMismatch, v.MaxActive, Policy.MaxActive, v.SSEMissing, res)
+	}
+	tw.Flush()
+	ps := ld.all()
+	var sse, viaSSE, reconnects, completed int
+	for _, p := range ps {
+		if p.sse {
+			sse++
+			reconnects += p.reconnects
+			if p.via == "sse" {
+				viaSSE++
+			}
+		}
+		if p.completed {
+			completed++
+		}
+	}
+	fmt.Fprintf(out, "\npeople %d, completed %d, never got a 202 %d; SSE listeners %d, told over SSE %d, reconnects %d\n",
+		len(ps), completed, ld.refused.Load(), sse, viaSSE, reconnects)
+	for _, r := range rows {
+		for _, n := range r.Verdict.Notes {
+			fmt.Fprintf(out, "  %s: %s\n", r.Fault, n)
+		}
+	}
+}

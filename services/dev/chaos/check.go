@@ -1,0 +1,316 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// tail reads waitroom.registrations and waitroom.admissions from the start,
+// as any auditor could: the record the invariants are checked against. It
+// rides out a killed Kafka (the client reconnects by itself).
+type tail struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+
+	mu   sync.Mutex
+	next map[string]map[int32]int64 // topic -> partition -> next offset read
+	// per item, in offset order
+	regs  map[string][]topics.RegistrationEvent
+	ticks map[string][]topics.AdmissionEvent
+}
+
+func newTail(brokers []string) (*tail, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics.Registrations, topics.Admissions),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client of the record: %w", err)
+	}
+	return &tail{cl: cl, adm: kadm.NewClient(cl), next: map[string]map[int32]int64{},
+		regs: map[string][]topics.RegistrationEvent{}, ticks: map[string][]topics.AdmissionEvent{}}, nil
+}
+
+func (t *tail) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		fs := t.cl.PollFetches(ctx)
+		t.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) {
+			if t.next[r.Topic] == nil {
+				t.next[r.Topic] = map[int32]int64{}
+			}
+			t.next[r.Topic][r.Partition] = r.Offset + 1
+			switch r.Topic {
+			case topics.Registrations:
+				if ev, err := topics.DecodeRegistration(r.Value); err == nil {
+					t.regs[ev.ItemID] = append(t.regs[ev.ItemID], ev)
+				}
+			case topics.Admissions:
+				if ev, err := topics.DecodeAdmission(r.Value); err == nil && ev.Kind == "" {
+					t.ticks[ev.ItemID] = append(t.ticks[ev.ItemID], ev)
+				}
+			}
+		})
+		t.mu.Unlock()
+	}
+}
+
+// caughtUp waits until the tail has read both topics up to their ends now.
+func (t *tail) caughtUp(ctx context.Context) error {
+	ends, err := t.adm.ListEndOffsets(ctx, topics.Registrations, topics.Admissions)
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w", err)
+	}
+	for {
+		behind := false
+		t.mu.Lock()
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil && o.Offset > 0 && t.next[o.Topic][o.Partition] < o.Offset {
+				behind = true
+			}
+		})
+		t.mu.Unlock()
+		if !behind {
+			return nil
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// verdict is what one check found.
+type verdict struct {
+	People      int // registrations that got a 202
+	Lost        int // a 202 whose registration is not in the line, admitted or completed
+	Unserved    int // final check only: a 202 not admitted and completed by the end
+	Doubled     int // admitted twice (two different admissions of one token)
+	OutOfOrder  int // items whose admission order is not their registration order
+	SeqMismatch int // items whose sequence counter is not the number of places on the record
+	MaxActive   int64
+	OverMax     int
+	SSEMissing  int // SSE listeners, final check only: admitted but not told over SSE
+	Notes       []string
+}
+
+func (v verdict) ok() bool {
+	return v.Lost == 0 && v.Unserved == 0 && v.Doubled == 0 && v.OutOfOrder == 0 && v.SeqMismatch == 0 && v.OverMax == 0 && v.SSEMissing == 0
+}
+
+func (v *verdict) note(format string, a ...any) {
+	if len(v.Notes) < 12 {
+		v.Notes = append(v.Notes, fmt.Sprintf(format, a...))
+	}
+}
+
+// order checks, per item, that the admissions on the record follow the
+// registrations on the record and that nobody was admitted twice. A token
+// published twice with the same expiry is one admission sent again (the
+// scheduler publishes at least once); another expiry is a second admission.
+func (t *tail) order(v *verdict) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for item, regs := range t.regs {
+		// The line's order: each user's first registration, in offset order
+		// (a user registering again holds the place already held).
+		var line []string
+		users := map[string]bool{}
+		for _, ev := range regs {
+			if ev.Kind == topics.KindRegister && !users[ev.UserID] {
+				users[ev.UserID] = true
+				line = append(line, ev.TokenID)
+			}
+		}
+		var admitted []string
+		exp := map[string]int64{}
+		for _, ev := range t.ticks[item] {
+			for i, tok := range ev.Admitted {
+				var e int64
+				if i < len(ev.ExpiresAt) {
+					e = ev.ExpiresAt[i]
+				}
+				if old, seen := exp[tok]; seen {
+					if old != e {
+						v.Doubled++
+						v.note("%s: %s admitted twice (expiries %d and %d)", item, tok, old, e)
+					}
+					continue
+				}
+				exp[tok] = e
+				admitted = append(admitted, tok)
+			}
+		}
+		for i, tok := range admitted {
+			if i >= len(line) || line[i] != tok {
+				want := "nobody"
+				if i < len(line) {
+					want = line[i]
+				}
+				v.OutOfOrder++
+				v.note("%s: admission %d is %s, the line's %d-th is %s", item, i+1, tok, i+1, want)
+				break
+			}
+		}
+	}
+}
+
+// places is the number of places each item's line gave on the record.
+func (t *tail) places() map[string]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int64{}
+	for item, regs := range t.regs {
+		users := map[string]bool{}
+		for _, ev := range regs {
+			if ev.Kind == topics.KindRegister && !users[ev.UserID] {
+				users[ev.UserID] = true
+				out[item]++
+			}
+		}
+	}
+	return out
+}
+
+// ledger asks the api for the status of every registration that got a 202:
+// each must be in the line, admitted or completed. While a status is not
+// known yet (503 during a rebuild) it asks again, up to patience.
+func (l *load) ledger(ctx context.Context, v *verdict, final bool, patience time.Duration) {
+	ps := l.all()
+	sem := make(chan struct{}, 16)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		if p.got202.IsZero() {
+			continue
+		}
+		v.People++
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st := l.knownStatus(ctx, p.statusURL, patience)
+			lost, unserved := false, false
+			switch st {
+			case "WAITING", "ADMITTED", "COMPLETED":
+				// At the end everyone has been served: completed, and the
+				// line says so.
+				unserved = final && (!p.completed || st != "COMPLETED")
+			case "PENDING":
+				lost = final || time.Since(p.got202) > patience // never applied
+			default:
+				lost = true
+			}
+			if lost || unserved {
+				mu.Lock()
+				if lost {
+					v.Lost++
+				} else {
+					v.Unserved++
+				}
+				v.note("%s %s (202 at %s, client outcome %q): status %s", p.item, p.user, p.got202.Format("15:04:05.000"), p.outcome, st)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *load) knownStatus(ctx context.Context, url string, patience time.Duration) string {
+	deadline := time.Now().Add(patience)
+	last := "no answer"
+	for {
+		code, b, err := l.status(ctx, url)
+		switch {
+		case err == nil && code == http.StatusOK:
+			return b.Status
+		case err != nil:
+			last = err.Error()
+		default:
+			last = fmt.Sprintf("HTTP %d", code)
+		}
+		if time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
+			return last
+		}
+	}
+}
+
+// sampler watches each item's admitted set (ZCARD, straight from Redis)
+// against its maxActive, every 50 ms, while Redis answers.
+type sampler struct {
+	rdb   *redis.Client
+	items map[string]int64 // item -> maxActive
+
+	mu   sync.Mutex
+	max  map[string]int64
+	over int
+}
+
+func (s *sampler) run(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for item, limit := range s.items {
+			n, err := s.rdb.ZCard(ctx, "wr:{"+item+"}:admitted").Result()
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			if n > s.max[item] {
+				s.max[item] = n
+			}
+			if n > limit {
+				s.over++
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *sampler) fill(v *verdict) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.max {
+		v.MaxActive = max(v.MaxActive, m)
+	}
+	v.OverMax = s.over
+}
+
+// seq compares each item's sequence counter with the places on the record:
+// more is a registration applied twice, fewer one lost.
+func seq(ctx context.Context, rdb *redis.Client, places map[string]int64, v *verdict) {
+	items := make([]string, 0, len(places))
+	for it := range places {
+		items = append(items, it)
+	}
+	sort.Strings(items)
+	for _, item := range items {
+		n, err := rdb.Get(ctx, "wr:{"+item+"}:seq").Int64()
+		if err != nil || n != places[item] {
+			v.SeqMismatch++
+			v.note("%s: seq %d (%v), the record has %d places", item, n, err, places[item])
+		}
+	}
+}
+
+// sse counts the SSE listeners that were admitted without being told so over
+// the stream (they fell back to nothing: every listener must get its event).
+func sseMissing(ps []state, v *verdict) {
+	for _, p := range ps {
+		if p.sse && !p.got202.IsZero() && p.via != "sse" {
+			v.SSEMissing++
+			v.note("SSE listener %s %s: no admitted event (outcome %q, %d reconnects)", p.item, p.user, p.outcome, p.reconnects)
+		}
+	}
+}
