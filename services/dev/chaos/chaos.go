@@ -44,7 +44,7 @@ type Options struct {
 // reached while the line moves (people hold their admission Use long).
 var (
 	Policy = topics.AdmissionPolicy{RatePerSecond: 30, MaxActive: 8, SessionTTLSeconds: 60}
-	Items  = []string{"chaos-a", "chaos-b"}
+	Items  = []string{"chaos-a", "chaos-b", "chaos-c", "chaos-d"}
 	Use    = 300 * time.Millisecond
 )
 
@@ -56,15 +56,68 @@ type Fault struct {
 	Name string
 	What string
 	// Aim is the recovery time the suite holds it to (0: none, reported only).
-	Aim    time.Duration
-	inject func(ctx context.Context, c *cluster.Cluster, log *zap.Logger) (restored time.Time, err error)
+	Aim time.Duration
+	// NewLeader: service is whole again only once a leader of a higher epoch
+	// admits (the fault took the leader).
+	NewLeader bool
+	inject    func(ctx context.Context, c *cluster.Cluster, e env) (restored time.Time, err error)
+}
+
+// env is what a fault may look at to choose its target.
+type env struct {
+	tail *tail
+	log  *zap.Logger
+}
+
+// busiestConsumer is the consumer that owns the most partitions the load
+// writes to (from the group's assignment): killing or cutting off one that
+// serves none of them would prove nothing.
+func (e env) busiestConsumer(ctx context.Context, c *cluster.Cluster) (int, error) {
+	parts := map[int32]bool{}
+	for _, p := range e.tail.partitions() {
+		parts[p] = true
+	}
+	groups, err := e.tail.adm.DescribeGroups(ctx, "waitroom-consumer")
+	if err != nil {
+		return 0, fmt.Errorf("describe the consumer group: %w", err)
+	}
+	best, most := -1, 0
+	for _, g := range groups {
+		for _, m := range g.Members {
+			a, ok := m.Assigned.AsConsumer()
+			if !ok || m.InstanceID == nil {
+				continue
+			}
+			n := 0
+			for _, t := range a.Topics {
+				if t.Topic != topics.Registrations {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if parts[p] {
+						n++
+					}
+				}
+			}
+			for i, p := range c.Consumers {
+				if *m.InstanceID == p.Name && n > most {
+					best, most = i, n
+				}
+			}
+		}
+	}
+	if best < 0 {
+		return 0, errors.New("no consumer owns a partition of the load's items")
+	}
+	e.log.Info("the consumer owning the most of the load's partitions", zap.String("consumer", c.Consumers[best].Name), zap.Int("partitions", most))
+	return best, nil
 }
 
 // Faults lists every fault the suite knows, in the order it injects them.
 func Faults() []Fault {
-	restart := func(pick func(c *cluster.Cluster) (*cluster.Proc, error)) func(context.Context, *cluster.Cluster, *zap.Logger) (time.Time, error) {
-		return func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
-			p, err := pick(c)
+	restart := func(pick func(ctx context.Context, c *cluster.Cluster, e env) (*cluster.Proc, error)) func(context.Context, *cluster.Cluster, env) (time.Time, error) {
+		return func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
+			p, err := pick(ctx, c, e)
 			if err != nil {
 				return time.Time{}, err
 			}
@@ -75,23 +128,34 @@ func Faults() []Fault {
 			return time.Now(), err
 		}
 	}
-	first := func(ps func(c *cluster.Cluster) []*cluster.Proc) func(c *cluster.Cluster) (*cluster.Proc, error) {
-		return func(c *cluster.Cluster) (*cluster.Proc, error) { return ps(c)[0], nil }
+	first := func(ps func(c *cluster.Cluster) []*cluster.Proc) func(context.Context, *cluster.Cluster, env) (*cluster.Proc, error) {
+		return func(_ context.Context, c *cluster.Cluster, _ env) (*cluster.Proc, error) { return ps(c)[0], nil }
+	}
+	the := func(p func(c *cluster.Cluster) *cluster.Proc) func(context.Context, *cluster.Cluster, env) (*cluster.Proc, error) {
+		return func(_ context.Context, c *cluster.Cluster, _ env) (*cluster.Proc, error) { return p(c), nil }
+	}
+	leading := func(_ context.Context, c *cluster.Cluster, _ env) (*cluster.Proc, error) { return leader(c) }
+	busiest := func(ctx context.Context, c *cluster.Cluster, e env) (*cluster.Proc, error) {
+		i, err := e.busiestConsumer(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		return c.Consumers[i], nil
 	}
 	return []Fault{
 		{Name: "api", What: "kill -9 of api-1, restarted", Aim: 5 * time.Second,
 			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.APIs }))},
-		{Name: "consumer", What: "kill -9 of consumer-1, restarted", Aim: 5 * time.Second,
-			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.Consumers }))},
-		{Name: "scheduler", What: "kill -9 of the leading scheduler, restarted", Aim: 5 * time.Second, inject: restart(leader)},
+		{Name: "consumer", What: "kill -9 of the consumer owning most of the load's partitions, restarted", Aim: 5 * time.Second,
+			inject: restart(busiest)},
+		{Name: "scheduler", What: "kill -9 of the leading scheduler, restarted", Aim: 5 * time.Second, NewLeader: true, inject: restart(leading)},
 		{Name: "notifier", What: "kill -9 of notifier-1, restarted", Aim: 5 * time.Second,
 			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.Notifiers }))},
 		{Name: "kafka", What: "kill -9 of the Kafka process, restarted from its data dir",
-			inject: restart(func(c *cluster.Cluster) (*cluster.Proc, error) { return c.Kafka, nil })},
+			inject: restart(the(func(c *cluster.Cluster) *cluster.Proc { return c.Kafka }))},
 		{Name: "redis-aof", What: "kill -9 of redis-server, restarted from its AOF",
-			inject: restart(func(c *cluster.Cluster) (*cluster.Proc, error) { return c.Redis, nil })},
+			inject: restart(the(func(c *cluster.Cluster) *cluster.Proc { return c.Redis }))},
 		{Name: "redis-empty", What: "kill -9 of redis-server, restarted empty (the view is rebuilt from Kafka)",
-			inject: func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
+			inject: func(ctx context.Context, c *cluster.Cluster, _ env) (time.Time, error) {
 				if err := c.Redis.Kill(); err != nil {
 					return time.Time{}, err
 				}
@@ -101,8 +165,8 @@ func Faults() []Fault {
 				err := c.Restart(ctx, c.Redis)
 				return time.Now(), err
 			}},
-		{Name: "scheduler-stop", What: "SIGSTOP of the leading scheduler past its lock expiry, then SIGCONT", Aim: 5 * time.Second,
-			inject: func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
+		{Name: "scheduler-stop", What: "SIGSTOP of the leading scheduler past its lock expiry, then SIGCONT", Aim: 5 * time.Second, NewLeader: true,
+			inject: func(ctx context.Context, c *cluster.Cluster, _ env) (time.Time, error) {
 				p, err := leader(c)
 				if err != nil {
 					return time.Time{}, err
@@ -113,11 +177,15 @@ func Faults() []Fault {
 				sleepCtx(ctx, lockExpiry+time.Second)
 				return time.Now(), p.Resume()
 			}},
-		{Name: "consumer-cut", What: "consumer-1 cut off from Redis for 10 s", Aim: 5 * time.Second,
-			inject: func(ctx context.Context, c *cluster.Cluster, _ *zap.Logger) (time.Time, error) {
-				c.RedisLink.Cut()
+		{Name: "consumer-cut", What: "the consumer owning most of the load's partitions cut off from Redis for 10 s", Aim: 15 * time.Second,
+			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
+				i, err := e.busiestConsumer(ctx, c)
+				if err != nil {
+					return time.Time{}, err
+				}
+				c.RedisLinks[i].Cut()
 				sleepCtx(ctx, 10*time.Second)
-				c.RedisLink.Heal()
+				c.RedisLinks[i].Heal()
 				return time.Now(), nil
 			}},
 	}
@@ -230,15 +298,19 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: f.Aim}
 		fmt.Fprintf(out, "chaos: %s: %s\n", f.Name, f.What)
+		epoch := int64(-1)
+		if f.NewLeader {
+			epoch = tl.epoch()
+		}
 		at := time.Now()
-		restored, err := f.inject(ctx, c, o.Log)
+		restored, err := f.inject(ctx, c, env{tail: tl, log: o.Log})
 		if err != nil {
 			row.Err = err
 			rows = append(rows, row)
 			break
 		}
 		row.Down = restored.Sub(at)
-		row.Recovery, row.Err = recovery(ctx, ld, at, restored, 60*time.Second)
+		row.Recovery, row.Err = recovery(ctx, ld, tl, at, restored, epoch, 60*time.Second)
 		if row.Err == nil {
 			row.Err = allReady(ctx, c, 60*time.Second)
 		}
@@ -285,25 +357,19 @@ const stuck = time.Second
 // held up, such as those on a dead consumer's partitions, got in), and
 // someone was admitted. It watches the people who came from the fault until
 // a few seconds after the process came back.
-func recovery(ctx context.Context, ld *load, at, restored time.Time, limit time.Duration) (time.Duration, error) {
+func recovery(ctx context.Context, ld *load, tl *tail, at, restored time.Time, epoch int64, limit time.Duration) (time.Duration, error) {
 	window := restored.Add(3 * time.Second)
 	deadline := at.Add(limit)
 	for time.Now().Before(deadline) {
 		if time.Now().After(window) {
-			var first, worst, admitted time.Time
+			var first, worst time.Time
 			pending := false
+			// Admissions flow again: the record has one made since the fault
+			// (by a new leader, where the fault took the leader).
+			admitted, _ := tl.admittedSince(at, epoch)
 			for _, p := range ld.all() {
-				if p.t0.Before(at) {
-					if !p.admitted.IsZero() && p.admitted.After(at) && (admitted.IsZero() || p.admitted.Before(admitted)) {
-						admitted = p.admitted
-					}
+				if p.t0.Before(at) || !p.t0.Before(window) {
 					continue
-				}
-				if !p.t0.Before(window) {
-					continue
-				}
-				if !p.admitted.IsZero() && (admitted.IsZero() || p.admitted.Before(admitted)) {
-					admitted = p.admitted
 				}
 				switch {
 				case p.got202.IsZero() && p.outcome == "":
@@ -320,7 +386,7 @@ func recovery(ctx context.Context, ld *load, at, restored time.Time, limit time.
 					}
 				}
 			}
-			if !pending && !first.IsZero() && !admitted.IsZero() {
+			if !pending && !first.IsZero() && admitted.Unix() > 0 {
 				last := first
 				if worst.After(last) {
 					last = worst

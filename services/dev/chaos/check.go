@@ -26,6 +26,7 @@ type tail struct {
 	// per item, in offset order
 	regs  map[string][]topics.RegistrationEvent
 	ticks map[string][]topics.AdmissionEvent
+	part  map[string]int32 // item -> its registrations partition
 }
 
 func newTail(brokers []string) (*tail, error) {
@@ -35,7 +36,7 @@ func newTail(brokers []string) (*tail, error) {
 		return nil, fmt.Errorf("kafka client of the record: %w", err)
 	}
 	return &tail{cl: cl, adm: kadm.NewClient(cl), next: map[string]map[int32]int64{},
-		regs: map[string][]topics.RegistrationEvent{}, ticks: map[string][]topics.AdmissionEvent{}}, nil
+		regs: map[string][]topics.RegistrationEvent{}, ticks: map[string][]topics.AdmissionEvent{}, part: map[string]int32{}}, nil
 }
 
 func (t *tail) run(ctx context.Context) {
@@ -51,6 +52,7 @@ func (t *tail) run(ctx context.Context) {
 			case topics.Registrations:
 				if ev, err := topics.DecodeRegistration(r.Value); err == nil {
 					t.regs[ev.ItemID] = append(t.regs[ev.ItemID], ev)
+					t.part[ev.ItemID] = r.Partition
 				}
 			case topics.Admissions:
 				if ev, err := topics.DecodeAdmission(r.Value); err == nil && ev.Kind == "" {
@@ -313,4 +315,44 @@ func sseMissing(ps []state, v *verdict) {
 			v.note("SSE listener %s %s: no admitted event (outcome %q, %d reconnects)", p.item, p.user, p.outcome, p.reconnects)
 		}
 	}
+}
+
+// partitions returns the registrations partition of each item seen so far.
+func (t *tail) partitions() map[string]int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]int32, len(t.part))
+	for k, v := range t.part {
+		out[k] = v
+	}
+	return out
+}
+
+// epoch is the highest fencing epoch of the admissions on the record.
+func (t *tail) epoch() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var e int64
+	for _, evs := range t.ticks {
+		for _, ev := range evs {
+			e = max(e, ev.Epoch)
+		}
+	}
+	return e
+}
+
+// admittedSince is the time (the scheduler's clock) of the first admission
+// on the record made at or after at by a leader of an epoch above epoch.
+func (t *tail) admittedSince(at time.Time, epoch int64) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first int64
+	for _, evs := range t.ticks {
+		for _, ev := range evs {
+			if len(ev.Admitted) > 0 && ev.At >= at.UnixMilli() && ev.Epoch > epoch && (first == 0 || ev.At < first) {
+				first = ev.At
+			}
+		}
+	}
+	return time.UnixMilli(first), first != 0
 }

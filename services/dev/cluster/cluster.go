@@ -73,8 +73,9 @@ type Cluster struct {
 	Schedulers []*Proc
 	Notifiers  []*Proc
 	Front      *Proc
-	// RedisLink carries consumer-1's connections to Redis (Cut/Heal).
-	RedisLink *Proxy
+	// RedisLinks carry each consumer's connections to Redis (Cut/Heal), in
+	// the order of Consumers.
+	RedisLinks []*Proxy
 
 	URL        string // the front door
 	Brokers    []string
@@ -187,10 +188,7 @@ func (c *Cluster) build() error {
 		c.APIs = append(c.APIs, svc("api", i, offAPI, append([]string{redisEnv}, keysEnv...)...))
 	}
 	for i := range o.Consumers {
-		r := redisEnv
-		if i == 0 {
-			r = "WR_REDIS_ADDR=" + c.addr(offProxy) // the link the chaos suite can cut
-		}
+		r := "WR_REDIS_ADDR=" + c.addr(offProxy+i) // a link the chaos suite can cut
 		c.Consumers = append(c.Consumers, svc("consumer", i, offConsumer, r,
 			fmt.Sprintf("WR_CONSUMER_INSTANCE_ID=consumer-%d", i+1)))
 	}
@@ -271,9 +269,12 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
-	var err error
-	if c.RedisLink, err = NewProxy(c.addr(offProxy), c.RedisAddr); err != nil {
-		return fmt.Errorf("listen for consumer-1's Redis link: %w", err)
+	for i := range c.Consumers {
+		l, err := NewProxy(c.addr(offProxy+i), c.RedisAddr)
+		if err != nil {
+			return fmt.Errorf("listen for %s's Redis link: %w", c.Consumers[i].Name, err)
+		}
+		c.RedisLinks = append(c.RedisLinks, l)
 	}
 	if err := c.ensureTopics(ctx); err != nil {
 		return err
@@ -338,8 +339,8 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, ps[i].Stop(stopTimeout))
 		}
 	}
-	if c.RedisLink != nil {
-		c.RedisLink.Close()
+	for _, l := range c.RedisLinks {
+		l.Close()
 	}
 	return errors.Join(errs...)
 }
