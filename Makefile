@@ -19,11 +19,11 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	@# it stops cleanly and exits 0, and make, never interrupted, exits with it.
 	@set -m; bin/waitroom-dev; rc=$$?; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), compose-check, script tests, short fuzzing, a short k6 spike
+test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet unit compose-check scripts-test fuzz load
+test-all: vet unit compose-check scripts-test fuzz load chaos-ci
 
 deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command
 	@scripts/test-deps.sh
@@ -81,6 +81,12 @@ build: ## build every service binary into bin/
 	$(GO) build -o bin/waitroom-notifier ./services/notifier
 	$(GO) build -o bin/waitroomctl ./services/ctl
 	$(GO) build -o bin/waitroom-dev ./services/dev
+
+chaos: build ## the chaos suite against a fresh cluster: steady load, every fault (kill -9 of each process kind, Kafka and Redis restarts, a frozen leader, a consumer cut off from Redis), invariants after each; a table, exit 1 on any violation (see RELIABILITY.md)
+	bin/waitroom-chaos
+
+chaos-ci: build ## the short chaos run make test includes (every fault, 3 s of load between them; recovery aims x2 on a busy CI machine)
+	WR_CHAOS_SETTLE=3s WR_CHAOS_AIM_SLACK=2 bin/waitroom-chaos
 
 topics: ## create or verify the Kafka topics on WR_KAFKA_BROKERS
 	$(GO) run ./services/ctl topics ensure

@@ -37,6 +37,10 @@ type Options struct {
 	MaxPeople int
 	// Deadline bounds the whole run (default 15 min).
 	Deadline time.Duration
+	// AimSlack multiplies every recovery aim before it is enforced (default
+	// 1): the short run in `make test` shares two cores with the build, where
+	// recovery times are noisier. Invariants are never relaxed.
+	AimSlack float64
 	Log      *zap.Logger
 }
 
@@ -219,7 +223,7 @@ type Row struct {
 	What     string
 	Down     time.Duration // from the fault to the process restarted (or the fault lifted)
 	Recovery time.Duration // from the fault to new registrations in line and admissions flowing again
-	Aim      time.Duration
+	Aim      time.Duration // enforced: the fault's aim times Options.AimSlack
 	Verdict  verdict
 	Err      error
 }
@@ -247,6 +251,9 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	}
+	if o.AimSlack < 1 {
+		o.AimSlack = 1
 	}
 	faults, err := pick(o.Faults)
 	if err != nil {
@@ -296,8 +303,8 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		row := Row{Fault: f.Name, What: f.What, Aim: f.Aim}
-		fmt.Fprintf(out, "chaos: %s: %s\n", f.Name, f.What)
+		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
+		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
 		epoch := int64(-1)
 		if f.NewLeader {
 			epoch = tl.epoch()
@@ -350,7 +357,7 @@ func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb *redis.Cli
 
 // stuck is how long a registration may take from its 202 to the line before
 // it counts as held up by the fault.
-const stuck = time.Second
+const stuck = 500 * time.Millisecond
 
 // recovery is the time from the fault until service is whole again: every
 // registration made since the fault is in the line (the last one the fault

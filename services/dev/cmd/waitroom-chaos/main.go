@@ -28,6 +28,7 @@ type Config struct {
 	Settle    time.Duration `env:"WR_CHAOS_SETTLE" envDefault:"15s"`
 	MaxPeople int           `env:"WR_CHAOS_MAX_PEOPLE" envDefault:"20000"`
 	Deadline  time.Duration `env:"WR_CHAOS_DEADLINE" envDefault:"20m"`
+	AimSlack  float64       `env:"WR_CHAOS_AIM_SLACK" envDefault:"1"`
 	Log       config.Log
 }
 
@@ -54,7 +55,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	rows, err := chaos.Run(ctx, chaos.Options{
 		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}},
-		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, Log: log,
+		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)
