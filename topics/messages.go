@@ -101,8 +101,49 @@ type ItemState struct {
 	Stock     int64           `json:"stock"` // Unlimited (-1) or how many are left
 	Enabled   bool            `json:"enabled"`
 	Policy    AdmissionPolicy `json:"policy"`
-	Version   int64           `json:"version"`
-	UpdatedAt int64           `json:"updatedAt"` // unix milliseconds
+	// Mode is how the item's line works (ModeFIFO when empty); changing it
+	// is an item update like any other.
+	Mode string `json:"mode,omitempty"`
+	// RejectMessage is what a registration refused in ModeReject is told
+	// (and the waiting page shows); empty: a default sentence.
+	RejectMessage string `json:"rejectMessage,omitempty"`
+	Version       int64  `json:"version"`
+	UpdatedAt     int64  `json:"updatedAt"` // unix milliseconds
+}
+
+// Queue modes of an item.
+const (
+	// ModeFIFO (the default): first registered, first admitted, at the
+	// item's rate and within its maxActive.
+	ModeFIFO = "fifo"
+	// ModePassthrough admits everyone at the next tick, whatever the rate
+	// and maxActive: the room is off, yet every registration still goes
+	// through the line and is counted, so switching back to fifo (or
+	// lowering the rate) turns the room on without a deploy.
+	ModePassthrough = "passthrough"
+	// ModeReject refuses new registrations with RejectMessage; the people
+	// already in line keep their places.
+	ModeReject = "reject"
+)
+
+// MaxRejectMessage bounds ItemState.RejectMessage.
+const MaxRejectMessage = 300
+
+// ModeOf is the item's mode, ModeFIFO when unset.
+func (s *ItemState) ModeOf() string {
+	if s.Mode == "" {
+		return ModeFIFO
+	}
+	return s.Mode
+}
+
+// ValidMode reports a known queue mode ("" is fifo).
+func ValidMode(m string) bool {
+	switch m {
+	case "", ModeFIFO, ModePassthrough, ModeReject:
+		return true
+	}
+	return false
 }
 
 // SoldOut reports whether nothing is left to sell.
@@ -119,6 +160,10 @@ func (s *ItemState) Validate() error {
 		return fmt.Errorf("%w: stock %d is below -1 (unlimited)", ErrInvalid, s.Stock)
 	case s.Version <= 0:
 		return fmt.Errorf("%w: version %d is not positive", ErrInvalid, s.Version)
+	case !ValidMode(s.Mode):
+		return fmt.Errorf("%w: mode %q is not fifo, passthrough or reject", ErrInvalid, s.Mode)
+	case len(s.RejectMessage) > MaxRejectMessage:
+		return fmt.Errorf("%w: rejectMessage longer than %d bytes", ErrInvalid, MaxRejectMessage)
 	case s.Policy.RatePerSecond < 0 || s.Policy.RatePerSecond > 1e6:
 		return fmt.Errorf("%w: ratePerSecond %v is not in 0..1000000", ErrInvalid, s.Policy.RatePerSecond)
 	case s.Policy.MaxActive < 0:

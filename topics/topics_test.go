@@ -57,6 +57,15 @@ func TestDecodeItem(t *testing.T) {
 	got, err := DecodeItem(Encode(&s))
 	require.NoError(t, err)
 	assert.Equal(t, s, got)
+	assert.NotContains(t, string(Encode(&s)), "mode", "a fifo item reads as before modes existed")
+	assert.Equal(t, ModeFIFO, s.ModeOf())
+	for _, m := range []string{ModeFIFO, ModePassthrough, ModeReject} {
+		withMode := s
+		withMode.Mode, withMode.RejectMessage = m, "msg"
+		got, err := DecodeItem(Encode(&withMode))
+		require.NoError(t, err, m)
+		assert.Equal(t, withMode, got)
+	}
 	for name, mut := range map[string]func(*ItemState){
 		"stock":   func(s *ItemState) { s.Stock = -2 },
 		"version": func(s *ItemState) { s.Version = 0 },
@@ -64,6 +73,8 @@ func TestDecodeItem(t *testing.T) {
 		"max":     func(s *ItemState) { s.Policy.MaxActive = -1 },
 		"ttl":     func(s *ItemState) { s.Policy.SessionTTLSeconds = 86401 },
 		"id":      func(s *ItemState) { s.ItemID = "a b" },
+		"mode":    func(s *ItemState) { s.Mode = "lottery" },
+		"message": func(s *ItemState) { s.RejectMessage = string(make([]byte, MaxRejectMessage+1)) },
 	} {
 		bad := s
 		mut(&bad)

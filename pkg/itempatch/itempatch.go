@@ -30,6 +30,10 @@ type State struct {
 	Name    *string `json:"name,omitempty"`
 	Stock   *int64  `json:"stock,omitempty"` // topics.Unlimited (-1) or how many are left
 	Enabled *bool   `json:"enabled,omitempty"`
+	// Mode is the queue mode: fifo, passthrough or reject (topics.Mode*).
+	Mode *string `json:"mode,omitempty"`
+	// RejectMessage is what registrations refused in reject mode are told.
+	RejectMessage *string `json:"rejectMessage,omitempty"`
 }
 
 // Policy changes an item's admission policy (PUT .../items/:itemId/admission);
@@ -61,7 +65,9 @@ func fieldErr(field, format string, a ...any) *Error {
 }
 
 // Empty reports a state change that changes nothing.
-func (s *State) Empty() bool { return s.Name == nil && s.Stock == nil && s.Enabled == nil }
+func (s *State) Empty() bool {
+	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil
+}
 
 // Check reports the first field out of bounds.
 func (s *State) Check() *Error {
@@ -70,6 +76,10 @@ func (s *State) Check() *Error {
 		return fieldErr("name", "longer than %d bytes", MaxNameBytes)
 	case s.Stock != nil && *s.Stock < topics.Unlimited:
 		return fieldErr("stock", "%d is below -1 (unlimited)", *s.Stock)
+	case s.Mode != nil && (*s.Mode == "" || !topics.ValidMode(*s.Mode)):
+		return fieldErr("mode", "%q is not fifo, passthrough or reject", *s.Mode)
+	case s.RejectMessage != nil && len(*s.RejectMessage) > topics.MaxRejectMessage:
+		return fieldErr("rejectMessage", "longer than %d bytes", topics.MaxRejectMessage)
 	}
 	return nil
 }
@@ -84,6 +94,12 @@ func (s *State) Apply(it topics.ItemState) topics.ItemState {
 	}
 	if s.Enabled != nil {
 		it.Enabled = *s.Enabled
+	}
+	if s.Mode != nil {
+		it.Mode = *s.Mode
+	}
+	if s.RejectMessage != nil {
+		it.RejectMessage = *s.RejectMessage
 	}
 	return it
 }

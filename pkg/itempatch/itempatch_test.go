@@ -75,6 +75,23 @@ func TestStateCheckAndApply(t *testing.T) {
 	if !(&Patch{}).Empty() {
 		t.Fatal("a zero patch is not empty")
 	}
+	mode, msg := "reject", "Back at 10:00"
+	mp := Patch{State: State{Mode: &mode, RejectMessage: &msg}}
+	if mp.Empty() || mp.Check() != nil {
+		t.Fatalf("mode patch: empty %v check %v", mp.Empty(), mp.Check())
+	}
+	if got, err := mp.Apply(NewItem("c")); err != nil || got.Mode != "reject" || got.RejectMessage != msg {
+		t.Fatalf("mode patch applied: %+v %v", got, err)
+	}
+	for _, m := range []string{"", "lottery", "FIFO"} {
+		if err := (&State{Mode: &m}).Check(); err == nil || err.Field != "mode" {
+			t.Fatalf("mode %q: %v", m, err)
+		}
+	}
+	longMsg := string(make([]byte, 301))
+	if err := (&State{RejectMessage: &longMsg}).Check(); err == nil || err.Field != "rejectMessage" {
+		t.Fatalf("long reject message: %v", err)
+	}
 }
 
 // The JSON names are the admin API's, and absent fields stay absent.

@@ -20,6 +20,7 @@ func StateFields(s topics.ItemState) []any {
 		"maxActive", strconv.FormatInt(s.Policy.MaxActive, 10),
 		"sessionTTLSeconds", strconv.FormatInt(s.Policy.SessionTTLSeconds, 10),
 		"paused", strconv.FormatBool(s.Policy.Paused),
+		"mode", s.ModeOf(),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
 	}
 }

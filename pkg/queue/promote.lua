@@ -5,7 +5,8 @@
 -- KEYS[2] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[3] wr:{item}:head      STRING highest seq admitted so far
 -- KEYS[4] wr:{item}:epoch     STRING highest leader epoch seen (the fence)
--- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted)
+-- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted;
+--                              mode passthrough: everyone waiting, whatever the rate and maxActive)
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
@@ -55,7 +56,7 @@ if waiting == 0 and active == 0 and unpublished == 0 and sum60 == 0 then
   return {'OK', 0, head, 0, 0, 0, {}, 0, 0}
 end
 
-local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused')
+local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused', 'mode')
 local enabled = st[1] == 'true'
 local rate = tonumber(st[2] or '0') or 0
 local maxActive = tonumber(st[3] or '0') or 0
@@ -63,6 +64,7 @@ local ttl = tonumber(st[4] or '0') or 0
 if ttl <= 0 then ttl = 300 end
 local stock = tonumber(st[5] or '-1') or -1
 local paused = st[6] == 'true' -- admits nobody, keeps the rate for the resume
+local passthrough = st[7] == 'passthrough' -- the room is off: everyone waiting goes in
 local expired = redis.call('ZCOUNT', KEYS[2], '-inf', now)
 
 -- Rate budget: a token bucket refilled by elapsed time, holding at most
@@ -76,6 +78,7 @@ elseif now > last then
 end
 if tokens > cap then tokens = cap end
 if rate <= 0 or paused then tokens = 0 end
+if passthrough and not paused then tokens = waiting end
 
 -- Admissions older than a minute leave the running sum (oldest first), at
 -- most CHUNK entries a call: the reply read here stays bounded.
@@ -90,7 +93,7 @@ end
 active = active - expired
 local n = math.floor(tokens)
 if not enabled or stock == 0 then n = 0 end
-if maxActive > 0 then n = math.min(n, maxActive - active) end
+if maxActive > 0 and not passthrough then n = math.min(n, maxActive - active) end
 local more = 0
 if n > limit then
   n = limit

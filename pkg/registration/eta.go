@@ -61,6 +61,9 @@ func Paused(it topics.ItemState) bool { return !it.Policy.Admitting() }
 // the estimate for those past the room is short; it corrects itself as the
 // pace settles.
 func ETA(pos int64, p Pace, it topics.ItemState, known bool, now time.Time) (secs int64, ok bool) {
+	if VerdictOf(it, known) == Open && it.ModeOf() == topics.ModePassthrough && !it.Policy.Paused {
+		return 1, true // the room is off: everyone goes in at the next tick
+	}
 	if VerdictOf(it, known) != Open || Paused(it) {
 		return 0, false
 	}

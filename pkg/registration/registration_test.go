@@ -131,6 +131,36 @@ func TestDecide(t *testing.T) {
 	assert.Equal(t, "ITEM_NOT_FOUND", code(registration.Decide("i", open, false)))
 	assert.Equal(t, "QUEUE_CLOSED", code(registration.Decide("i", topics.ItemState{Stock: 5}, true)))
 	assert.Equal(t, "SOLD_OUT", code(registration.Decide("i", topics.ItemState{Enabled: true}, true)))
+
+	// Reject mode refuses with the operator's message, or a default one;
+	// passthrough and fifo take registrations.
+	rejecting := topics.ItemState{Enabled: true, Stock: 5, Mode: topics.ModeReject, RejectMessage: "Back at 10:00"}
+	err := registration.Decide("i", rejecting, true)
+	var e *registration.Error
+	if assert.ErrorAs(t, err, &e) {
+		assert.Equal(t, "REGISTRATION_REJECTED", e.Code)
+		assert.Equal(t, 409, e.Status)
+		assert.Equal(t, "Back at 10:00", e.Message)
+	}
+	rejecting.RejectMessage = ""
+	assert.Contains(t, registration.Decide("i", rejecting, true).Error(), "takes no new registrations")
+	for _, m := range []string{"", topics.ModeFIFO, topics.ModePassthrough} {
+		open.Mode = m
+		assert.NoError(t, registration.Decide("i", open, true), m)
+	}
+	// A closed item stays closed whatever its mode.
+	assert.Equal(t, "QUEUE_CLOSED", code(registration.Decide("i", topics.ItemState{Stock: 5, Mode: topics.ModeReject}, true)))
+}
+
+func TestETAPassthroughIsTheNextTick(t *testing.T) {
+	it := topics.ItemState{Enabled: true, Stock: topics.Unlimited, Mode: topics.ModePassthrough,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 0, MaxActive: 1, SessionTTLSeconds: 60}}
+	secs, ok := registration.ETA(50_000, registration.Pace{}, it, true, time.Now())
+	assert.True(t, ok)
+	assert.Equal(t, int64(1), secs)
+	it.Policy.Paused = true
+	_, ok = registration.ETA(5, registration.Pace{}, it, true, time.Now())
+	assert.False(t, ok, "no ETA while paused, whatever the mode")
 }
 
 func TestETA(t *testing.T) {

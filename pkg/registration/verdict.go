@@ -28,7 +28,8 @@ func VerdictOf(st topics.ItemState, known bool) Verdict {
 }
 
 // Decide says whether a new registration for item may join its line: nil, or
-// 404 ITEM_NOT_FOUND, 409 QUEUE_CLOSED, 410 SOLD_OUT.
+// 404 ITEM_NOT_FOUND, 409 QUEUE_CLOSED, 410 SOLD_OUT, 409 REGISTRATION_REJECTED
+// (the item's mode is reject: its message, or a default one).
 func Decide(item string, st topics.ItemState, known bool) error {
 	switch {
 	case !known:
@@ -37,6 +38,12 @@ func Decide(item string, st topics.ItemState, known bool) error {
 		return refuse(http.StatusConflict, "QUEUE_CLOSED", "the line of "+item+" is closed")
 	case VerdictOf(st, known) == SoldOut:
 		return refuse(http.StatusGone, "SOLD_OUT", item+" is sold out")
+	case st.ModeOf() == topics.ModeReject:
+		msg := st.RejectMessage
+		if msg == "" {
+			msg = "the line of " + item + " takes no new registrations right now"
+		}
+		return refuse(http.StatusConflict, "REGISTRATION_REJECTED", msg)
 	}
 	return nil
 }

@@ -62,6 +62,8 @@ type itemView struct {
 	Enabled            bool         `json:"enabled"`
 	Paused             bool         `json:"paused"`
 	Policy             policyFields `json:"policy"`
+	Mode               string       `json:"mode"`
+	RejectMessage      string       `json:"rejectMessage"`
 	Version            int64        `json:"version"`
 	UpdatedAt          int64        `json:"updatedAt"`
 	Waiting            int64        `json:"waiting"`

@@ -20,12 +20,13 @@ import (
 var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
+	"mode": "--mode", "rejectMessage": "--reject-message",
 }
 
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
 func checkPatch(c *itempatch.Patch) error {
 	if c.Empty() {
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused")
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message")
 	}
 	if err := c.Check(); err != nil {
 		return usagef("%s %s", flagOf[err.Field], err.Problem)
@@ -44,6 +45,8 @@ func (a *app) itemsCmd() *cobra.Command {
 		maxActive  int64
 		sessionTTL time.Duration
 		paused     bool
+		mode       string
+		rejectMsg  string
 	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
@@ -59,6 +62,8 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 		Example: `  waitroomctl items set concert-2026 --rate 50 --max-active 2000
   waitroomctl items set concert-2026 --paused                  # pause admission, keep the rate
   waitroomctl items set concert-2026 --paused=false            # resume at the rate it had
+  waitroomctl items set concert-2026 --mode passthrough        # the room off: everyone in, still counted
+  waitroomctl items set concert-2026 --mode reject --reject-message "Back at 10:00"
   waitroomctl items set concert-2026 --stock 0 --enabled=false
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
 		Args: exactArgs(1, "one <itemId>"),
@@ -94,6 +99,12 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 			if f.Changed("paused") {
 				c.Paused = &paused
 			}
+			if f.Changed("mode") {
+				c.Mode = &mode
+			}
+			if f.Changed("reject-message") {
+				c.RejectMessage = &rejectMsg
+			}
 			if err := checkPatch(&c); err != nil {
 				return err
 			}
@@ -117,6 +128,8 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.Int64Var(&maxActive, "max-active", 0, "most people admitted at once; 0 means no cap")
 	f.DurationVar(&sessionTTL, "session-ttl", 0, "how long an admission lasts (whole seconds, up to 24h)")
 	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
+	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted) or reject (new registrations refused)")
+	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
 	a.adminFlags(set, &ao)
 	g := group("items", "Override item state and admission policy", set)
 	a.kafkaFlags(g, &ko)
@@ -187,6 +200,7 @@ func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *it
 		}
 	}
 	s := topics.ItemState{V: topics.Version, ItemID: v.ItemID, Name: v.Name, Stock: v.Stock, Enabled: v.Enabled, Version: v.Version, UpdatedAt: v.UpdatedAt,
+		Mode: v.Mode, RejectMessage: v.RejectMessage,
 		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds, Paused: v.Policy.Paused}}
 	return a.printItem(s, "admin", "applied through the admin API at "+o.url+" (published to "+topics.Items+" and in Redis now)")
 }
@@ -212,7 +226,7 @@ func (a *app) printItem(s topics.ItemState, via, how string) error {
 	}
 	for _, r := range [][2]string{
 		{"item", s.ItemID}, {"version", strconv.FormatInt(s.Version, 10)}, {"name", s.Name}, {"stock", stock},
-		{"enabled", strconv.FormatBool(s.Enabled)}, {"rate", rate},
+		{"enabled", strconv.FormatBool(s.Enabled)}, {"mode", s.ModeOf()}, {"rate", rate},
 		{"max-active", strconv.FormatInt(s.Policy.MaxActive, 10)},
 		{"session-ttl", (time.Duration(s.Policy.SessionTTLSeconds) * time.Second).String()},
 	} {
