@@ -95,12 +95,12 @@ const Unlimited = -1
 // itemId; a nil value (tombstone) deletes the item. A consumer applies a state
 // only when its Version is higher than the one it holds.
 type ItemState struct {
-	V         int             `json:"v"`
-	ItemID    string          `json:"itemId"`
-	Name      string          `json:"name"`
-	Stock     int64           `json:"stock"` // Unlimited (-1) or how many are left
-	Enabled   bool            `json:"enabled"`
-	Policy    AdmissionPolicy `json:"policy"`
+	V       int             `json:"v"`
+	ItemID  string          `json:"itemId"`
+	Name    string          `json:"name"`
+	Stock   int64           `json:"stock"` // Unlimited (-1) or how many are left
+	Enabled bool            `json:"enabled"`
+	Policy  AdmissionPolicy `json:"policy"`
 	// Mode is how the item's line works (ModeFIFO when empty); changing it
 	// is an item update like any other.
 	Mode string `json:"mode,omitempty"`
