@@ -2,8 +2,11 @@ package registration
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/httpserver"
@@ -27,6 +30,22 @@ func refuse(status int, code, message string) *Error {
 
 // Unavailable is the answer while a dependency cannot be read or written:
 // 503 with Retry-After 1.
+// RateLimited is 429 RATE_LIMITED: the door's bucket of by ("ip" or "user")
+// is empty for retryAfter.
+func RateLimited(by string, retryAfter time.Duration) *Error {
+	who := "this address"
+	if by == "user" {
+		who = "this user"
+	}
+	secs := int(math.Ceil(retryAfter.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	e := refuse(http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("too many registrations from %s; retry in %d s", who, secs))
+	e.RetryAfter = secs
+	return e
+}
+
 func Unavailable(message string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: message, RetryAfter: 1}
 }

@@ -50,6 +50,12 @@ func item(id string) topics.ItemState {
 // own config defaults, and waits until it is ready.
 func newAPI(t *testing.T, items ...topics.ItemState) *api {
 	t.Helper()
+	return newAPIWith(t, nil, items...)
+}
+
+// newAPIWith is newAPI with the config changed by set (nil: the defaults).
+func newAPIWith(t *testing.T, set func(*httpapi.Config), items ...topics.ItemState) *api {
+	t.Helper()
 	brokers := testenv.Kafka(t, 3)
 	rds := testenv.StartRedis(t)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
@@ -72,6 +78,9 @@ func newAPI(t *testing.T, items ...topics.ItemState) *api {
 	require.NoError(t, err)
 	cfg.Kafka.Brokers, cfg.Redis.Addr = brokers, rds.Addr
 	cfg.TokenKey, cfg.AdmissionKey = testKey, admissionKey
+	if set != nil {
+		set(&cfg)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	rctx, stop := context.WithCancel(context.Background())

@@ -31,6 +31,11 @@ type Config struct {
 	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
+	// TrustedProxies are the addresses whose X-Forwarded-For names the
+	// client (the front door's); anyone else's is ignored, so a client
+	// cannot choose the address its throttle bucket is keyed by.
+	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:"," envDefault:"127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"`
+	Throttle       ThrottleConfig
 	View           view.Config
 	Kafka          config.Kafka
 	Redis          config.Redis
@@ -54,6 +59,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_PRODUCE_LINGER must not be negative, not %s", c.ProduceLinger)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
+	}
+	if err := c.Throttle.Validate(); err != nil {
+		return err
 	}
 	return c.TokenConfig.Validate()
 }
@@ -102,8 +110,12 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	ready.Require(watch.Ready)
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
+		Throttle: NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
+	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return fmt.Errorf("WR_TRUSTED_PROXIES: %w", err)
+	}
 	srv.Routes(engine)
 	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget, items))
 	engine.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))

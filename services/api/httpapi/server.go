@@ -49,6 +49,8 @@ type Options struct {
 	StatusTimeout  time.Duration
 	// View, when set, gates status, verify and complete on a trusted Redis view.
 	View *view.Watcher
+	// Throttle, when set, limits registrations per address and per user.
+	Throttle *Throttle
 }
 
 // Server serves the registration routes.
@@ -110,6 +112,11 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, err)
 		return
 	}
+	// The address's bucket first: a flood is refused before any work.
+	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "ip", c.ClientIP()); !ok {
+		registration.Abort(c, registration.RateLimited("ip", wait))
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -123,6 +130,10 @@ func (s *Server) register(c *gin.Context) {
 	req, rerr := DecodeRegisterRequest(body)
 	if rerr != nil {
 		registration.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
+		return
+	}
+	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "user", req.UserID); !ok {
+		registration.Abort(c, registration.RateLimited("user", wait))
 		return
 	}
 	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {

@@ -1,0 +1,98 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+	"go.uber.org/zap"
+)
+
+func (s *api) registerFrom(ip, item, user string) answer {
+	s.t.Helper()
+	b, _ := json.Marshal(map[string]string{"userId": user})
+	return s.do(http.MethodPost, "/api/v1/items/"+item+"/registrations", b, "X-Forwarded-For", ip, "Content-Type", "application/json")
+}
+
+// A flood from one address is refused at the door (429 RATE_LIMITED with
+// Retry-After) while another address registers as before; a user's own
+// bucket holds whatever address the user comes from.
+func TestThrottleByAddressAndByUser(t *testing.T) {
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.Throttle = httpapi.ThrottleConfig{IPRate: 5, UserRate: 2, Period: time.Minute}
+	}, item("drop"))
+
+	for i := range 5 {
+		a := s.registerFrom("203.0.113.7", "drop", "flood-"+strconv.Itoa(i))
+		require.Equal(t, http.StatusAccepted, a.Code, "registration %d within the bucket: %s", i, a.Body)
+	}
+	a := s.registerFrom("203.0.113.7", "drop", "flood-5")
+	require.Equal(t, http.StatusTooManyRequests, a.Code, "%s", a.Body)
+	var body httpserver.ErrorBody
+	a.decode(t, &body)
+	assert.Equal(t, "RATE_LIMITED", body.Error.Code)
+	assert.Contains(t, body.Error.Message, "this address")
+	retry, err := strconv.Atoi(a.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", a.Header.Get("Retry-After"))
+	assert.True(t, retry >= 1 && retry <= 12, "Retry-After %d s: one token of 5 a minute is 12 s", retry)
+
+	// Another address is not held back by the flood.
+	assert.Equal(t, http.StatusAccepted, s.registerFrom("198.51.100.1", "drop", "calm").Code)
+
+	// One user from many addresses: the user's bucket (2 a minute).
+	for i, ip := range []string{"192.0.2.1", "192.0.2.2"} {
+		require.Equal(t, http.StatusAccepted, s.registerFrom(ip, "drop", "roamer").Code, "roamer %d", i)
+	}
+	a = s.registerFrom("192.0.2.3", "drop", "roamer")
+	require.Equal(t, http.StatusTooManyRequests, a.Code, "%s", a.Body)
+	a.decode(t, &body)
+	assert.Contains(t, body.Error.Message, "this user")
+}
+
+// X-Forwarded-For counts only from a trusted proxy: a client that sends its
+// own cannot spread a flood over made-up addresses.
+func TestThrottleIgnoresForwardedForFromUntrustedPeers(t *testing.T) {
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.Throttle = httpapi.ThrottleConfig{IPRate: 3, Period: time.Minute}
+		c.TrustedProxies = []string{"10.9.9.9/32"} // not the test's loopback address
+	}, item("drop"))
+	codes := map[int]int{}
+	for i := range 6 {
+		codes[s.registerFrom("203.0.113."+strconv.Itoa(i), "drop", "u"+strconv.Itoa(i)).Code]++
+	}
+	assert.Equal(t, map[int]int{http.StatusAccepted: 3, http.StatusTooManyRequests: 3}, codes)
+}
+
+// When Redis cannot answer, the throttle lets registrations through and
+// counts it: Kafka is the record, the door stays open.
+func TestThrottleFailsOpen(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	defer rdb.Close()
+	th := httpapi.NewThrottle(rdb, httpapi.ThrottleConfig{IPRate: 1, Period: time.Minute}, reg, zap.NewNop())
+	for range 3 {
+		ok, _ := th.Allow(context.Background(), "ip", "203.0.113.9")
+		assert.True(t, ok)
+	}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "waitroom_api_throttle_errors_total" {
+			found = true
+			assert.Equal(t, 3.0, mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	assert.True(t, found, "the failures are counted")
+	// Off when every rate is 0: no Redis call at all.
+	assert.Nil(t, httpapi.NewThrottle(rdb, httpapi.ThrottleConfig{Period: time.Minute}, reg, zap.NewNop()))
+}
