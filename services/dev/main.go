@@ -102,7 +102,7 @@ func runStack(ctx context.Context, cfg Config, log *zap.Logger) error {
 	for _, s := range st {
 		log.Info("topic", zap.String("topic", s.Topic), zap.String("state", s.State), zap.Strings("problems", s.Problems))
 	}
-	if err := stack.PublishItems(ctx, cl, demoItems()...); err != nil {
+	if err := stack.PublishItems(ctx, cl, stack.DemoItems()...); err != nil {
 		return err
 	}
 
@@ -123,19 +123,6 @@ func runStack(ctx context.Context, cfg Config, log *zap.Logger) error {
 		log.Error("a service stopped", zap.Error(err))
 	}
 	return s.Stop()
-}
-
-// demoItems are what a product service would have published. Version 1: a
-// restart republishes them and the version check keeps any newer state.
-func demoItems() []topics.ItemState {
-	now := time.Now().UnixMilli()
-	p := topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 50, SessionTTLSeconds: 300}
-	return []topics.ItemState{
-		{ItemID: "concert-2026", Name: "Concert 2026, floor seats", Stock: 1000, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
-		{ItemID: "sneaker-drop", Name: "Limited sneaker drop", Stock: 300, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
-		{ItemID: "sold-out-demo", Name: "Already sold out", Stock: 0, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
-		{ItemID: "closed-demo", Name: "Sale not open yet", Stock: 100, Enabled: false, Policy: p, Version: 1, UpdatedAt: now},
-	}
 }
 
 func printBanner(s *stack.Stack, brokers []string, rds *localredis.Server, adminToken string) {

@@ -316,7 +316,7 @@ func (c *Cluster) ensureTopics(ctx context.Context) error {
 	defer cl.Close()
 	items := c.opt.Items
 	if len(items) == 0 {
-		items = DemoItems()
+		items = stack.DemoItems()
 	}
 	return stack.PublishItems(ctx, cl, items...)
 }
@@ -367,16 +367,6 @@ func (c *Cluster) WipeRedis() error {
 
 // Dir is where the cluster keeps data and logs.
 func (c *Cluster) Dir() string { return c.opt.Dir }
-
-// DemoItems are the items `make cluster` publishes.
-func DemoItems() []topics.ItemState {
-	now := time.Now().UnixMilli()
-	p := topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 50, SessionTTLSeconds: 300}
-	return []topics.ItemState{
-		{ItemID: "concert-2026", Name: "Concert 2026, floor seats", Stock: 1000, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
-		{ItemID: "sneaker-drop", Name: "Limited sneaker drop", Stock: 300, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
-	}
-}
 
 // keys makes fresh secrets for this cluster: the production services refuse
 // to start on the development keys, and so does this cluster.

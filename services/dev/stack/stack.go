@@ -285,3 +285,17 @@ func PublishItems(ctx context.Context, cl *kgo.Client, items ...topics.ItemState
 	}
 	return nil
 }
+
+// DemoItems are what a product service would have published, for `make run`
+// and `make cluster`. Version 1: a restart republishes them and the version
+// check keeps any newer state.
+func DemoItems() []topics.ItemState {
+	now := time.Now().UnixMilli()
+	p := topics.AdmissionPolicy{RatePerSecond: 5, MaxActive: 50, SessionTTLSeconds: 300}
+	return []topics.ItemState{
+		{ItemID: "concert-2026", Name: "Concert 2026, floor seats", Stock: 1000, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "sneaker-drop", Name: "Limited sneaker drop", Stock: 300, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "sold-out-demo", Name: "Already sold out", Stock: 0, Enabled: true, Policy: p, Version: 1, UpdatedAt: now},
+		{ItemID: "closed-demo", Name: "Sale not open yet", Stock: 100, Enabled: false, Policy: p, Version: 1, UpdatedAt: now},
+	}
+}
