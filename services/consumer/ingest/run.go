@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,8 +70,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSUMER_RECORD_ATTEMPTS must not be negative, not %d", c.RecordAttempts)
 	case c.RecordBackoff < 0:
 		return fmt.Errorf("WR_CONSUMER_RECORD_BACKOFF must not be negative, not %s", c.RecordBackoff)
-	case c.SessionTimeout < time.Second || c.Heartbeat <= 0 || c.Heartbeat*3 > c.SessionTimeout:
-		return fmt.Errorf("WR_CONSUMER_SESSION_TIMEOUT (%s) must be at least 1s and at least three WR_CONSUMER_HEARTBEAT (%s)", c.SessionTimeout, c.Heartbeat)
+	case c.SessionTimeout < 0 || c.Heartbeat < 0 || (c.SessionTimeout > 0 && c.SessionTimeout < time.Second):
+		return fmt.Errorf("WR_CONSUMER_SESSION_TIMEOUT (%s) must be at least 1s and WR_CONSUMER_HEARTBEAT (%s) positive", c.SessionTimeout, c.Heartbeat)
+	case c.SessionTimeout > 0 && c.Heartbeat > 0 && c.Heartbeat*3 > c.SessionTimeout:
+		return fmt.Errorf("WR_CONSUMER_SESSION_TIMEOUT (%s) must be at least three WR_CONSUMER_HEARTBEAT (%s)", c.SessionTimeout, c.Heartbeat)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	case c.Redis.Addr == "":
@@ -112,8 +115,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
+	// Zero (a config built by hand) takes the defaults of the env tags.
+	session, heartbeat := cmp.Or(cfg.SessionTimeout, 6*time.Second), cmp.Or(cfg.Heartbeat, time.Second)
 	member := func(suffix string) []kgo.Opt {
-		o := []kgo.Opt{kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.Heartbeat)}
+		o := []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(heartbeat)}
 		if cfg.InstanceID != "" {
 			o = append(o, kgo.InstanceID(cfg.InstanceID+suffix))
 		}
