@@ -21,6 +21,7 @@ func StateFields(s topics.ItemState) []any {
 		"sessionTTLSeconds", strconv.FormatInt(s.Policy.SessionTTLSeconds, 10),
 		"paused", strconv.FormatBool(s.Policy.Paused),
 		"mode", s.ModeOf(),
+		"rejectMessage", s.RejectMessage,
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
 	}
 }
@@ -69,6 +70,10 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	s.UpdatedAt = parse("updatedAt", 64)
 	s.Enabled = m["enabled"] == "true"
 	s.Policy.Paused = m["paused"] == "true"
+	if mode := m["mode"]; mode != topics.ModeFIFO {
+		s.Mode = mode // fifo reads back as "", as it was published
+	}
+	s.RejectMessage = m["rejectMessage"]
 	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
 		perr = fmt.Errorf("field ratePerSecond: %w", err)
 	}

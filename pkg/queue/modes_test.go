@@ -64,3 +64,27 @@ func TestPromotePassthroughAdmitsEveryoneInOrder(t *testing.T) {
 }
 
 func tokenName(i int) string { return fmt.Sprintf("t%05d", i) }
+
+// What ApplyItem stores, Item reads back whole: the admin API patches the
+// state it reads, so a field lost here would be reset by the next patch.
+func TestItemReadsBackItsMode(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	for v, it := range []topics.ItemState{
+		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, Mode: topics.ModeReject, RejectMessage: "Back at 10",
+			Policy: topics.AdmissionPolicy{RatePerSecond: 2, MaxActive: 4, SessionTTLSeconds: 60}},
+		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, Mode: topics.ModePassthrough,
+			Policy: topics.AdmissionPolicy{RatePerSecond: 2, MaxActive: 4, SessionTTLSeconds: 60}},
+		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, // fifo, as published before modes existed
+			Policy: topics.AdmissionPolicy{RatePerSecond: 2, MaxActive: 4, SessionTTLSeconds: 60}},
+	} {
+		it.V, it.Version, it.UpdatedAt = topics.Version, int64(v+1), 77
+		applied, err := l.ApplyItem(ctx, it)
+		require.NoError(t, err)
+		require.True(t, applied)
+		got, ok, err := l.Item(ctx, "m")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, it, got)
+	}
+}

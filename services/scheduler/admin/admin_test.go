@@ -327,12 +327,20 @@ func TestItemCreateAndUpdate(t *testing.T) {
 	if code, _ := e.do(http.MethodPost, admin.Prefix+"/items/plain", `{}`, &v); code != http.StatusOK || v.Name != "plain" || v.Stock != -1 || !v.Enabled {
 		t.Fatalf("create with defaults: %d %+v", code, v)
 	}
+	// The queue mode is an item update like the others, kept in Redis for promote.
+	if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/sneakers-1", `{"mode":"reject","rejectMessage":"Back at 10"}`, &v); code != http.StatusOK {
+		t.Fatalf("mode: %d %s %s", code, ed.Code, ed.Message)
+	}
+	if s, ok, err := e.line.Item(e.ctx(), "sneakers-1"); err != nil || !ok || s.Mode != topics.ModeReject || s.RejectMessage != "Back at 10" || v.Mode != "reject" {
+		t.Fatalf("mode in Redis %+v %v %v, answered %+v", s, ok, err, v)
+	}
 
 	for _, tc := range []struct{ name, item, body, code string }{
 		{"stock below -1", "sneakers-1", `{"stock":-2}`, "INVALID_ITEM"},
 		{"long name", "sneakers-1", `{"name":"` + strings.Repeat("x", 201) + `"}`, "INVALID_ITEM"},
 		{"wrong type", "sneakers-1", `{"enabled":"yes"}`, "INVALID_JSON"},
 		{"unknown field", "sneakers-1", `{"price":3}`, "INVALID_JSON"},
+		{"unknown mode", "sneakers-1", `{"mode":"lottery"}`, "INVALID_ITEM"},
 		{"bad item id", "a*b", `{}`, "INVALID_ITEM_ID"},
 	} {
 		if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/"+tc.item, tc.body, nil); code != http.StatusBadRequest || ed.Code != tc.code {
@@ -365,10 +373,10 @@ func TestReadItemsAndStats(t *testing.T) {
 	if code, ed := e.do(http.MethodGet, admin.Prefix+"/items", "", &list); code != http.StatusOK {
 		t.Fatalf("list: %d %s", code, ed.Code)
 	}
-	wantA := admin.ItemView{ItemID: "a-item", Name: "A", Stock: -1, Enabled: true, Version: 1,
+	wantA := admin.ItemView{ItemID: "a-item", Name: "A", Stock: -1, Enabled: true, Mode: "fifo", Version: 1,
 		Policy:  topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 1, SessionTTLSeconds: 300},
 		Waiting: 2, Admitted: 1, Head: 1, Seq: 3, AdmittedLastMinute: 1, Active: true}
-	wantB := admin.ItemView{ItemID: "b-item", Name: "B", Stock: 5, Enabled: true, Paused: true, Version: 2,
+	wantB := admin.ItemView{ItemID: "b-item", Name: "B", Stock: 5, Enabled: true, Paused: true, Mode: "fifo", Version: 2,
 		Policy: topics.AdmissionPolicy{SessionTTLSeconds: 60}, Waiting: 2, Seq: 2, Active: true}
 	if len(list.Items) != 2 {
 		t.Fatalf("listed %d items, want 2: %+v", len(list.Items), list.Items)
