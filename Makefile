@@ -81,6 +81,12 @@ build: ## build every service binary into bin/
 	$(GO) build -o bin/waitroom-notifier ./services/notifier
 	$(GO) build -o bin/waitroomctl ./services/ctl
 	$(GO) build -o bin/waitroom-dev ./services/dev
+	$(GO) build -o bin/waitroom-kafka ./services/dev/cmd/waitroom-kafka
+	$(GO) build -o bin/waitroom-cluster ./services/dev/cmd/waitroom-cluster
+	$(GO) build -o bin/waitroom-chaos ./services/dev/cmd/waitroom-chaos
+
+cluster: build ## the production shape on one machine: Kafka, redis-server, 2 api, 2 consumer, 3 scheduler, 2 notifier processes behind Caddy (Ctrl-C stops it; exits 0)
+	@set -m; bin/waitroom-cluster; rc=$$?; exit $$rc
 
 chaos: build ## the chaos suite against a fresh cluster: steady load, every fault (kill -9 of each process kind, Kafka and Redis restarts, a frozen leader, a consumer cut off from Redis), invariants after each; a table, exit 1 on any violation (see RELIABILITY.md)
 	bin/waitroom-chaos
