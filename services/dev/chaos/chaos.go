@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,13 +65,19 @@ type Fault struct {
 	// NewLeader: service is whole again only once a leader of a higher epoch
 	// admits (the fault took the leader).
 	NewLeader bool
-	inject    func(ctx context.Context, c *cluster.Cluster, e env) (restored time.Time, err error)
+	// pick chooses the target before the fault starts (the time it takes is
+	// not the fault's); nil: the fault needs none.
+	pick   func(ctx context.Context, c *cluster.Cluster, e *env) error
+	inject func(ctx context.Context, c *cluster.Cluster, e env) (restored time.Time, err error)
 }
 
-// env is what a fault may look at to choose its target.
+// env is what a fault may look at to choose its target, and the target
+// chosen (by the fault's pick, before the fault's clock starts).
 type env struct {
-	tail *tail
-	log  *zap.Logger
+	tail   *tail
+	log    *zap.Logger
+	target *cluster.Proc
+	link   int // the consumer whose Redis link is cut
 }
 
 // busiestConsumer is the consumer that owns the most partitions the load
@@ -119,45 +126,45 @@ func (e env) busiestConsumer(ctx context.Context, c *cluster.Cluster) (int, erro
 
 // Faults lists every fault the suite knows, in the order it injects them.
 func Faults() []Fault {
-	restart := func(pick func(ctx context.Context, c *cluster.Cluster, e env) (*cluster.Proc, error)) func(context.Context, *cluster.Cluster, env) (time.Time, error) {
-		return func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
-			p, err := pick(ctx, c, e)
-			if err != nil {
-				return time.Time{}, err
-			}
-			if err := p.Kill(); err != nil {
-				return time.Time{}, err
-			}
-			err = c.Restart(ctx, p)
-			return time.Now(), err
+	// restart kills the target and starts it again, as an orchestrator would.
+	restart := func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
+		if err := e.target.Kill(); err != nil {
+			return time.Time{}, err
+		}
+		err := c.Restart(ctx, e.target)
+		return time.Now(), err
+	}
+	proc := func(p func(c *cluster.Cluster) *cluster.Proc) func(context.Context, *cluster.Cluster, *env) error {
+		return func(_ context.Context, c *cluster.Cluster, e *env) error {
+			e.target = p(c)
+			return nil
 		}
 	}
-	first := func(ps func(c *cluster.Cluster) []*cluster.Proc) func(context.Context, *cluster.Cluster, env) (*cluster.Proc, error) {
-		return func(_ context.Context, c *cluster.Cluster, _ env) (*cluster.Proc, error) { return ps(c)[0], nil }
+	leading := func(_ context.Context, c *cluster.Cluster, e *env) error {
+		var err error
+		e.target, err = leader(c)
+		return err
 	}
-	the := func(p func(c *cluster.Cluster) *cluster.Proc) func(context.Context, *cluster.Cluster, env) (*cluster.Proc, error) {
-		return func(_ context.Context, c *cluster.Cluster, _ env) (*cluster.Proc, error) { return p(c), nil }
-	}
-	leading := func(_ context.Context, c *cluster.Cluster, _ env) (*cluster.Proc, error) { return leader(c) }
-	busiest := func(ctx context.Context, c *cluster.Cluster, e env) (*cluster.Proc, error) {
+	busiest := func(ctx context.Context, c *cluster.Cluster, e *env) error {
 		i, err := e.busiestConsumer(ctx, c)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			e.link, e.target = i, c.Consumers[i]
 		}
-		return c.Consumers[i], nil
+		return err
 	}
 	return []Fault{
 		{Name: "api", What: "kill -9 of api-1, restarted", Aim: 5 * time.Second,
-			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.APIs }))},
+			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.APIs[0] }), inject: restart},
 		{Name: "consumer", What: "kill -9 of the consumer owning most of the load's partitions, restarted", Aim: 5 * time.Second,
-			inject: restart(busiest)},
-		{Name: "scheduler", What: "kill -9 of the leading scheduler, restarted", Aim: 5 * time.Second, NewLeader: true, inject: restart(leading)},
+			pick: busiest, inject: restart},
+		{Name: "scheduler", What: "kill -9 of the scheduler replica admitting the load, restarted", Aim: 5 * time.Second, NewLeader: true,
+			pick: leading, inject: restart},
 		{Name: "notifier", What: "kill -9 of notifier-1, restarted", Aim: 5 * time.Second,
-			inject: restart(first(func(c *cluster.Cluster) []*cluster.Proc { return c.Notifiers }))},
+			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Notifiers[0] }), inject: restart},
 		{Name: "kafka", What: "kill -9 of the Kafka process, restarted from its data dir",
-			inject: restart(the(func(c *cluster.Cluster) *cluster.Proc { return c.Kafka }))},
+			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Kafka }), inject: restart},
 		{Name: "redis-aof", What: "kill -9 of redis-server, restarted from its AOF",
-			inject: restart(the(func(c *cluster.Cluster) *cluster.Proc { return c.Redis }))},
+			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Redis }), inject: restart},
 		{Name: "redis-empty", What: "kill -9 of redis-server, restarted empty (the view is rebuilt from Kafka)",
 			inject: func(ctx context.Context, c *cluster.Cluster, _ env) (time.Time, error) {
 				if err := c.Redis.Kill(); err != nil {
@@ -169,51 +176,72 @@ func Faults() []Fault {
 				err := c.Restart(ctx, c.Redis)
 				return time.Now(), err
 			}},
-		{Name: "scheduler-stop", What: "SIGSTOP of the leading scheduler past its lock expiry, then SIGCONT", Aim: 5 * time.Second, NewLeader: true,
-			inject: func(ctx context.Context, c *cluster.Cluster, _ env) (time.Time, error) {
-				p, err := leader(c)
-				if err != nil {
-					return time.Time{}, err
-				}
-				if err := p.Pause(); err != nil {
+		{Name: "scheduler-stop", What: "SIGSTOP of the scheduler replica admitting the load past its lock expiry, then SIGCONT", Aim: 5 * time.Second, NewLeader: true,
+			pick: leading,
+			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
+				if err := e.target.Pause(); err != nil {
 					return time.Time{}, err
 				}
 				sleepCtx(ctx, lockExpiry+time.Second)
-				return time.Now(), p.Resume()
+				return time.Now(), e.target.Resume()
 			}},
 		{Name: "consumer-cut", What: "the consumer owning most of the load's partitions cut off from Redis for 10 s", Aim: 15 * time.Second,
+			pick: busiest,
 			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
-				i, err := e.busiestConsumer(ctx, c)
-				if err != nil {
-					return time.Time{}, err
-				}
-				c.RedisLinks[i].Cut()
+				c.RedisLinks[e.link].Cut()
 				sleepCtx(ctx, 10*time.Second)
-				c.RedisLinks[i].Heal()
+				c.RedisLinks[e.link].Heal()
 				return time.Now(), nil
 			}},
 	}
 }
 
-// leader finds the scheduler that holds the lock now, from the replicas'
-// own metrics.
+// leader finds the scheduler replica that is admitting the load now: the
+// one whose admissions (waitroom_scheduler_admitted_total) grow the most over
+// a second. With one leader that is the leader; with the items shared among
+// replicas (WR_SCHEDULER_SHARDS) it is one whose shards hold the load's
+// items, so taking it away must move those shards to another replica.
 func leader(c *cluster.Cluster) (*cluster.Proc, error) {
-	cl := &http.Client{Timeout: time.Second}
-	for try := 0; try < 50; try++ {
-		for _, p := range c.Schedulers {
-			resp, err := cl.Get("http://" + p.Addr + "/metrics")
-			if err != nil {
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), "\nwaitroom_scheduler_leader 1\n") {
-				return p, nil
+	for try := 0; try < 10; try++ {
+		before := admittedTotals(c)
+		time.Sleep(time.Second)
+		after := admittedTotals(c)
+		var best *cluster.Proc
+		var most float64
+		for i, p := range c.Schedulers {
+			if d := after[i] - before[i]; before[i] >= 0 && d > most {
+				best, most = p, d
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		if best != nil {
+			return best, nil
+		}
 	}
-	return nil, errors.New("no scheduler leads")
+	return nil, errors.New("no scheduler replica admits anyone")
+}
+
+// admittedTotals reads each scheduler's waitroom_scheduler_admitted_total
+// (-1 where it cannot be read).
+func admittedTotals(c *cluster.Cluster) []float64 {
+	cl := &http.Client{Timeout: time.Second}
+	out := make([]float64, len(c.Schedulers))
+	for i, p := range c.Schedulers {
+		out[i] = -1
+		resp, err := cl.Get("http://" + p.Addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "waitroom_scheduler_admitted_total "); ok {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					out[i] = f
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Row is one line of the report: a fault (or the final check) and what the
@@ -305,12 +333,20 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
 		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
+		e := env{tail: tl, log: o.Log}
+		if f.pick != nil {
+			if err := f.pick(ctx, c, &e); err != nil {
+				row.Err = err
+				rows = append(rows, row)
+				break
+			}
+		}
 		epoch := int64(-1)
 		if f.NewLeader {
 			epoch = tl.epoch()
 		}
 		at := time.Now()
-		restored, err := f.inject(ctx, c, env{tail: tl, log: o.Log})
+		restored, err := f.inject(ctx, c, e)
 		if err != nil {
 			row.Err = err
 			rows = append(rows, row)
