@@ -144,6 +144,7 @@ waitroom is running. Open the waiting room in a browser:
   %[9]s/items/concert-2026/wait
 
   front door %[9]s   (the page, the API and the event streams on one origin)
+  demo shop  %[9]s/shop/{itemId}   (behind the page's "continue": waitroomkit's middleware; "buy" completes the admission)
   api        %[1]s   (health %[1]s/healthz, ready %[1]s/readyz, metrics %[1]s/metrics)
   consumer   %[2]s
   notifier   %[10]s   (Server-Sent Events: GET …/registrations/{token}/events)
