@@ -23,7 +23,7 @@ func Example() {
 	})))
 	mux.Handle("POST /shop/{itemId}/buy", protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, _ := waitroomkit.FromContext(r.Context())
-		// ... place a.UserID's order for a.ItemID ...
+		log.Printf("order of %s for %s", a.UserID, a.ItemID) // place the order here
 		if _, err := kit.CompleteRequest(w, r); errors.Is(err, waitroomkit.ErrEnded) {
 			http.Error(w, "your admission has ended", http.StatusGone)
 			return
