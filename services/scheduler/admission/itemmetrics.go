@@ -30,9 +30,9 @@ func newItemMetrics(reg prometheus.Registerer) *itemMetrics {
 
 // observe sets an item's figures from its tick.
 func (m *itemMetrics) observe(item string, admitted int, waiting, active int64, now map[string]bool) {
-	if admitted > 0 {
-		m.admitted.WithLabelValues(item).Add(float64(admitted))
-	}
+	// Added to even at 0: a line that never admits anyone must have a
+	// series for the alert to see its rate is 0.
+	m.admitted.WithLabelValues(item).Add(float64(admitted))
 	m.waiting.WithLabelValues(item).Set(float64(waiting))
 	m.active.WithLabelValues(item).Set(float64(active))
 	now[item] = true
