@@ -145,14 +145,21 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "You're in: Front-row show", head)
 
+	t.Logf("screenshot: %s (positions seen %v)", saveArtefact(t, "waiting-room-admitted.png", shot), seen)
+}
+
+// saveArtefact writes a test's artefact (a screenshot) to $WR_ARTEFACTS_DIR
+// (default /tmp/waitroom-artefacts) and returns its path.
+func saveArtefact(t *testing.T, name string, b []byte) string {
+	t.Helper()
 	dir := os.Getenv("WR_ARTEFACTS_DIR")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "waitroom-artefacts")
 	}
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	out := filepath.Join(dir, "waiting-room-admitted.png")
-	require.NoError(t, os.WriteFile(out, shot, 0o644))
-	t.Logf("screenshot: %s (positions seen %v)", out, seen)
+	out := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(out, b, 0o644))
+	return out
 }
 
 func adminPut(t *testing.T, e *env, item, body string) {

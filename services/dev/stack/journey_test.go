@@ -3,8 +3,6 @@ package stack_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,12 +93,5 @@ func TestShopJourneyInBrowser(t *testing.T) {
 	poll(`location.pathname === "/items/gig/wait" && document.getElementById("heading").dataset.status === "COMPLETED"`, "back at the waiting page, completed")
 	assert.Equal(t, "Done: Gig night", text("#heading"))
 
-	dir := os.Getenv("WR_ARTEFACTS_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "waitroom-artefacts")
-	}
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	out := filepath.Join(dir, "shop-journey-completed.png")
-	require.NoError(t, os.WriteFile(out, shot, 0o644))
-	t.Logf("screenshot: %s", out)
+	t.Logf("screenshot: %s", saveArtefact(t, "shop-journey-completed.png", shot))
 }
