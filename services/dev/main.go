@@ -161,7 +161,7 @@ Try it:
   curl -s -XPOST %[1]s/api/v1/items/closed-demo/registrations       # 409 QUEUE_CLOSED
   curl -s %[1]s/.well-known/jwks.json                                # verify admission tokens offline
 
-Operate it (admin token %[7]q):
+Operate it (admin token %[7]q): the console %[8]s/admin, or
   curl -s -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"ratePerSecond":20}'
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"paused":true}'
