@@ -11,6 +11,7 @@ require (
 	github.com/waitroom/waitroom/services/ctl v0.0.0
 	github.com/waitroom/waitroom/services/notifier v0.0.0
 	github.com/waitroom/waitroom/services/scheduler v0.0.0
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
@@ -71,7 +72,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
