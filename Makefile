@@ -33,9 +33,10 @@ scripts-test: ## tests of the scripts in scripts/
 	@scripts/dockerfile-replay_test.sh
 	@scripts/make-run_test.sh
 
-compose-check: ## deploy/compose without Docker: the compose file against the services' config (compose-go), and a replay of the Dockerfile's build stage
+compose-check: ## deploy/ without Docker: the compose file against the services' config (compose-go), a replay of the Dockerfile's build stage, and promtool on the alert rules
 	$(GO) test -count=1 ./deploy/composecheck/...
 	scripts/dockerfile-replay.sh
+	cd deploy/prometheus && promtool check config prometheus.yml && promtool test rules alerts_test.yml
 
 vet:
 	$(GO) vet $(PKGS)

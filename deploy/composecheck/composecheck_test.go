@@ -2,6 +2,8 @@ package composecheck
 
 import (
 	"context"
+	"go.yaml.in/yaml/v3"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -232,4 +234,44 @@ func TestCaddyRefusesABrokenCaddyfile(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+// deploy/prometheus/prometheus.yml (the compose Prometheus) scrapes every
+// service with a listener, on the port it listens on, and nothing else.
+func TestPrometheusScrapesEveryService(t *testing.T) {
+	p, _, _ := load(t)
+	b, err := os.ReadFile("../prometheus/prometheus.yml")
+	require.NoError(t, err)
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	scraped := map[string]string{} // service → port
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, tg := range st.Targets {
+				host, port, err := net.SplitHostPort(tg)
+				require.NoError(t, err, tg)
+				require.Contains(t, p.Services, host, "job %s scrapes %s, which compose.yaml does not run", sc.JobName, tg)
+				scraped[host] = port
+			}
+		}
+	}
+	n := 0
+	for _, a := range Apps(p) {
+		addr := a.Env[listenKey(a.Config)]
+		if a.Config == nil || addr == "" {
+			continue // waitroomctl, the topics job: no listener
+		}
+		_, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err, addr)
+		assert.Equal(t, port, scraped[a.Service.Name], "%s listens on %s: Prometheus must scrape it there", a.Service.Name, addr)
+		n++
+	}
+	assert.GreaterOrEqual(t, n, 8, "every api, consumer, scheduler and notifier replica")
 }

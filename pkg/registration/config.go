@@ -7,8 +7,10 @@
 package registration
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/waitroom/waitroom/pkg/token"
 	"go.uber.org/zap"
@@ -31,6 +33,10 @@ type TokenConfig struct {
 	TokenKID     string `env:"WR_TOKEN_KID" envDefault:"k1"`
 	AdmissionKey string `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
 	AdmissionKID string `env:"WR_ADMISSION_KID" envDefault:"a1"`
+	// AdmissionKeysExtra are the other keys of a rollover, "kid:seed" pairs
+	// (comma-separated, each seed like WR_ADMISSION_KEY's): they verify
+	// admission tokens and are published in the JWKS, but never sign.
+	AdmissionKeysExtra string `env:"WR_ADMISSION_KEYS_EXTRA" secret:"true"`
 	// DevKeys lets the built-in development keys stand in for missing ones.
 	// No environment variable sets it: only the dev stack does, in code, so a
 	// deployed service without keys refuses to start.
@@ -76,9 +82,51 @@ func (c TokenConfig) Signers(log *zap.Logger) (Signers, error) {
 	if err != nil {
 		return Signers{}, fmt.Errorf("WR_TOKEN_KEY: %w", err)
 	}
-	a, err := token.New(token.EdDSA, akey, c.AdmissionKID)
+	extra, err := ParseKeysExtra(c.AdmissionKeysExtra)
 	if err != nil {
+		return Signers{}, fmt.Errorf("WR_ADMISSION_KEYS_EXTRA: %w", err)
+	}
+	a, err := token.New(token.EdDSA, akey, c.AdmissionKID, token.VerifyAlso(extra...))
+	if err != nil {
+		if len(extra) > 0 {
+			return Signers{}, fmt.Errorf("WR_ADMISSION_KEY, WR_ADMISSION_KID and WR_ADMISSION_KEYS_EXTRA: %w", err)
+		}
 		return Signers{}, fmt.Errorf("WR_ADMISSION_KEY: %w", err)
 	}
 	return Signers{Queue: q, Admission: a}, nil
+}
+
+// ParseKeysExtra reads WR_ADMISSION_KEYS_EXTRA: "kid:seed" pairs separated by
+// commas, each seed a base64 Ed25519 seed; kids are ids ([A-Za-z0-9._-], 1-64).
+// Only the public half of each key is kept.
+func ParseKeysExtra(v string) ([]token.VerifyKey, error) {
+	var out []token.VerifyKey
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		kid, seed, ok := strings.Cut(part, ":")
+		if !ok || !validKID(kid) {
+			return nil, errors.New(`each entry must be "kid:base64-seed" with a kid of 1-64 characters of [A-Za-z0-9._-]`)
+		}
+		priv, err := token.Ed25519Seed(strings.TrimSpace(seed))
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", kid, err)
+		}
+		out = append(out, token.VerifyKey{KID: kid, Key: priv.Public().(ed25519.PublicKey)})
+	}
+	return out, nil
+}
+
+func validKID(kid string) bool {
+	if len(kid) == 0 || len(kid) > 64 {
+		return false
+	}
+	for _, r := range kid {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

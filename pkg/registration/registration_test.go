@@ -1,9 +1,11 @@
 package registration_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,4 +207,50 @@ func TestETA(t *testing.T) {
 	}
 	_, ok := registration.ETA(3, registration.Pace{}, item(5, 0, 0), false, now)
 	assert.False(t, ok, "unknown item")
+}
+
+// WR_ADMISSION_KEYS_EXTRA: kid:seed pairs, each checked, refused with the
+// variable's name; the keys verify and are published, never sign.
+func TestAdmissionKeysExtra(t *testing.T) {
+	seed := func(b byte) string {
+		k := make([]byte, 32)
+		for i := range k {
+			k[i] = b
+		}
+		return base64.StdEncoding.EncodeToString(k)
+	}
+	c := registration.TokenConfig{TokenAlg: token.HS256, TokenKey: "a-real-secret-of-at-least-32-bytes-long!!",
+		AdmissionKey: seed(2), AdmissionKID: "a2", AdmissionKeysExtra: " a1:" + seed(1) + ", a0:" + seed(0) + " "}
+	s, err := c.Signers(nopLog())
+	require.NoError(t, err)
+	set, ok := s.Admission.PublicJWKS()
+	require.True(t, ok)
+	var kids []string
+	for _, k := range set.Keys {
+		kids = append(kids, k.Kid)
+	}
+	assert.Equal(t, []string{"a2", "a1", "a0"}, kids)
+	old, err := token.New(token.EdDSA, seed(1), "a1")
+	require.NoError(t, err)
+	raw, err := old.IssueAdmission(token.Admission{TokenID: "T", ItemID: "i", UserID: "u", ExpiresAt: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	_, err = s.Admission.ParseAdmission(raw)
+	require.NoError(t, err, "a token of the previous key still verifies")
+
+	for name, v := range map[string]string{
+		"no colon":       "a1" + seed(1),
+		"bad kid":        "a 1:" + seed(1),
+		"bad seed":       "a1:bm90LWEtc2VlZA==",
+		"the signer's":   "a2:" + seed(1),
+		"the same key":   "a1:" + seed(2),
+		"a kid twice":    "a1:" + seed(1) + ",a1:" + seed(3),
+		"an empty kid":   ":" + seed(1),
+		"a kid too long": strings.Repeat("k", 65) + ":" + seed(1),
+	} {
+		c := c
+		c.AdmissionKeysExtra = v
+		err := c.Validate()
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "WR_ADMISSION_KEYS_EXTRA", name)
+	}
 }

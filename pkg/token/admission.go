@@ -51,7 +51,7 @@ func (s *Signer) ParseAdmission(raw string) (Admission, error) {
 		return Admission{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
 	}
 	var c admissionClaims
-	_, err := s.parser.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.verifyKey, nil })
+	_, err := s.parser.ParseWithClaims(raw, &c, s.keyFor)
 	if err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) {
 			return Admission{}, ErrExpired
@@ -82,12 +82,20 @@ type JWKS struct {
 	Keys []JWK `json:"keys"`
 }
 
-// PublicJWKS returns the key set that verifies this Signer's tokens; ok is
-// false for HMAC, whose key is a secret.
+// PublicJWKS returns the key set that verifies this Signer's tokens: its own
+// key first, then the VerifyAlso keys of a rollover. ok is false for HMAC,
+// whose key is a secret.
 func (s *Signer) PublicJWKS() (JWKS, bool) {
 	pub, ok := s.verifyKey.(ed25519.PublicKey)
 	if !ok {
 		return JWKS{}, false
 	}
-	return JWKS{Keys: []JWK{{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: s.kid, Alg: EdDSA, Use: "sig"}}}, true
+	jwk := func(kid string, k ed25519.PublicKey) JWK {
+		return JWK{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(k), Kid: kid, Alg: EdDSA, Use: "sig"}
+	}
+	set := JWKS{Keys: []JWK{jwk(s.kid, pub)}}
+	for _, k := range s.also {
+		set.Keys = append(set.Keys, jwk(k.KID, k.Key))
+	}
+	return set, true
 }

@@ -54,3 +54,70 @@ func TestJWKSVerifiesOffline(t *testing.T) {
 	_, ok = signers(t)[HS256].PublicJWKS()
 	assert.False(t, ok, "an HMAC key is never published")
 }
+
+// A rollover: the new key signs, the old one still verifies the tokens it
+// signed (they live until their session ends), and both are in the JWKS. A
+// token naming a kid nobody publishes, or signed by another key under a
+// published kid, is refused.
+func TestRolloverVerifiesBothKeys(t *testing.T) {
+	seed := func(b byte) string { return base64.StdEncoding.EncodeToString(make32(b)) }
+	oldS, err := New(EdDSA, seed(1), "a1")
+	require.NoError(t, err)
+	oldPriv, err := Ed25519Seed(seed(1))
+	require.NoError(t, err)
+	newS, err := New(EdDSA, seed(2), "a2", VerifyAlso(VerifyKey{KID: "a1", Key: oldPriv.Public().(ed25519.PublicKey)}))
+	require.NoError(t, err)
+
+	a := Admission{TokenID: "T", ItemID: "i", UserID: "u", ExpiresAt: time.Now().Add(time.Minute)}
+	byOld, err := oldS.IssueAdmission(a)
+	require.NoError(t, err)
+	byNew, err := newS.IssueAdmission(a)
+	require.NoError(t, err)
+	for name, raw := range map[string]string{"old key": byOld, "new key": byNew} {
+		got, err := newS.ParseAdmission(raw)
+		require.NoError(t, err, name)
+		assert.Equal(t, "T", got.TokenID, name)
+	}
+	_, err = oldS.ParseAdmission(byNew)
+	assert.ErrorIs(t, err, ErrInvalid, "a signer without the new key refuses its tokens")
+
+	set, ok := newS.PublicJWKS()
+	require.True(t, ok)
+	require.Len(t, set.Keys, 2)
+	assert.Equal(t, []string{"a2", "a1"}, []string{set.Keys[0].Kid, set.Keys[1].Kid}, "the signing key first")
+
+	other, err := New(EdDSA, seed(3), "a1") // another key under a published kid
+	require.NoError(t, err)
+	forged, err := other.IssueAdmission(a)
+	require.NoError(t, err)
+	_, err = newS.ParseAdmission(forged)
+	assert.ErrorIs(t, err, ErrInvalid)
+	stranger, err := New(EdDSA, seed(3), "zz")
+	require.NoError(t, err)
+	forged, err = stranger.IssueAdmission(a)
+	require.NoError(t, err)
+	_, err = newS.ParseAdmission(forged)
+	assert.ErrorIs(t, err, ErrInvalid)
+
+	pub2 := func(b byte) ed25519.PublicKey { p, _ := Ed25519Seed(seed(b)); return p.Public().(ed25519.PublicKey) }
+	for name, keys := range map[string][]VerifyKey{
+		"no kid":          {{KID: "", Key: pub2(1)}},
+		"the signer's id": {{KID: "a2", Key: pub2(1)}},
+		"twice":           {{KID: "a1", Key: pub2(1)}, {KID: "a1", Key: pub2(3)}},
+		"the signing key": {{KID: "a1", Key: pub2(2)}},
+		"short key":       {{KID: "a1", Key: pub2(1)[:8]}},
+	} {
+		_, err := New(EdDSA, seed(2), "a2", VerifyAlso(keys...))
+		assert.Error(t, err, name)
+	}
+	_, err = New(HS256, "0123456789abcdef0123456789abcdef", "k1", VerifyAlso(VerifyKey{KID: "a1", Key: pub2(1)}))
+	assert.Error(t, err, "HMAC keys are never published")
+}
+
+func make32(b byte) []byte {
+	out := make([]byte, 32)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}

@@ -59,6 +59,49 @@ type Signer struct {
 	header    string // the encoded JOSE header, the same for every token
 	parser    *jwt.Parser
 	now       func() time.Time
+	// also are keys that verify (never sign) tokens whose header names
+	// their kid: the previous or next key of a rollover (VerifyAlso).
+	also []VerifyKey
+}
+
+// VerifyKey is an Ed25519 public key a Signer accepts besides its own, by kid.
+type VerifyKey struct {
+	KID string
+	Key ed25519.PublicKey
+}
+
+// Option changes a Signer built by New.
+type Option func(*Signer) error
+
+// VerifyAlso makes an Ed25519 Signer accept tokens signed by keys too (each
+// named by its kid, which must differ from the Signer's and from each other),
+// and publish them in its JWKS: the two keys of a rollover. The Signer still
+// signs with its own key only.
+func VerifyAlso(keys ...VerifyKey) Option {
+	return func(s *Signer) error {
+		if _, ok := s.verifyKey.(ed25519.PublicKey); !ok {
+			return errors.New("only Ed25519 keys can be published for verification")
+		}
+		seen := map[string]bool{s.kid: true}
+		for _, k := range keys {
+			switch {
+			case k.KID == "":
+				return errors.New("a verification key needs a kid")
+			case seen[k.KID]:
+				return fmt.Errorf("kid %q is used twice", k.KID)
+			case len(k.Key) != ed25519.PublicKeySize:
+				return fmt.Errorf("key %q is %d bytes, want %d", k.KID, len(k.Key), ed25519.PublicKeySize)
+			case k.Key.Equal(s.verifyKey):
+				return fmt.Errorf("key %q is the signing key itself", k.KID)
+			}
+			seen[k.KID] = true
+		}
+		if s.kid == "" && len(keys) > 0 {
+			return errors.New("the signing key needs a kid when other keys verify too")
+		}
+		s.also = append(s.also, keys...)
+		return nil
+	}
 }
 
 // wireQueueClaims is queueClaims as it goes on the wire, with plain numbers:
@@ -94,22 +137,58 @@ func NewEd25519(priv ed25519.PrivateKey, kid string) (*Signer, error) {
 // New builds a Signer from configuration: alg HS256 with key the secret
 // (base64 or raw text of at least 32 bytes), or EdDSA with key the base64
 // Ed25519 seed (32 bytes).
-func New(alg, key, kid string) (*Signer, error) {
+func New(alg, key, kid string, opts ...Option) (*Signer, error) {
+	var (
+		s   *Signer
+		err error
+	)
 	switch alg {
 	case HS256:
-		if b, err := base64.StdEncoding.DecodeString(key); err == nil && len(b) >= 32 {
-			return NewHMAC(b, kid)
+		if b, derr := base64.StdEncoding.DecodeString(key); derr == nil && len(b) >= 32 {
+			s, err = NewHMAC(b, kid)
+		} else {
+			s, err = NewHMAC([]byte(key), kid)
 		}
-		return NewHMAC([]byte(key), kid)
 	case EdDSA:
-		seed, err := base64.StdEncoding.DecodeString(key)
-		if err != nil || len(seed) != ed25519.SeedSize {
-			return nil, fmt.Errorf("EdDSA key must be a base64 Ed25519 seed of %d bytes", ed25519.SeedSize)
+		var priv ed25519.PrivateKey
+		if priv, err = Ed25519Seed(key); err == nil {
+			s, err = NewEd25519(priv, kid)
 		}
-		return NewEd25519(ed25519.NewKeyFromSeed(seed), kid)
 	default:
-		return nil, fmt.Errorf("token algorithm %q is not %s or %s", alg, HS256, EdDSA)
+		err = fmt.Errorf("token algorithm %q is not %s or %s", alg, HS256, EdDSA)
 	}
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Ed25519Seed decodes a base64 Ed25519 seed (32 bytes) into its private key.
+func Ed25519Seed(key string) (ed25519.PrivateKey, error) {
+	seed, err := base64.StdEncoding.DecodeString(key)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("EdDSA key must be a base64 Ed25519 seed of %d bytes", ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// keyFor picks the key that verifies t: a VerifyAlso key when t's header
+// names its kid, else the Signer's own (which then checks the signature, so a
+// token of an unknown kid fails there).
+func (s *Signer) keyFor(t *jwt.Token) (any, error) {
+	if kid, _ := t.Header["kid"].(string); kid != "" && kid != s.kid {
+		for _, k := range s.also {
+			if k.KID == kid {
+				return k.Key, nil
+			}
+		}
+	}
+	return s.verifyKey, nil
 }
 
 func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
@@ -168,7 +247,7 @@ func (s *Signer) ParseQueue(raw string) (Queue, error) {
 		return Queue{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
 	}
 	var c queueClaims
-	_, err := s.parser.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.verifyKey, nil })
+	_, err := s.parser.ParseWithClaims(raw, &c, s.keyFor)
 	if err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) {
 			return Queue{}, ErrExpired

@@ -5,11 +5,13 @@ go 1.26.8
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/waitroom/waitroom/kit/go/waitroomkit v0.0.0
 	github.com/waitroom/waitroom/pkg v0.0.0
 	github.com/waitroom/waitroom/services/api v0.0.0
 	github.com/waitroom/waitroom/services/consumer v0.0.0
@@ -17,6 +19,7 @@ require (
 	github.com/waitroom/waitroom/services/scheduler v0.0.0
 	github.com/waitroom/waitroom/topics v0.0.0
 	go.uber.org/zap v1.28.0
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
@@ -50,10 +53,10 @@ require (
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
+	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
 	github.com/go-redsync/redsync/v4 v4.18.1 // indirect
 	github.com/goccy/go-json v0.10.5 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
@@ -78,7 +81,6 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
@@ -90,6 +92,7 @@ require (
 )
 
 replace (
+	github.com/waitroom/waitroom/kit/go/waitroomkit => ../../kit/go/waitroomkit
 	github.com/waitroom/waitroom/pkg => ../../pkg
 	github.com/waitroom/waitroom/services/api => ../api
 	github.com/waitroom/waitroom/services/consumer => ../consumer

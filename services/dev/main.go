@@ -131,6 +131,7 @@ waitroom is running. Open the waiting room in a browser:
   %[9]s/items/concert-2026/wait
 
   front door %[9]s   (the page, the API and the event streams on one origin)
+  demo shop  %[9]s/shop/{itemId}   (behind the page's "continue": waitroomkit's middleware; "buy" completes the admission)
   api        %[1]s   (health %[1]s/healthz, ready %[1]s/readyz, metrics %[1]s/metrics)
   consumer   %[2]s
   notifier   %[10]s   (Server-Sent Events: GET …/registrations/{token}/events)
@@ -147,7 +148,7 @@ Try it:
   curl -s -XPOST %[1]s/api/v1/items/closed-demo/registrations       # 409 QUEUE_CLOSED
   curl -s %[1]s/.well-known/jwks.json                                # verify admission tokens offline
 
-Operate it (admin token %[7]q):
+Operate it (admin token %[7]q): the console %[8]s/admin, or
   curl -s -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"ratePerSecond":20}'
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"paused":true}'

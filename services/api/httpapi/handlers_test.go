@@ -169,4 +169,11 @@ func TestPages(t *testing.T) {
 	assert.Contains(t, string(a.Body), "Front-row show")
 	a = e.do(http.MethodGet, "/items/no%20pe/wait", nil)
 	assert.Equal(t, http.StatusBadRequest, a.Code)
+
+	// The page is drawn over waitroom.js, which the api serves to any site.
+	a = e.do(http.MethodGet, "/items/show/wait", nil)
+	assert.Contains(t, string(a.Body), `<script src="/waitroom.js"></script>`)
+	a = e.do(http.MethodGet, "/waitroom.js", nil)
+	require.Equal(t, http.StatusOK, a.Code)
+	assert.Contains(t, string(a.Body), "global.Waitroom = { join, FINAL }")
 }

@@ -119,6 +119,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	srv.Routes(engine)
 	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget, items))
 	engine.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
+	engine.GET(waitpage.ScriptPath, waitpage.Script)
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {

@@ -2,8 +2,9 @@
 // in the binary, that registers (or resumes a stored token), shows position,
 // ETA and progress live over Server-Sent Events (polling the status when no
 // stream is available) and, on admission, the admission token and a link on.
-// It also serves the page that link leads to by default: a stand-in for the
-// shop, which verifies the admission token.
+// The page is drawn over waitroom.js (Script), the browser client any site
+// may use for a page of its own. It also serves the page that link leads to
+// by default: a stand-in for the shop, which verifies the admission token.
 package waitpage
 
 import (
@@ -22,6 +23,8 @@ var (
 	pageSrc string
 	//go:embed admitted.html
 	admittedSrc string
+	//go:embed waitroom.js
+	script []byte
 
 	page     = template.Must(template.New("wait").Parse(pageSrc))
 	admitted = template.Must(template.New("admitted").Parse(admittedSrc))
@@ -43,6 +46,17 @@ func Handler(target string, items Items) gin.HandlerFunc {
 		target = DefaultTarget
 	}
 	return serve(page, items, map[string]string{"target": target})
+}
+
+// ScriptPath is where the api serves waitroom.js, the browser client the
+// page is built on (documented in the file), for sites that draw their own page.
+const ScriptPath = "/waitroom.js"
+
+// Script serves waitroom.js.
+func Script(c *gin.Context) {
+	c.Header("Cache-Control", "public, max-age=300")
+	c.Header("Access-Control-Allow-Origin", "*") // a script, loadable from any site's page
+	c.Data(http.StatusOK, "text/javascript; charset=utf-8", script)
 }
 
 // AdmittedHandler serves GET /items/:itemId/admitted, where "continue" leads

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,24 +134,32 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "It's your turn: Front-row show", head, "the heading says the person is in")
 
-	// "Continue" leads to a page that exists on the dev stack and verifies the token.
-	require.True(t, strings.HasPrefix(href.Value, "/items/show/admitted?"), href.Value)
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+href.Value)))
+	// On the dev stack "continue" leads to the demo shop (TestShopJourneyInBrowser);
+	// elsewhere, by default, to the api's admitted page, which verifies the token.
+	require.True(t, strings.HasPrefix(href.Value, "/shop/show?admission="), href.Value)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/show/admitted?admission="+url.QueryEscape(admission))))
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("verdict") && document.getElementById("verdict").dataset.valid === "true"`,
 		chromedp.WithPollingTimeout(10*time.Second)))
-	require.NoError(t, err, "the continue link's page verifies the admission")
+	require.NoError(t, err, "the admitted page verifies the admission")
 	head, err = chromedp.Run(ctx, chromedp.Text("#heading"))
 	require.NoError(t, err)
 	assert.Equal(t, "You're in: Front-row show", head)
 
+	t.Logf("screenshot: %s (positions seen %v)", saveArtefact(t, "waiting-room-admitted.png", shot), seen)
+}
+
+// saveArtefact writes a test's artefact (a screenshot) to $WR_ARTEFACTS_DIR
+// (default /tmp/waitroom-artefacts) and returns its path.
+func saveArtefact(t *testing.T, name string, b []byte) string {
+	t.Helper()
 	dir := os.Getenv("WR_ARTEFACTS_DIR")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "waitroom-artefacts")
 	}
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	out := filepath.Join(dir, "waiting-room-admitted.png")
-	require.NoError(t, os.WriteFile(out, shot, 0o644))
-	t.Logf("screenshot: %s (positions seen %v)", out, seen)
+	out := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(out, b, 0o644))
+	return out
 }
 
 func adminPut(t *testing.T, e *env, item, body string) {

@@ -10,8 +10,9 @@ import (
 // FrontDoor routes one origin to the services behind it, as a load balancer
 // would in production: event streams to the notifier, everything else (the
 // API and the waiting-room page) to the api. With no notifier, streams go to
-// the api too, which answers 404 and the page falls back to polling.
-func FrontDoor(api, notifier string) (http.Handler, error) {
+// the api too, which answers 404 and the page falls back to polling. shop,
+// when not nil, serves /shop/ (the demo shop the page's "continue" leads to).
+func FrontDoor(api, notifier string, shop http.Handler) (http.Handler, error) {
 	apiURL, err := url.Parse(api)
 	if err != nil {
 		return nil, err
@@ -27,6 +28,10 @@ func FrontDoor(api, notifier string) (http.Handler, error) {
 		toEvents.FlushInterval = -1 // stream every event at once
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if shop != nil && strings.HasPrefix(r.URL.Path, "/shop/") {
+			shop.ServeHTTP(w, r)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, "/api/v1/items/") && strings.HasSuffix(r.URL.Path, "/events") {
 			toEvents.ServeHTTP(w, r)
 			return

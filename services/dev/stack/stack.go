@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/kit/go/waitroomkit"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
+	"github.com/waitroom/waitroom/services/dev/shop"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/topics"
@@ -46,6 +48,10 @@ type Options struct {
 	AdminToken string
 	// AdmissionKey is the base64 Ed25519 seed of admission tokens (empty: dev key).
 	AdmissionKey string
+	// AdmissionKID and AdmissionKeysExtra, when set, are the api's and the
+	// notifier's WR_ADMISSION_KID and WR_ADMISSION_KEYS_EXTRA (a rollover).
+	AdmissionKID       string
+	AdmissionKeysExtra string
 	// FrontAddr is the one origin for browsers: the page, the API and the event streams.
 	FrontAddr string
 	// NotifierAddr is the SSE notifier's listener (default: a free port).
@@ -151,7 +157,14 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}()
 	}
 	go func() { s.done <- wrap("notifier", sse.Run(ctx, notCfg, notLn, o.Log.Named("notifier"), &notReady)) }()
-	front, err := FrontDoor(s.APIURL, s.NotifierURL)
+	// The demo shop behind the page's "continue": waitroomkit against the
+	// api, sending refused visitors to the waiting page on the same origin.
+	kit, err := waitroomkit.New(s.APIURL, waitroomkit.WithWaitURL(""))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	front, err := FrontDoor(s.APIURL, s.NotifierURL, shop.New(kit))
 	if err != nil {
 		cancel()
 		return nil, err
@@ -228,10 +241,13 @@ func configs(o Options) (serviceConfigs, error) {
 	where(&c.notifier.Kafka, &c.notifier.Redis, &c.notifier.HTTP)
 	keys := func(t *registration.TokenConfig) {
 		t.TokenKey, t.AdmissionKey = or(o.TokenKey, t.TokenKey), or(o.AdmissionKey, t.AdmissionKey)
+		t.AdmissionKID, t.AdmissionKeysExtra = or(o.AdmissionKID, t.AdmissionKID), or(o.AdmissionKeysExtra, t.AdmissionKeysExtra)
 		t.DevKeys = true
 	}
 	keys(&c.api.TokenConfig)
 	keys(&c.notifier.TokenConfig)
+	// The page's "continue" leads to the demo shop, unless WR_PAGE_TARGET_URL says otherwise.
+	c.api.PageTarget = or(c.api.PageTarget, shop.Target)
 	if o.ProduceLinger > 0 {
 		c.api.ProduceLinger = o.ProduceLinger
 	}

@@ -65,6 +65,8 @@ type Server struct {
 	dlqs      *dlq.Inspector
 	replayer  *dlq.Replayer
 	replaying sync.Mutex
+
+	leading func() bool // this replica leads (WithLeader), for the console
 }
 
 // New returns a Server that accepts requests bearing token; an empty token
@@ -88,6 +90,7 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.GET("/dlq", s.listDLQ)
 	g.GET("/dlq/:partition/:offset", s.showDLQ)
 	g.POST("/dlq/replay", s.replayDLQ)
+	s.consoleRoutes(r)
 }
 
 // auth lets a request through only with the configured bearer token. Both
@@ -99,6 +102,11 @@ func (s *Server) auth(c *gin.Context) {
 	if ok {
 		sum := sha256.Sum256([]byte(bearer))
 		ok = subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
+	}
+	// The console's calls carry its session cookie instead, and a header no
+	// other site's form or script can send without our consent (CSRF).
+	if !ok && bearer == "" && c.GetHeader(consoleHeader) == "1" {
+		ok = s.session(c)
 	}
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="waitroom-admin"`)
@@ -143,24 +151,33 @@ type Totals struct {
 }
 
 func (s *Server) listItems(c *gin.Context) {
-	all := s.items.All()
-	ctx, cancel := context.WithTimeout(c.Request.Context(), callTimeout)
-	reg, err := s.registry(ctx)
-	cancel()
+	views, item, err := s.itemViews(c.Request.Context())
 	if err != nil {
-		s.unavailable(c, "read registry", "", err)
+		s.unavailable(c, "read item", item, err)
 		return
 	}
-	out := ItemsResponse{Items: make([]ItemView, 0, len(all))}
-	for _, id := range slices.Sorted(maps.Keys(all)) {
-		v, _, err := s.lookup(c.Request.Context(), id, reg)
-		if err != nil {
-			s.unavailable(c, "read item", id, err)
-			return
-		}
-		out.Items = append(out.Items, v)
+	c.JSON(http.StatusOK, ItemsResponse{Items: views})
+}
+
+// itemViews reads every item of the cache with its line's counters, in id
+// order; on an error it names the item it was reading ("" for the registry).
+func (s *Server) itemViews(ctx context.Context) ([]ItemView, string, error) {
+	all := s.items.All()
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	reg, err := s.registry(rctx)
+	cancel()
+	if err != nil {
+		return nil, "", err
 	}
-	c.JSON(http.StatusOK, out)
+	out := make([]ItemView, 0, len(all))
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		v, _, err := s.lookup(ctx, id, reg)
+		if err != nil {
+			return nil, id, err
+		}
+		out = append(out, v)
+	}
+	return out, "", nil
 }
 
 func (s *Server) getItem(c *gin.Context) {

@@ -86,11 +86,12 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(PolicyCollector(items))
 	if cfg.AdminToken == "" {
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
 	engine := httpserver.New(log, reg, ready)
-	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).Routes(engine)
+	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).Routes(engine)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })

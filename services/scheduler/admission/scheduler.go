@@ -155,6 +155,7 @@ func (s *Scheduler) lead(ctx context.Context, mu *redsync.Mutex) {
 	s.m.epoch.Set(float64(epoch))
 	s.leading.Store(true)
 	defer s.m.leader.Set(0)
+	defer s.m.perItem.reset()
 	defer s.leading.Store(false)
 	defer func() {
 		if s.opt.KeepLockOnStop {
@@ -214,6 +215,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 	}
 	start := s.now()
 	var due []dueItem
+	seen := make(map[string]bool, len(items))
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
 		ticks, errs, err := s.line.PromoteMany(ctx, batch, epoch, start, s.opt.Burst)
@@ -232,6 +234,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 			}
 			s.m.admitted.Add(float64(tk.Admitted))
 			s.m.expired.Add(float64(tk.Expired))
+			s.m.perItem.observe(batch[i], tk.Admitted, tk.Waiting, tk.Active, seen)
 			if len(tk.Unpublished) == 0 && tk.Expired == 0 {
 				continue
 			}
@@ -243,6 +246,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 	}
 	s.m.tick.Observe(time.Since(began).Seconds())
 	s.m.items.Set(float64(len(items)))
+	s.m.perItem.sweep(seen)
 	return nil
 }
 
@@ -351,6 +355,7 @@ type Metrics struct {
 	admitted, expired, fenced prometheus.Counter
 	publishErrors             prometheus.Counter
 	viewSkipped               prometheus.Counter
+	perItem                   *itemMetrics
 }
 
 // NewMetrics registers the scheduler's metrics on reg.
@@ -369,5 +374,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.viewSkipped = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_view_skipped_ticks_total", Help: "Ticks that admitted nobody because the Redis view was not trusted (being rebuilt)."})
 	reg.MustRegister(m.viewSkipped)
 	reg.MustRegister(m.leader, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)
+	m.perItem = newItemMetrics(reg)
 	return m
 }

@@ -1,0 +1,134 @@
+package waitroomkit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+type ctxKey struct{}
+
+// FromContext returns the admission the middleware let the request through
+// with.
+func FromContext(ctx context.Context) (Admission, bool) {
+	a, ok := ctx.Value(ctxKey{}).(Admission)
+	return a, ok
+}
+
+// ItemFromPath reads the item from a path wildcard of Go's ServeMux
+// ("GET /shop/{itemId}/" → ItemFromPath("itemId")).
+func ItemFromPath(name string) func(*http.Request) string {
+	return func(r *http.Request) string { return r.PathValue(name) }
+}
+
+// Item always protects the same item.
+func Item(id string) func(*http.Request) string {
+	return func(*http.Request) string { return id }
+}
+
+// Protect returns middleware that lets a request through only with a live
+// admission token for the item itemOf names. The token comes from the
+// "continue" link's query parameter (then kept in an HttpOnly cookie, and a
+// GET is redirected to the same URL without it, so the token leaves the
+// address bar), an "Authorization: Bearer" header, or that cookie. Anyone
+// else is sent to the item's waiting page (303).
+func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			item := itemOf(r)
+			if item == "" {
+				http.NotFound(w, r)
+				return
+			}
+			raw, from := k.tokenOf(r, item)
+			a, err := k.Verify(r.Context(), raw, item)
+			if err != nil {
+				if from == "cookie" {
+					k.clearCookie(w, r, item)
+				}
+				k.deny(w, r, item, err)
+				return
+			}
+			if from == "query" {
+				k.setCookie(w, r, a)
+				if r.Method == http.MethodGet || r.Method == http.MethodHead {
+					u := *r.URL
+					q := u.Query()
+					q.Del(k.param)
+					u.RawQuery = q.Encode()
+					http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+					return
+				}
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, a)))
+		})
+	}
+}
+
+// CompleteRequest completes the admission the middleware let r through with
+// (see Complete) and removes its cookie.
+func (k *Kit) CompleteRequest(w http.ResponseWriter, r *http.Request) (Admission, error) {
+	a, ok := FromContext(r.Context())
+	if !ok {
+		return Admission{}, ErrNoToken
+	}
+	done, err := k.Complete(r.Context(), a.Raw, a.ItemID)
+	if err == nil || errors.Is(err, ErrEnded) {
+		k.clearCookie(w, r, a.ItemID)
+	}
+	if err != nil {
+		return Admission{}, err
+	}
+	done.ExpiresAt = a.ExpiresAt
+	return done, nil
+}
+
+func (k *Kit) tokenOf(r *http.Request, item string) (raw, from string) {
+	if t := r.URL.Query().Get(k.param); t != "" {
+		return t, "query"
+	}
+	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:]), "header"
+	}
+	if c, err := r.Cookie(k.cookieName(item)); err == nil {
+		return c.Value, "cookie"
+	}
+	return "", ""
+}
+
+func (k *Kit) deny(w http.ResponseWriter, r *http.Request, item string, err error) {
+	if k.denied != nil {
+		k.denied(w, r, item, err)
+		return
+	}
+	if errors.Is(err, ErrUnavailable) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "admissions cannot be checked right now; retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	http.Redirect(w, r, k.WaitURL(item), http.StatusSeeOther)
+}
+
+// cookieName is the cookie of item: the prefix and the item with every
+// character a cookie name cannot hold replaced by '_'.
+func (k *Kit) cookieName(item string) string {
+	b := []byte(k.cookie + "_" + item)
+	for i := len(k.cookie) + 1; i < len(b); i++ {
+		c := b[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func (k *Kit) setCookie(w http.ResponseWriter, r *http.Request, a Admission) {
+	http.SetCookie(w, &http.Cookie{Name: k.cookieName(a.ItemID), Value: a.Raw, Path: "/", Expires: a.ExpiresAt,
+		HttpOnly: true, Secure: k.secure || r.TLS != nil, SameSite: http.SameSiteLaxMode})
+}
+
+func (k *Kit) clearCookie(w http.ResponseWriter, r *http.Request, item string) {
+	http.SetCookie(w, &http.Cookie{Name: k.cookieName(item), Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: k.secure || r.TLS != nil, SameSite: http.SameSiteLaxMode})
+}

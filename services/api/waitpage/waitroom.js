@@ -1,0 +1,157 @@
+/*
+ * waitroom.js: the browser client of a waitroom waiting room, served by the
+ * api at /waitroom.js. The api's own page (/items/{itemId}/wait) is built on
+ * it; a site that draws its own page uses it the same way:
+ *
+ *   <script src="https://queue.example.com/waitroom.js"></script>
+ *   <script>
+ *     const room = Waitroom.join({
+ *       itemId: "concert-2026",
+ *       base: "https://queue.example.com",   // the api (or its front door); "" = this origin
+ *       userId: "alice",                      // optional: the server makes one
+ *       onJoin(reg) { ... },                  // registered, or resumed from storage
+ *       onUpdate(st) { ... },                 // every status: see below
+ *       onTransport(t) { ... },               // "sse" or "poll"
+ *       onError(err) { ... },                 // could not register (closed, sold out…)
+ *     });
+ *     // room.leave() gives the place up; room.close() stops listening.
+ *   </script>
+ *
+ * What it does: registers (POST /api/v1/items/{itemId}/registrations), or
+ * resumes the registration it stored for that item (localStorage, key
+ * "waitroom:{itemId}"), so a reload keeps the place. It listens on
+ * Server-Sent Events (the browser reconnects by itself after a network drop,
+ * with Last-Event-ID) and falls back to polling the status (with back-off up
+ * to 10 s) when no stream can be opened or a reconnect is refused. A status
+ * answer of 401 (the stored token is no longer valid) registers again.
+ *
+ * onUpdate gets {status, position, waitingTotal, etaSeconds, admissionToken,
+ * expiresAt}: status is PENDING, WAITING (with position, waitingTotal and,
+ * unless admission is paused, etaSeconds), ADMITTED (with admissionToken and
+ * expiresAt), one of the final SOLD_OUT, CLOSED, EXPIRED, LEFT, COMPLETED,
+ * REJECTED, or RECONNECTING while the connection is down. Positions never go
+ * up: an older update arriving late is dropped. After a final status other
+ * than ADMITTED the stored registration is forgotten (the next join
+ * registers again); an ADMITTED one is kept, so coming back shows the
+ * admission (or COMPLETED once it was used).
+ *
+ * room.remember(key, value) stores a value of the page's own with the
+ * registration (the page keeps where its progress bar started); onJoin gets
+ * them back.
+ */
+(function (global) {
+  "use strict";
+  const FINAL = { ADMITTED: 1, SOLD_OUT: 1, CLOSED: 1, EXPIRED: 1, LEFT: 1, COMPLETED: 1, REJECTED: 1 };
+  const EVENTS = [["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
+    ["expired", "EXPIRED"], ["left", "LEFT"], ["completed", "COMPLETED"]];
+
+  function join(opts) {
+    if (!opts || !opts.itemId) throw new Error("Waitroom.join: itemId is required");
+    const base = (opts.base || "").replace(/\/+$/, "");
+    const store = opts.storage === undefined ? global.localStorage : opts.storage;
+    const key = "waitroom:" + opts.itemId;
+    const call = (f, ...a) => { if (typeof f === "function") f(...a); };
+    let reg = null, done = false, closed = false, source = null, last = Infinity;
+
+    const room = {
+      itemId: opts.itemId,
+      transport: "",
+      get registration() { return reg; },
+      remember(k, v) { if (reg) { reg[k] = v; save(); } },
+      close() { closed = done = true; if (source) source.close(); },
+      async leave() {
+        room.close();
+        if (!reg) return;
+        const r = await fetch(base + reg.statusUrl, { method: "DELETE" });
+        forget();
+        if (!r.ok && r.status !== 401) throw new Error("leave failed: status " + r.status);
+      },
+    };
+    const save = () => { if (store && reg) store.setItem(key, JSON.stringify(reg)); };
+    const forget = () => { if (store) store.removeItem(key); };
+    const transport = (t) => { room.transport = t; call(opts.onTransport, t); };
+
+    function update(st) {
+      if (closed) return;
+      if (st.status === "WAITING" && st.position) {
+        if (st.position > last) return; // a late, older update
+        last = st.position;
+      }
+      if (FINAL[st.status]) {
+        done = true;
+        if (st.status !== "ADMITTED") forget();
+        if (source) source.close();
+      }
+      call(opts.onUpdate, st);
+    }
+
+    async function register() {
+      const r = await fetch(base + "/api/v1/items/" + encodeURIComponent(opts.itemId) + "/registrations", {
+        method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify(opts.userId ? { userId: opts.userId } : {}),
+      });
+      const j = await r.json();
+      if (!r.ok) {
+        const err = new Error(j.error ? j.error.message : "registration failed: status " + r.status);
+        err.code = j.error ? j.error.code : "";
+        err.status = r.status;
+        throw err;
+      }
+      reg = { token: j.token, statusUrl: j.statusUrl, eventsUrl: j.eventsUrl };
+      last = Infinity;
+      save();
+    }
+
+    // Server-Sent Events first; polling when no stream works.
+    function listen() {
+      if (closed) return;
+      if (typeof global.EventSource !== "function") { poll(); return; }
+      let opened = false;
+      source = new global.EventSource(base + reg.eventsUrl);
+      source.onopen = () => { opened = true; transport("sse"); };
+      for (const [name, status] of EVENTS) {
+        source.addEventListener(name, (e) => update(Object.assign({ status }, JSON.parse(e.data || "{}"))));
+      }
+      source.onerror = () => {
+        if (done) return;
+        // Never opened, or refused on a reconnect (the browser gives up on a
+        // 4xx or 5xx answer): poll instead. Otherwise it reconnects itself.
+        if (!opened || source.readyState === global.EventSource.CLOSED) { source.close(); source = null; poll(); return; }
+        update({ status: "RECONNECTING" });
+      };
+    }
+
+    async function poll() {
+      transport("poll");
+      let wait = 1000;
+      while (!done) {
+        try {
+          const r = await fetch(base + reg.statusUrl);
+          if (r.status === 401) { forget(); await register(); call(opts.onJoin, reg); continue; }
+          const st = await r.json();
+          if (!r.ok) throw new Error(st.error ? st.error.message : "status " + r.status);
+          update(st);
+          wait = 1000;
+        } catch (err) {
+          update({ status: "RECONNECTING" });
+          wait = Math.min(wait * 2, 10000);
+        }
+        await new Promise((res) => setTimeout(res, wait));
+      }
+    }
+
+    (async () => {
+      try {
+        reg = store ? JSON.parse(store.getItem(key) || "null") : null;
+        if (!reg) await register();
+        call(opts.onJoin, reg);
+        listen();
+      } catch (err) {
+        call(opts.onError, err);
+      }
+    })();
+    return room;
+  }
+
+  global.Waitroom = { join, FINAL };
+})(typeof window !== "undefined" ? window : globalThis);
