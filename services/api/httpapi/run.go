@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,11 +33,14 @@ type Config struct {
 	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
-	View           view.Config
-	Kafka          config.Kafka
-	Redis          config.Redis
-	Log            config.Log
-	HTTP           config.HTTP
+	// PprofAddr serves net/http/pprof of the api process (empty: off); for
+	// profiling under load (bench/ceiling.sh PPROF=1), never public.
+	PprofAddr string `env:"WR_PPROF_ADDR"`
+	View      view.Config
+	Kafka     config.Kafka
+	Redis     config.Redis
+	Log       config.Log
+	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -113,10 +118,20 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 	}
+	var pln net.Listener
+	if cfg.PprofAddr != "" {
+		if pln, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen pprof %s: %w", cfg.PprofAddr, err)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	if pln != nil {
+		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP.ShutdownTimeout, log) })
+	}
 	g.Go(func() error {
 		if err := warmUp(gctx, prod, items, signer); err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -131,6 +146,17 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	err = g.Wait()
 	ready.Set(false)
 	return err
+}
+
+// pprofMux serves net/http/pprof's handlers.
+func pprofMux() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }
 
 // warmUp makes the first real request as fast as the thousandth: Kafka
