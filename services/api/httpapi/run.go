@@ -33,6 +33,10 @@ type Config struct {
 	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
+	// StatusExactEvery: see Options; 0 reads every status exactly.
+	StatusExactEvery time.Duration `env:"WR_STATUS_EXACT_EVERY" envDefault:"60s"`
+	MotionFresh      time.Duration `env:"WR_STATUS_MOTION_FRESH" envDefault:"250ms"`
+	StatusTokens     int           `env:"WR_STATUS_TOKENS" envDefault:"1000000"`
 	// PprofAddr serves net/http/pprof of the api process (empty: off); for
 	// profiling under load (bench/ceiling.sh PPROF=1), never public.
 	PprofAddr string `env:"WR_PPROF_ADDR"`
@@ -57,6 +61,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_PRODUCE_TIMEOUT must be positive, not %s", c.ProduceTimeout)
 	case c.ProduceLinger < 0:
 		return fmt.Errorf("WR_PRODUCE_LINGER must not be negative, not %s", c.ProduceLinger)
+	case c.StatusExactEvery < 0:
+		return fmt.Errorf("WR_STATUS_EXACT_EVERY must not be negative, not %s", c.StatusExactEvery)
+	case c.MotionFresh <= 0 || c.MotionFresh > 10*time.Second:
+		return fmt.Errorf("WR_STATUS_MOTION_FRESH must be in (0, 10s], not %s", c.MotionFresh)
+	case c.StatusTokens <= 0:
+		return fmt.Errorf("WR_STATUS_TOKENS must be positive, not %d", c.StatusTokens)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -107,6 +117,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	ready.Require(watch.Ready)
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
+		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	srv.Routes(engine)
