@@ -15,7 +15,15 @@
 # ITEM (ceiling-bench), PPROF=1 (take a CPU profile of the api during each
 # run into $OUT/{register,status}.prof; the profile costs a little CPU),
 # OUT (where logs and profiles go: a temp dir, printed), ROUNDS (1: each
-# pair of runs repeated, ceiling and api alternating).
+# pair of runs repeated, ceiling and api alternating), API_ENV (more
+# environment for the api, e.g. API_ENV="WR_STATUS_EXACT_EVERY=0": every
+# status read exact).
+#
+# Redis commands per request come from INFO commandstats (every command,
+# those run inside scripts included) around each run: "gross" is all of
+# Redis's commands during the api's run over its requests, "net" subtracts
+# what Redis ran during the ceiling's run of the same length (the dev stack's
+# own background: schedulers, view watchers).
 #
 #   bench/ceiling.sh                 # ~1 min: build, start, 2 paths x 2 servers x 10 s
 #   DUR=5s ROUNDS=3 bench/ceiling.sh # three alternating rounds of 5 s
@@ -84,7 +92,7 @@ WR_ADMIN_URL=http://127.0.0.1:18182 WR_ADMIN_TOKEN=dev-admin-token \
 log "starting the api on $API_ADDR and the ceiling on $CEIL_ADDR"
 pprof_env=()
 [ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$PPROF_ADDR)
-env WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094 \
+env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094 \
   WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=waitroom-dev-only-hmac-key-change-me-0123456789 \
   WR_ADMISSION_KEY=d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE= "${pprof_env[@]}" \
   "$OUT/bin/waitroom-api" >"$OUT/api.log" 2>&1 &
@@ -115,37 +123,43 @@ curl -K "$OUT/curl.cfg" | sed -n 's/.*"token":"\([^"]*\)".*/'"$ITEM"' \1/p' >"$O
 sleep 1 # the consumer applies them (status answers WAITING, not PENDING)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+redis_calls() { redis-cli -p $REDIS_PORT info commandstats | sed -n 's/.*:calls=\([0-9]*\),.*/\1/p' | awk '{n += $1} END {print n + 0}'; }
 hz=$(getconf CLK_TCK)
 
-# run NAME PID URL SCRIPT [ARGS]: one wrk run; prints "rate p99 us_per_req errors".
+# run NAME PID URL SCRIPT [ARGS]: one wrk run; prints "rate p99 us_per_req
+# redis_calls requests errors".
 run() {
   local name=$1 pid=$2 url=$3 script=$4
   shift 4
-  local before after out rate p99 n bad prof=""
+  local before after rbefore rafter out rate p99 n bad prof=""
   if [ "${PPROF:-0}" = 1 ] && [ "$pid" = "$api_pid" ]; then
     curl -s -o "$OUT/$name.prof" "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
     prof=$!
   fi
+  rbefore=$(redis_calls)
   before=$(cpu_ticks "$pid")
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"})
   after=$(cpu_ticks "$pid")
+  rafter=$(redis_calls)
   [ -n "$prof" ] && wait "$prof"
   echo "$out" >"$OUT/$name.txt"
   rate=$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p')
   n=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in .*/\1/p')
   p99=$(echo "$out" | sed -n 's/.*p99=\([0-9.]*\)ms.*/\1/p')
   bad=$(echo "$out" | sed -n 's/^errors *\(.*\)/\1/p')
-  echo "$rate $p99 $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}') $bad"
+  echo "$rate $p99 $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}') $((rafter - rbefore)) $n $bad"
 }
 
-printf '%-8s %-8s %12s %9s %10s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" errors
+echo "(Redis cmd/req of the api: gross/net, see the header)"
+printf '%-8s %-8s %12s %9s %10s %14s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" errors
 for r in $(seq "$ROUNDS"); do
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
-    read -r crate cp99 ccpu cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
-    read -r arate ap99 acpu aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
-    printf '%-8s %-8s %12s %9s %10s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "(the ceiling's answers are not checked)"
-    printf '%-8s %-8s %12s %9s %10s  %s\n' "$path" api "$arate" "$ap99" "$acpu" "$aerr"
+    read -r crate cp99 ccpu credis cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
+    read -r arate ap99 acpu aredis an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
+    printf '%-8s %-8s %12s %9s %10s %14s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "(the ceiling's answers are not checked)"
+    printf '%-8s %-8s %12s %9s %10s %14s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
+      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aerr"
     awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" \
       'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (api / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc}'
   done

@@ -107,11 +107,19 @@ func appendQueueClaims(b []byte, q Queue, exp, iat int64) []byte {
 	return append(b, '}')
 }
 
+// plainJSON marks the bytes encoding/json copies into a string as they are.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s quoted as encoding/json quotes it: plain
 // printable ASCII is copied, anything else goes through json.Marshal.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !plainJSON[s[i]] {
 			q, _ := json.Marshal(s) // a string always marshals
 			return append(b, q...)
 		}

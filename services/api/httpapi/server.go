@@ -168,10 +168,11 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	base := "/api/v1/items/" + item + "/registrations/" + tok
-	c.JSON(http.StatusAccepted, RegisterResponse{
+	resp := RegisterResponse{
 		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
 		StatusURL: base, EventsURL: base + "/events",
-	})
+	}
+	writeJSON(c, http.StatusAccepted, resp.appendJSON)
 }
 
 // produce sends ev keyed by its item and waits for the broker; on failure it
@@ -259,7 +260,7 @@ func (s *Server) status(c *gin.Context) {
 		resp.PollAfterMs = d.Milliseconds()
 		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 	}
-	c.JSON(http.StatusOK, resp)
+	writeJSON(c, http.StatusOK, resp.appendJSON)
 }
 
 // readStatus reads where q's registration stands: from memory when an exact
