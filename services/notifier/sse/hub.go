@@ -43,13 +43,39 @@ type Feed struct {
 	item string
 	cur  atomic.Pointer[Snapshot]
 	subs int // guarded by Hub.mu
+	// admits are the waiting streams by live token, told first when an
+	// admission event names them (guarded by Hub.mu).
+	admits map[string]chan Admit
 }
+
+// Admit tells a waiting stream that an admission event admitted its token,
+// until Until; the stream calls Done once its admitted event is written.
+type Admit struct {
+	Until time.Time
+	At    int64 // the event's time (unix ms)
+	wg    *sync.WaitGroup
+}
+
+// Done says the admitted event is written (or the stream gave up).
+func (a Admit) Done() {
+	if a.wg != nil {
+		a.wg.Done()
+	}
+}
+
+// admitFirstWait bounds how long an admission event waits for the streams it
+// admitted before it wakes every other stream of the item.
+const admitFirstWait = 100 * time.Millisecond
 
 // Latest returns the item's current snapshot.
 func (f *Feed) Latest() *Snapshot { return f.cur.Load() }
 
 // Hub fans each item's admission events and state changes out to the item's
-// local streams. A publish costs O(1) whatever the number of streams: it
+// local streams. The streams an admission event admits are told first, each
+// on its own channel, and the event waits (at most admitFirstWait) until they
+// have written their admitted event before it wakes the item's other streams:
+// so admission delivery does not grow with the number of streams that only
+// learn a new position. A publish costs O(1) whatever the number of streams: it
 // swaps the item's snapshot and closes the old one's channel, which wakes
 // every stream of the item; each stream then reads the newest snapshot when it
 // gets to it, so a slow stream skips states instead of queueing them (the
@@ -151,6 +177,16 @@ func (h *Hub) Items() int {
 // changes neither head nor waiting count wakes nobody. It reports whether the
 // item's streams were woken.
 func (h *Hub) Admission(ev topics.AdmissionEvent) bool {
+	if wg := h.admitFirst(ev); wg != nil {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		t := time.NewTimer(admitFirstWait)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.feeds[ev.ItemID]
@@ -168,6 +204,63 @@ func (h *Hub) Admission(ev topics.AdmissionEvent) bool {
 		s.Head, s.Waiting, s.At = ev.Head, ev.Waiting, ev.At
 		return true
 	})
+}
+
+// WatchAdmission returns the channel on which the stream of live token tok
+// of f's item is told its admission; UnwatchAdmission ends it.
+func (h *Hub) WatchAdmission(f *Feed, tok string) <-chan Admit {
+	c := make(chan Admit, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f.admits == nil {
+		f.admits = map[string]chan Admit{}
+	}
+	f.admits[tok] = c
+	return c
+}
+
+// UnwatchAdmission forgets the watch of tok made with c (a later watch of the
+// same token by another stream stays).
+func (h *Hub) UnwatchAdmission(f *Feed, tok string, c <-chan Admit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := f.admits[tok]; ok && (<-chan Admit)(cur) == c {
+		delete(f.admits, tok)
+	}
+}
+
+// admitFirst tells the watching streams of the tokens ev admitted, with the
+// expiry the event carries (the scheduler's decision, as the view has it), and
+// returns what to wait on (nil: nobody told). Events without expiries (older
+// ones) leave the streams to find out from the view.
+func (h *Hub) admitFirst(ev topics.AdmissionEvent) *sync.WaitGroup {
+	if len(ev.Admitted) == 0 || len(ev.ExpiresAt) != len(ev.Admitted) {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.feeds[ev.ItemID]
+	if f == nil || len(f.admits) == 0 {
+		return nil
+	}
+	var wg *sync.WaitGroup
+	for i, tok := range ev.Admitted {
+		c, ok := f.admits[tok]
+		if !ok {
+			continue
+		}
+		delete(f.admits, tok)
+		if wg == nil {
+			wg = &sync.WaitGroup{}
+		}
+		wg.Add(1)
+		select {
+		case c <- Admit{Until: time.UnixMilli(ev.ExpiresAt[i]), At: ev.At, wg: wg}:
+		default: // told already
+			wg.Done()
+		}
+	}
+	return wg
 }
 
 // RecheckItems re-judges every watched item and wakes the streams of those
