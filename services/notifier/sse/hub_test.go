@@ -3,6 +3,7 @@ package sse
 import (
 	"github.com/waitroom/waitroom/pkg/registration"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,4 +146,33 @@ func TestAdmissionWithoutExpiriesTellsNobodyFirst(t *testing.T) {
 	assert.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Admitted: []string{"tok-1"}, Head: 1, At: 1}))
 	assert.Empty(t, admit)
 	h.UnwatchAdmission(f, "tok-1", admit)
+}
+
+// With SetPositionEvery, admission events within the interval wake the
+// item's streams once, with the newest state; a verdict change is at once.
+func TestAdmissionEventsAreCoalescedForPositions(t *testing.T) {
+	items := itemMap{"it": {ItemID: "it", Enabled: true, Stock: topics.Unlimited}}
+	h := NewHub(items)
+	h.SetPositionEvery(time.Hour)
+	f := h.Subscribe("it")
+	defer h.Unsubscribe(f)
+	first := f.Latest()
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 1, Waiting: 9, At: 1}))
+	<-first.Next() // the first event since the last publish goes out at once
+	second := f.Latest()
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 2, Waiting: 8, At: 2}))
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 3, Waiting: 7, At: 3}))
+	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 2, Waiting: 8, At: 2}), "stale against the held state")
+	select {
+	case <-second.Next():
+		t.Fatal("woken again within the interval")
+	default:
+	}
+	items["it"] = topics.ItemState{ItemID: "it", Enabled: false, Stock: topics.Unlimited}
+	h.RecheckItems()
+	<-second.Next()
+	got := f.Latest()
+	assert.Equal(t, registration.Closed, got.Verdict)
+	assert.Equal(t, int64(3), got.Head, "the held state went out with it")
+	assert.Equal(t, int64(7), got.Waiting)
 }
