@@ -7,7 +7,7 @@ PKGS    := $(addsuffix /...,$(MODULES))
 UNIT_PKGS := $(filter-out %/deploy/composecheck/...,$(PKGS))
 FUZZTIME ?= 10s
 
-.PHONY: cluster chaos chaos-ci run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci
+.PHONY: cluster chaos chaos-ci run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ soak: k6 ## RATE=50/s for DURATION=10m with SSE listeners; memory and the ledger
 
 soak-ci: k6 ## a 30 s soak
 	DURATION=30s bench/run.sh soak
+
+ceiling: ## register and status on the api beside a plain net/http server (the ceiling), same wrk load, same run: ratios (needs wrk; ~1 min; not part of test)
+	bench/ceiling.sh
 
 build: ## build every service binary into bin/
 	@mkdir -p bin

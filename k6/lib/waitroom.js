@@ -42,7 +42,10 @@ export const ADMIT_TIMEOUT_MS = ms(env('ADMIT_TIMEOUT', '60s'));
 // MODE: auto (SSE, polling status when no notifier answers), sse (SSE only:
 // no notifier is an error), poll (status only).
 export const MODE = env('MODE', 'auto');
-const POLL_MS = ms(env('POLL', '500ms')); // status polling while WAITING
+// POLL: status polling while WAITING; unset, the answer's pollAfterMs (the
+// server's pace: rarer far back in the line), else 500 ms.
+const POLL_SET = env('POLL', '') !== '';
+const POLL_MS = ms(env('POLL', '500ms'));
 // USE: how long a person holds the admission (shopping) before the order
 // service verifies and completes it; 0 completes at once. With a small
 // MAX_ACTIVE it keeps the admitted set full, so places free at the pace
@@ -312,7 +315,9 @@ function pollAdmission(reg, item, deadline, st) {
       return { admissionToken: body.admissionToken };
     }
     if (TERMINAL_STATUS.indexOf(body.status) >= 0) return { outcome: body.status.toLowerCase() };
-    sleep((body.status === 'PENDING' ? PENDING_POLL_MS : POLL_MS) / 1000);
+    let wait = body.status === 'PENDING' ? PENDING_POLL_MS : POLL_MS;
+    if (body.status !== 'PENDING' && !POLL_SET && body.pollAfterMs > 0) wait = body.pollAfterMs;
+    sleep(wait / 1000);
   }
   return { outcome: 'timeout' };
 }

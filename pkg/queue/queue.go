@@ -44,6 +44,8 @@ var (
 	markSrc string
 	//go:embed status.lua
 	statusSrc string
+	//go:embed motion.lua
+	motionSrc string
 	//go:embed rewind.lua
 	rewindSrc string
 	//go:embed apply_item.lua
@@ -59,6 +61,7 @@ var (
 	leaveScript     = redis.NewScript(leaveSrc)
 	markScript      = redis.NewScript(markSrc)
 	statusScript    = redis.NewScript(statusSrc)
+	motionScript    = redis.NewScript(motionSrc)
 	rewindScript    = redis.NewScript(rewindSrc)
 	applyItemScript = redis.NewScript(applyItemSrc)
 	promoteScript   = redis.NewScript(promoteSrc)
@@ -287,15 +290,19 @@ type Status struct {
 	// PacedSinceMs is when the oldest of those was admitted (unix ms; 0: none).
 	PacedSinceMs int64
 	// Active is how many of the item are admitted (when Waiting).
-	Active  int64
-	TokenID string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+	Active int64
+	// Seq is the live token's place in the item's sequence and Head the
+	// item's head read with it (when Waiting): every waiting seq is above the
+	// head, so the head's moves tell how the line moved (registration.Moved).
+	Seq, Head int64
+	TokenID   string // the user's live token (another of the user's tokens holds the place after a repeat registration)
 }
 
 // Status reads where the registration at (partition, offset) of user stands,
 // in one round trip.
 func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head},
 		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
@@ -320,10 +327,43 @@ func (l *Line) Status(ctx context.Context, item, user string, partition int32, o
 			oldest, _ := v[6].(string)
 			s.PacedSinceMs = pacedMs(oldest)
 		}
+		if len(v) > 8 {
+			seq, _ := v[7].(string) // ZSCORE answers a string
+			s.Seq, _ = strconv.ParseInt(seq, 10, 64)
+			s.Head, _ = v[8].(int64)
+		}
 	case Admitted:
 		s.ExpiresAtMs = a
 	}
 	return s, nil
+}
+
+// Motion is how an item's line stands: its head and the counts a waiting
+// registration's answer needs besides its own place.
+type Motion struct {
+	Head, WaitingTotal, AdmittedLastMinute, Active, PacedSinceMs int64
+}
+
+// Motion reads item's head and counts in one round trip (one read-only script).
+func (l *Line) Motion(ctx context.Context, item string) (Motion, error) {
+	k := KeysFor(item)
+	v, err := motionScript.Run(ctx, l.rdb, []string{k.Head, k.Waiting, k.Admitted, k.Pace, k.Paced}).Slice()
+	if err != nil {
+		return Motion{}, fmt.Errorf("motion of %s: %w", item, err)
+	}
+	if len(v) < 4 {
+		return Motion{}, fmt.Errorf("motion of %s: script returned %d values", item, len(v))
+	}
+	m := Motion{}
+	m.Head, _ = v[0].(int64)
+	m.WaitingTotal, _ = v[1].(int64)
+	m.AdmittedLastMinute, _ = v[2].(int64)
+	m.Active, _ = v[3].(int64)
+	if len(v) > 4 {
+		oldest, _ := v[4].(string)
+		m.PacedSinceMs = pacedMs(oldest)
+	}
+	return m, nil
 }
 
 // Waiting returns the tokenIds of item's line in order, from the front; at

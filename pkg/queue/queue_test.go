@@ -43,7 +43,7 @@ func TestLineOrderDedupeLeave(t *testing.T) {
 	// alice's second token reports alice's place.
 	st, err := l.Status(ctx, "i1", "alice", 0, 2)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 1, WaitingTotal: 3, TokenID: "t1"}, st)
+	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 1, WaitingTotal: 3, Seq: 1, TokenID: "t1"}, st)
 
 	// alice leaves, then registers again: she goes to the back.
 	res, err = l.Apply(ctx, []queue.Op{
@@ -60,7 +60,7 @@ func TestLineOrderDedupeLeave(t *testing.T) {
 
 	st, err = l.Status(ctx, "i1", "alice", 0, 5)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 3, WaitingTotal: 3, TokenID: "t5"}, st)
+	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 3, WaitingTotal: 3, Seq: 4, TokenID: "t5"}, st)
 }
 
 func TestLineReplayIsNoop(t *testing.T) {

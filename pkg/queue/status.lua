@@ -6,10 +6,13 @@
 -- KEYS[4] wr:{item}:applied   HASH partition -> highest applied offset
 -- KEYS[5] wr:{item}:pace      HASH admission pace (sum60: admitted in the last minute)
 -- KEYS[6] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
+-- KEYS[7] wr:{item}:head      STRING highest seq admitted so far
 -- ARGV[1] userId  ARGV[2] partition  ARGV[3] offset (of the token's record)
 -- Returns {state, a, b, tokenId}:
 --   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token, then sum60,
---            the admitted count (active) and the oldest "ms:n" of the pace (or false)
+--            the admitted count (active), the oldest "ms:n" of the pace (or false),
+--            the token's seq and the item's head (all read at once: the api
+--            answers later reads from memory by how far the head moved)
 --   ADMITTED a=expiry ms (may be past: expired)   tokenId=the user's live token
 --   PENDING (record not applied yet), LEFT (the user left), COMPLETED (the admission
 --   was used), GONE (the admission expired), REJECTED (applied, never placed)
@@ -19,7 +22,8 @@ if cur and string.sub(cur, 1, 1) ~= '!' then
   if r then
     local sum60 = tonumber(redis.call('HGET', KEYS[5], 'sum60') or '0')
     return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur, sum60, redis.call('ZCARD', KEYS[3]),
-      redis.call('LINDEX', KEYS[6], 0)}
+      redis.call('LINDEX', KEYS[6], 0), redis.call('ZSCORE', KEYS[2], cur),
+      tonumber(redis.call('GET', KEYS[7]) or '0')}
   end
   local exp = redis.call('ZSCORE', KEYS[3], cur)
   if exp then

@@ -58,6 +58,7 @@ type Signer struct {
 	kid       string
 	header    string // the encoded JOSE header, the same for every token
 	parser    *jwt.Parser
+	mac       mac
 	now       func() time.Time
 	// also are keys that verify (never sign) tokens whose header names
 	// their kid: the previous or next key of a rollover (VerifyAlso).
@@ -192,7 +193,7 @@ func (s *Signer) keyFor(t *jwt.Token) (any, error) {
 }
 
 func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
-	s := &Signer{method: m, signKey: sign, verifyKey: verify, kid: kid, now: time.Now}
+	s := &Signer{method: m, signKey: sign, verifyKey: verify, kid: kid, mac: newMAC(m.Alg(), sign, verify), now: time.Now}
 	h := map[string]string{"alg": m.Alg(), "typ": "JWT"}
 	if kid != "" {
 		h["kid"] = kid
@@ -204,7 +205,7 @@ func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
 		jwt.WithIssuer(issuer),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
-		jwt.WithLeeway(5*time.Second),
+		jwt.WithLeeway(leeway),
 		jwt.WithTimeFunc(func() time.Time { return s.now() }),
 	)
 	return s
@@ -214,30 +215,10 @@ func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
 func (s *Signer) Alg() string { return s.method.Alg() }
 
 // IssueQueue signs a queue token for q that is valid for ttl. It builds the
-// JWS compact form itself around golang-jwt's signing method (the header is
-// encoded once per Signer); ParseQueue reads it with golang-jwt's parser.
+// JWS compact form itself (the header is encoded once per Signer; see
+// fast.go); golang-jwt's parser reads it.
 func (s *Signer) IssueQueue(q Queue, ttl time.Duration) (string, error) {
-	now := s.now()
-	body, err := json.Marshal(wireQueueClaims{
-		Item: q.ItemID, Partition: q.Partition, Offset: q.Offset,
-		Issuer: issuer, Subject: q.UserID, Audience: []string{audienceQueue},
-		ExpiresAt: now.Add(ttl).Unix(), IssuedAt: now.Unix(), ID: q.TokenID,
-	})
-	if err != nil {
-		return "", fmt.Errorf("sign queue token: %w", err)
-	}
-	enc := base64.RawURLEncoding
-	buf := make([]byte, 0, len(s.header)+1+enc.EncodedLen(len(body))+1+enc.EncodedLen(64))
-	buf = append(buf, s.header...)
-	buf = append(buf, '.')
-	buf = enc.AppendEncode(buf, body)
-	sig, err := s.method.Sign(string(buf), s.signKey)
-	if err != nil {
-		return "", fmt.Errorf("sign queue token: %w", err)
-	}
-	buf = append(buf, '.')
-	buf = enc.AppendEncode(buf, sig)
-	return string(buf), nil
+	return s.issueQueueFast(q, ttl), nil
 }
 
 // ParseQueue verifies a queue token's signature, issuer, audience and expiry
@@ -246,6 +227,20 @@ func (s *Signer) ParseQueue(raw string) (Queue, error) {
 	if len(raw) > 4096 {
 		return Queue{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
 	}
+	switch q, r := s.parseQueueFast(raw); r {
+	case fastOK:
+		return q, nil
+	case fastExpired:
+		return Queue{}, ErrExpired
+	case fastInvalid:
+		return Queue{}, fmt.Errorf("%w: bad signature or claims", ErrInvalid)
+	}
+	return s.parseQueueLib(raw)
+}
+
+// parseQueueLib is ParseQueue by golang-jwt's parser: algorithm pinned,
+// issuer, expiry required, issued-at, with leeway.
+func (s *Signer) parseQueueLib(raw string) (Queue, error) {
 	var c queueClaims
 	_, err := s.parser.ParseWithClaims(raw, &c, s.keyFor)
 	if err != nil {
@@ -260,10 +255,14 @@ func (s *Signer) ParseQueue(raw string) (Queue, error) {
 	if c.ID == "" || c.Item == "" || c.Subject == "" || c.Offset < 0 || c.Partition < 0 {
 		return Queue{}, fmt.Errorf("%w: missing claims", ErrInvalid)
 	}
-	return Queue{
+	q := Queue{
 		TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, Partition: c.Partition, Offset: c.Offset,
-		IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time,
-	}, nil
+		ExpiresAt: c.ExpiresAt.Time, // required by the parser
+	}
+	if c.IssuedAt != nil { // optional: a signed token without iat used to panic here
+		q.IssuedAt = c.IssuedAt.Time
+	}
+	return q, nil
 }
 
 func audienceIs(aud jwt.ClaimStrings, want string) bool {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,11 +38,18 @@ type Config struct {
 	// cannot choose the address its throttle bucket is keyed by.
 	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:"," envDefault:"127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"`
 	Throttle       ThrottleConfig
-	View           view.Config
-	Kafka          config.Kafka
-	Redis          config.Redis
-	Log            config.Log
-	HTTP           config.HTTP
+	// StatusExactEvery: see Options; 0 reads every status exactly.
+	StatusExactEvery time.Duration `env:"WR_STATUS_EXACT_EVERY" envDefault:"60s"`
+	MotionFresh      time.Duration `env:"WR_STATUS_MOTION_FRESH" envDefault:"250ms"`
+	StatusTokens     int           `env:"WR_STATUS_TOKENS" envDefault:"1000000"`
+	// PprofAddr serves net/http/pprof of the api process (empty: off); for
+	// profiling under load (bench/ceiling.sh PPROF=1), never public.
+	PprofAddr string `env:"WR_PPROF_ADDR"`
+	View      view.Config
+	Kafka     config.Kafka
+	Redis     config.Redis
+	Log       config.Log
+	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -57,6 +66,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_PRODUCE_TIMEOUT must be positive, not %s", c.ProduceTimeout)
 	case c.ProduceLinger < 0:
 		return fmt.Errorf("WR_PRODUCE_LINGER must not be negative, not %s", c.ProduceLinger)
+	case c.StatusExactEvery < 0:
+		return fmt.Errorf("WR_STATUS_EXACT_EVERY must not be negative, not %s", c.StatusExactEvery)
+	case c.MotionFresh <= 0 || c.MotionFresh > 10*time.Second:
+		return fmt.Errorf("WR_STATUS_MOTION_FRESH must be in (0, 10s], not %s", c.MotionFresh)
+	case c.StatusTokens <= 0:
+		return fmt.Errorf("WR_STATUS_TOKENS must be positive, not %d", c.StatusTokens)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -110,7 +125,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	ready.Require(watch.Ready)
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
-		Throttle: NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
+		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
+		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -126,10 +142,20 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 	}
+	var pln net.Listener
+	if cfg.PprofAddr != "" {
+		if pln, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen pprof %s: %w", cfg.PprofAddr, err)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	if pln != nil {
+		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP.ShutdownTimeout, log) })
+	}
 	g.Go(func() error {
 		if err := warmUp(gctx, prod, items, signer); err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -144,6 +170,17 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	err = g.Wait()
 	ready.Set(false)
 	return err
+}
+
+// pprofMux serves net/http/pprof's handlers.
+func pprofMux() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }
 
 // warmUp makes the first real request as fast as the thousandth: Kafka

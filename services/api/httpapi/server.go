@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type Producer interface {
 // Line reads where a registration stands and ends admissions (*queue.Line).
 type Line interface {
 	Status(ctx context.Context, item, user string, partition int32, offset int64) (queue.Status, error)
+	Motion(ctx context.Context, item string) (queue.Motion, error)
 	AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error)
 	Complete(ctx context.Context, item, tokenID, userID string) (bool, error)
 }
@@ -51,6 +53,13 @@ type Options struct {
 	View *view.Watcher
 	// Throttle, when set, limits registrations per address and per user.
 	Throttle *Throttle
+	// StatusExactEvery is how long a waiting registration's exact read answers
+	// its later reads, moved by the item's head (0: every read is exact);
+	// MotionFresh how old the item's head and counts may be; StatusTokens how
+	// many registrations' reads are kept.
+	StatusExactEvery time.Duration
+	MotionFresh      time.Duration
+	StatusTokens     int
 }
 
 // Server serves the registration routes.
@@ -64,6 +73,7 @@ type Server struct {
 	log    *zap.Logger
 	m      *metrics
 	now    func() time.Time
+	pos    *positions // nil: every status read is exact
 }
 
 // NewServer returns a Server; metrics are registered on reg.
@@ -80,8 +90,18 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 	if opt.StatusTimeout <= 0 {
 		opt.StatusTimeout = 2 * time.Second
 	}
+	if opt.MotionFresh <= 0 {
+		opt.MotionFresh = 250 * time.Millisecond
+	}
+	if opt.StatusTokens <= 0 {
+		opt.StatusTokens = 1_000_000
+	}
 	line = ConfirmedLine(line, opt.View)
-	return &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+	if opt.StatusExactEvery > 0 {
+		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens)
+	}
+	return s
 }
 
 // Routes adds the API's routes to r.
@@ -159,10 +179,11 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	base := "/api/v1/items/" + item + "/registrations/" + tok
-	c.JSON(http.StatusAccepted, RegisterResponse{
+	resp := RegisterResponse{
 		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
 		StatusURL: base, EventsURL: base + "/events",
-	})
+	}
+	writeJSON(c, http.StatusAccepted, resp.appendJSON)
 }
 
 // produce sends ev keyed by its item and waits for the broker; on failure it
@@ -203,6 +224,9 @@ type StatusResponse struct {
 	EtaSeconds     *int64 `json:"etaSeconds,omitempty"`
 	AdmissionToken string `json:"admissionToken,omitempty"`
 	ExpiresAt      string `json:"expiresAt,omitempty"`
+	// PollAfterMs is when to read the status again (registration.PollAfter),
+	// also sent as Retry-After in seconds; absent once it cannot change.
+	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context) {
@@ -213,7 +237,7 @@ func (s *Server) status(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
 	defer cancel()
-	st, err := s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	st, err := s.readStatus(ctx, q)
 	if err != nil {
 		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
 		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
@@ -243,7 +267,31 @@ func (s *Server) status(c *gin.Context) {
 		}
 		resp.AdmissionToken = tok
 	}
-	c.JSON(http.StatusOK, resp)
+	if d := registration.PollAfter(a); d > 0 {
+		resp.PollAfterMs = d.Milliseconds()
+		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	}
+	writeJSON(c, http.StatusOK, resp.appendJSON)
+}
+
+// readStatus reads where q's registration stands: from memory when an exact
+// read of it is recent enough (positions), else exactly.
+func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, error) {
+	if s.pos == nil {
+		return s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	}
+	if st, ok := s.pos.status(ctx, q.ItemID, q.UserID); ok {
+		s.m.statusReads.WithLabelValues("memory").Inc()
+		return st, nil
+	}
+	gen := s.pos.gen()
+	st, err := s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	if err != nil {
+		return st, err
+	}
+	s.m.statusReads.WithLabelValues("exact").Inc()
+	s.pos.remember(q.ItemID, q.UserID, st, gen)
+	return st, nil
 }
 
 func (s *Server) leave(c *gin.Context) {
@@ -259,6 +307,9 @@ func (s *Server) leave(c *gin.Context) {
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}
+	if s.pos != nil {
+		s.pos.left(q.ItemID, q.UserID)
+	}
 	c.JSON(http.StatusAccepted, StatusResponse{Status: registration.StatusLeft, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID})
 }
 
@@ -266,6 +317,7 @@ type metrics struct {
 	produce       prometheus.Histogram
 	produceErrors prometheus.Counter
 	viewRefused   prometheus.Counter
+	statusReads   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -281,6 +333,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.viewRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "waitroom_api_view_refused_total", Help: "Requests answered 503 VIEW_REBUILDING while the Redis view was not trusted.",
 	})
-	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused)
+	m.statusReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "waitroom_api_status_reads_total", Help: "Status reads of registrations, by source: exact (Redis) or memory (moved by the item's head).",
+	}, []string{"source"})
+	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads)
 	return m
 }

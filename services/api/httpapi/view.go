@@ -60,3 +60,11 @@ func (l viewLine) Complete(ctx context.Context, item, tokenID, userID string) (b
 	}
 	return ok, l.w.Confirm(ctx)
 }
+
+func (l viewLine) Motion(ctx context.Context, item string) (queue.Motion, error) {
+	m, err := l.Line.Motion(ctx, item)
+	if err != nil {
+		return m, err
+	}
+	return m, l.w.Confirm(ctx)
+}

@@ -131,7 +131,8 @@
           const st = await r.json();
           if (!r.ok) throw new Error(st.error ? st.error.message : "status " + r.status);
           update(st);
-          wait = 1000;
+          // The server says when to read again: rarely far back in the line.
+          wait = st.pollAfterMs > 0 ? st.pollAfterMs : 1000;
         } catch (err) {
           update({ status: "RECONNECTING" });
           wait = Math.min(wait * 2, 10000);

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
@@ -50,7 +51,8 @@ func TestFiveThousandRegistrationsFollowBrokerOrder(t *testing.T) {
 	for pos := 1; pos <= len(want); pos += 97 {
 		st := e.status("drop", tokens[want[pos-1]])
 		assert.Equal(t, httpapi.StatusResponse{Status: "WAITING", ItemID: "drop", UserID: st.UserID, TokenID: want[pos-1],
-			Position: int64(pos), WaitingTotal: int64(len(want))}, st)
+			Position: int64(pos), WaitingTotal: int64(len(want)), PollAfterMs: registration.PollAfter(registration.Answer{
+				Status: "WAITING", Position: int64(pos)}).Milliseconds()}, st)
 	}
 }
 

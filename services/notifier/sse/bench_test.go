@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
@@ -170,7 +171,9 @@ func BenchmarkStreams(b *testing.B) {
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childEnv+"=1",
 		"WR_NOTIFIER_ADDR="+addr, "WR_KAFKA_BROKERS="+strings.Join(w.brokers, ","), "WR_REDIS_ADDR="+w.redis.Addr,
-		"WR_LOG_LEVEL=warn", "WR_SSE_HEARTBEAT=15s")
+		"WR_LOG_LEVEL=warn", "WR_SSE_HEARTBEAT=15s",
+		// The world's keys (the dev keys), given as a deployed notifier gets them.
+		"WR_TOKEN_KEY="+registration.DevTokenKey, "WR_ADMISSION_KEY="+registration.DevAdmissionKey)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	require.NoError(b, child.Start())
 	defer func() {

@@ -142,6 +142,23 @@ func (w *world) runLeader(ctx context.Context, tick time.Duration) {
 	}
 }
 
+// expiries reads each token's admission expiry from the admitted set, as the
+// scheduler does for its events (0: no longer admitted; nil on an error).
+func (w *world) expiries(ctx context.Context, item string, tokens []string) []int64 {
+	if len(tokens) == 0 {
+		return nil
+	}
+	v, err := w.rdb.ZMScore(ctx, queue.KeysFor(item).Admitted, tokens...).Result()
+	if err != nil {
+		return nil
+	}
+	out := make([]int64, len(v))
+	for i, e := range v {
+		out[i] = int64(e)
+	}
+	return out
+}
+
 // publishTick publishes one item's tick as the scheduler does: events under
 // the message size, page by page, each page acknowledged once it is out.
 func (w *world) publishTick(ctx context.Context, epoch int64, now time.Time, item string, tk queue.Tick) {
@@ -149,8 +166,8 @@ func (w *world) publishTick(ctx context.Context, epoch int64, now time.Time, ite
 	defer cancel()
 	page, sent := tk.Unpublished, int64(0)
 	for {
-		ev := topics.AdmissionEvent{V: topics.Version, ItemID: item, Admitted: page, Head: tk.Head,
-			Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: now.UnixMilli()}
+		ev := topics.AdmissionEvent{V: topics.Version, ItemID: item, Admitted: page, ExpiresAt: w.expiries(pctx, item, page),
+			Head: tk.Head, Waiting: tk.Waiting, Active: tk.Active, Epoch: epoch, At: now.UnixMilli()}
 		var recs []*kgo.Record
 		for _, part := range topics.SplitAdmission(ev, topics.MaxAdmissionEventBytes) {
 			recs = append(recs, &kgo.Record{Topic: topics.Admissions, Key: []byte(item), Value: topics.Encode(&part)})

@@ -43,13 +43,46 @@ type Feed struct {
 	item string
 	cur  atomic.Pointer[Snapshot]
 	subs int // guarded by Hub.mu
+	// admits are the waiting streams by live token, told first when an
+	// admission event names them (guarded by Hub.mu).
+	admits map[string]chan Admit
+	// Positions are coalesced (Hub.SetPositionEvery): want is the newest
+	// state while dirty (not yet published), pubAt the last publish, flush
+	// the timer that publishes want (all guarded by Hub.mu).
+	want  Snapshot
+	dirty bool
+	pubAt time.Time
+	flush *time.Timer
 }
+
+// Admit tells a waiting stream that an admission event admitted its token,
+// until Until; the stream calls Done once its admitted event is written.
+type Admit struct {
+	Until time.Time
+	At    int64 // the event's time (unix ms)
+	wg    *sync.WaitGroup
+}
+
+// Done says the admitted event is written (or the stream gave up).
+func (a Admit) Done() {
+	if a.wg != nil {
+		a.wg.Done()
+	}
+}
+
+// admitFirstWait bounds how long an admission event waits for the streams it
+// admitted before it wakes every other stream of the item.
+const admitFirstWait = 100 * time.Millisecond
 
 // Latest returns the item's current snapshot.
 func (f *Feed) Latest() *Snapshot { return f.cur.Load() }
 
 // Hub fans each item's admission events and state changes out to the item's
-// local streams. A publish costs O(1) whatever the number of streams: it
+// local streams. The streams an admission event admits are told first, each
+// on its own channel, and the event waits (at most admitFirstWait) until they
+// have written their admitted event before it wakes the item's other streams:
+// so admission delivery does not grow with the number of streams that only
+// learn a new position. A publish costs O(1) whatever the number of streams: it
 // swaps the item's snapshot and closes the old one's channel, which wakes
 // every stream of the item; each stream then reads the newest snapshot when it
 // gets to it, so a slow stream skips states instead of queueing them (the
@@ -67,7 +100,19 @@ type Hub struct {
 	// stale counts admission events older than what the hub holds (at-least-once
 	// replays, a late event of a previous leader): they change nothing.
 	stale atomic.Int64
+
+	// every is how often at most an item's admission events wake its streams
+	// for their positions (0: at every event); see SetPositionEvery.
+	every time.Duration
 }
+
+// SetPositionEvery makes admission events wake an item's streams at most once
+// per d (the newest state then, never a backlog): a stream sends at most one
+// position per d anyway, and each wake of every stream costs CPU that grows
+// with the number of streams. Admitted streams are told at once regardless
+// (WatchAdmission), and item state changes publish at once. Call it before
+// the hub is used.
+func (h *Hub) SetPositionEvery(d time.Duration) { h.every = max(d, 0) }
 
 // NewHub returns a Hub judging items with items (nil: every item is open).
 func NewHub(items Items) *Hub {
@@ -136,6 +181,10 @@ func (h *Hub) Unsubscribe(f *Feed) {
 	f.subs--
 	if f.subs == 0 && h.feeds[f.item] == f {
 		delete(h.feeds, f.item)
+		if f.flush != nil {
+			f.flush.Stop()
+			f.flush = nil
+		}
 	}
 }
 
@@ -149,15 +198,26 @@ func (h *Hub) Items() int {
 // Admission applies an admission event. Events are at least once and may
 // come late, so one whose head is behind the item's is dropped, and one that
 // changes neither head nor waiting count wakes nobody. It reports whether the
-// item's streams were woken.
+// item's state changed (its streams are woken now, or at the end of the
+// position interval: SetPositionEvery).
 func (h *Hub) Admission(ev topics.AdmissionEvent) bool {
+	if wg := h.admitFirst(ev); wg != nil {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		t := time.NewTimer(admitFirstWait)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.feeds[ev.ItemID]
 	if f == nil {
 		return false
 	}
-	return h.publish(f, func(s *Snapshot) bool {
+	return h.publishPaced(f, func(s *Snapshot) bool {
 		if ev.Head < s.Head || (ev.Head == s.Head && s.At != 0 && ev.At <= s.At) {
 			h.stale.Add(1)
 			return false
@@ -168,6 +228,63 @@ func (h *Hub) Admission(ev topics.AdmissionEvent) bool {
 		s.Head, s.Waiting, s.At = ev.Head, ev.Waiting, ev.At
 		return true
 	})
+}
+
+// WatchAdmission returns the channel on which the stream of live token tok
+// of f's item is told its admission; UnwatchAdmission ends it.
+func (h *Hub) WatchAdmission(f *Feed, tok string) <-chan Admit {
+	c := make(chan Admit, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f.admits == nil {
+		f.admits = map[string]chan Admit{}
+	}
+	f.admits[tok] = c
+	return c
+}
+
+// UnwatchAdmission forgets the watch of tok made with c (a later watch of the
+// same token by another stream stays).
+func (h *Hub) UnwatchAdmission(f *Feed, tok string, c <-chan Admit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := f.admits[tok]; ok && (<-chan Admit)(cur) == c {
+		delete(f.admits, tok)
+	}
+}
+
+// admitFirst tells the watching streams of the tokens ev admitted, with the
+// expiry the event carries (the scheduler's decision, as the view has it), and
+// returns what to wait on (nil: nobody told). Events without expiries (older
+// ones) leave the streams to find out from the view.
+func (h *Hub) admitFirst(ev topics.AdmissionEvent) *sync.WaitGroup {
+	if len(ev.Admitted) == 0 || len(ev.ExpiresAt) != len(ev.Admitted) {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.feeds[ev.ItemID]
+	if f == nil || len(f.admits) == 0 {
+		return nil
+	}
+	var wg *sync.WaitGroup
+	for i, tok := range ev.Admitted {
+		c, ok := f.admits[tok]
+		if !ok || ev.ExpiresAt[i] <= 0 { // 0: no longer admitted when published (completed, left)
+			continue
+		}
+		delete(f.admits, tok)
+		if wg == nil {
+			wg = &sync.WaitGroup{}
+		}
+		wg.Add(1)
+		select {
+		case c <- Admit{Until: time.UnixMilli(ev.ExpiresAt[i]), At: ev.At, wg: wg}:
+		default: // told already
+			wg.Done()
+		}
+	}
+	return wg
 }
 
 // RecheckItems re-judges every watched item and wakes the streams of those
@@ -198,17 +315,64 @@ func (h *Hub) verdict(item string) registration.Verdict {
 	return registration.VerdictOf(st, ok)
 }
 
-// publish replaces f's snapshot with a copy changed by change (when it
-// reports a change) and wakes the watchers of the old one. Callers hold h.mu.
+// publish replaces f's snapshot with a copy of its newest state changed by
+// change (when it reports a change) and wakes the watchers of the old one at
+// once. Callers hold h.mu.
 func (h *Hub) publish(f *Feed, change func(*Snapshot) bool) bool {
-	old := f.cur.Load()
-	s := *old
+	s := h.newest(f)
 	if !change(&s) {
 		return false
 	}
-	s.Version++
+	h.publishNow(f, s)
+	return true
+}
+
+// publishPaced is publish for admission events: with SetPositionEvery, a
+// change within the interval after the last publish is held, and the newest
+// state goes out at the interval's end. Callers hold h.mu.
+func (h *Hub) publishPaced(f *Feed, change func(*Snapshot) bool) bool {
+	s := h.newest(f)
+	if !change(&s) {
+		return false
+	}
+	wait := h.every - time.Since(f.pubAt)
+	if h.every <= 0 || wait <= 0 {
+		h.publishNow(f, s)
+		return true
+	}
+	f.want, f.dirty = s, true
+	if f.flush == nil {
+		f.flush = time.AfterFunc(wait, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if f.dirty && h.feeds[f.item] == f {
+				h.publishNow(f, f.want)
+			}
+		})
+	}
+	return true
+}
+
+// newest is f's newest state: held (not yet published) or current.
+func (h *Hub) newest(f *Feed) Snapshot {
+	if f.dirty {
+		return f.want
+	}
+	return *f.cur.Load()
+}
+
+// publishNow makes s f's snapshot and wakes the watchers of the old one.
+// Callers hold h.mu.
+func (h *Hub) publishNow(f *Feed, s Snapshot) {
+	old := f.cur.Load()
+	s.Version = old.Version + 1
 	s.next = make(chan struct{})
 	f.cur.Store(&s)
 	close(old.next)
-	return true
+	f.dirty, f.want = false, Snapshot{}
+	f.pubAt = time.Now()
+	if f.flush != nil {
+		f.flush.Stop()
+		f.flush = nil
+	}
 }

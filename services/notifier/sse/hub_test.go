@@ -3,6 +3,7 @@ package sse
 import (
 	"github.com/waitroom/waitroom/pkg/registration"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,4 +98,81 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	h.Stop()
 	h.Stop()
 	<-h.Stopped()
+}
+
+// The streams an admission event admits hear of it first: the item's other
+// streams are woken only once they wrote their admitted event.
+func TestAdmittedStreamsAreToldFirst(t *testing.T) {
+	h := NewHub(nil)
+	f := h.Subscribe("it")
+	defer h.Unsubscribe(f)
+	other := h.Subscribe("it") // a stream that only learns a position
+	defer h.Unsubscribe(other)
+	snap := other.Latest()
+	admit := h.WatchAdmission(f, "tok-1")
+	bystander := h.WatchAdmission(f, "tok-9")
+
+	done := make(chan bool)
+	go func() {
+		done <- h.Admission(topics.AdmissionEvent{ItemID: "it", Admitted: []string{"tok-1", "tok-2"},
+			ExpiresAt: []int64{1_900_000_060_000, 1_900_000_060_000}, Head: 2, Waiting: 7, At: 1_900_000_000_000})
+	}()
+	a := <-admit
+	assert.Equal(t, int64(1_900_000_060_000), a.Until.UnixMilli())
+	assert.Equal(t, int64(1_900_000_000_000), a.At)
+	select {
+	case <-snap.Next():
+		t.Fatal("the item's other streams were woken before the admitted one wrote")
+	default:
+	}
+	a.Done()
+	assert.True(t, <-done)
+	<-snap.Next() // now they are
+	assert.Equal(t, int64(2), other.Latest().Head)
+	assert.Empty(t, bystander, "a token the event did not admit is not told")
+
+	// Told once: the same event again (at least once delivery) tells nobody.
+	h.Admission(topics.AdmissionEvent{ItemID: "it", Admitted: []string{"tok-1"}, ExpiresAt: []int64{1_900_000_060_000}, Head: 2, Waiting: 7, At: 1_900_000_000_000})
+	assert.Empty(t, admit)
+}
+
+// An event without expiries (written before they existed) tells nobody first:
+// the streams find out from the view, as before.
+func TestAdmissionWithoutExpiriesTellsNobodyFirst(t *testing.T) {
+	h := NewHub(nil)
+	f := h.Subscribe("it")
+	defer h.Unsubscribe(f)
+	admit := h.WatchAdmission(f, "tok-1")
+	assert.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Admitted: []string{"tok-1"}, Head: 1, At: 1}))
+	assert.Empty(t, admit)
+	h.UnwatchAdmission(f, "tok-1", admit)
+}
+
+// With SetPositionEvery, admission events within the interval wake the
+// item's streams once, with the newest state; a verdict change is at once.
+func TestAdmissionEventsAreCoalescedForPositions(t *testing.T) {
+	items := itemMap{"it": {ItemID: "it", Enabled: true, Stock: topics.Unlimited}}
+	h := NewHub(items)
+	h.SetPositionEvery(time.Hour)
+	f := h.Subscribe("it")
+	defer h.Unsubscribe(f)
+	first := f.Latest()
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 1, Waiting: 9, At: 1}))
+	<-first.Next() // the first event since the last publish goes out at once
+	second := f.Latest()
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 2, Waiting: 8, At: 2}))
+	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 3, Waiting: 7, At: 3}))
+	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 2, Waiting: 8, At: 2}), "stale against the held state")
+	select {
+	case <-second.Next():
+		t.Fatal("woken again within the interval")
+	default:
+	}
+	items["it"] = topics.ItemState{ItemID: "it", Enabled: false, Stock: topics.Unlimited}
+	h.RecheckItems()
+	<-second.Next()
+	got := f.Latest()
+	assert.Equal(t, registration.Closed, got.Verdict)
+	assert.Equal(t, int64(3), got.Head, "the held state went out with it")
+	assert.Equal(t, int64(7), got.Waiting)
 }

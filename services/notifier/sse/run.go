@@ -109,6 +109,7 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	}
 	rdb := cfg.Redis.NewClient()
 	hub := NewHub(items)
+	hub.SetPositionEvery(cfg.PositionEvery) // negative (unpaced): every event wakes
 	m := NewMetrics(reg, hub)
 	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
 		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate}

@@ -83,6 +83,10 @@ type stream struct {
 	sentAt  time.Time
 	held    *time.Timer
 	holding bool
+	// admit is where the hub tells this stream its admission first, for the
+	// live token watching (see Hub.WatchAdmission).
+	admit    <-chan Admit
+	watching string
 }
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -151,6 +155,14 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 	st.feed = st.s.hub.Subscribe(st.q.ItemID)
 	defer st.s.hub.Unsubscribe(st.feed)
 	defer func() {
+		if st.admit != nil {
+			st.s.hub.UnwatchAdmission(st.feed, st.watching, st.admit)
+			select {
+			case a := <-st.admit: // told as it ended: the event need not wait for it
+				a.Done()
+			default:
+			}
+		}
 		if st.recheck != nil {
 			st.recheck.Stop()
 		}
@@ -171,9 +183,26 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		if st.holding {
 			held = st.held.C
 		}
+		if st.tok != st.watching && st.seq > 0 {
+			if st.admit != nil {
+				st.s.hub.UnwatchAdmission(st.feed, st.watching, st.admit)
+				select {
+				case a := <-st.admit:
+					a.Done()
+				default:
+				}
+			}
+			st.watching, st.admit = st.tok, st.s.hub.WatchAdmission(st.feed, st.tok)
+		}
 		beat := st.s.hub.Heartbeat()
 		select {
 		case <-ctx.Done():
+			return
+		case a := <-st.admit:
+			// The event that admitted this token, before the item's other
+			// streams hear of it: no Redis read between the two.
+			st.admitted(a.Until, a.At)
+			a.Done()
 			return
 		case <-st.s.hub.Stopped():
 			return

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# bench/ceiling.sh: register and status on the waitroom api, side by side with
+# the ceiling (bench/ceiling: a plain net/http server answering a fixed 202),
+# with the same wrk settings in the same run, and prints each as a ratio to
+# the ceiling plus the CPU µs per request of each server process.
+#
+# The api runs as its own process (bin/waitroom-api), so its CPU is its own.
+# Kafka (kfake, 3 brokers), Redis, the consumer, the schedulers and the
+# notifier come from a dev stack (bin/waitroom-dev) on ports of their own
+# (19092-19094, 16379, 181xx), so neither `make run` nor bench/run.sh is
+# disturbed. The dev stack's own api is idle; the measured api is on 18080.
+#
+# Knobs (environment): DUR (wrk duration, 10s), THREADS (2), CONNS (64),
+# TOKENS (waiting registrations the status run cycles through, 1000),
+# ITEM (ceiling-bench), PPROF=1 (take a CPU profile of the api during each
+# run into $OUT/{register,status}.prof; the profile costs a little CPU),
+# OUT (where logs and profiles go: a temp dir, printed), ROUNDS (1: each
+# pair of runs repeated, ceiling and api alternating), API_ENV (more
+# environment for the api, e.g. API_ENV="WR_STATUS_EXACT_EVERY=0": every
+# status read exact).
+#
+# Redis commands per request come from INFO commandstats (every command,
+# those run inside scripts included) around each run: "gross" is all of
+# Redis's commands during the api's run over its requests, "net" subtracts
+# what Redis ran during the ceiling's run of the same length (the dev stack's
+# own background: schedulers, view watchers).
+#
+#   bench/ceiling.sh                 # ~1 min: build, start, 2 paths x 2 servers x 10 s
+#   DUR=5s ROUNDS=3 bench/ceiling.sh # three alternating rounds of 5 s
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+DUR=${DUR:-10s}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-64}
+TOKENS=${TOKENS:-1000}
+ITEM=${ITEM:-ceiling-bench}
+ROUNDS=${ROUNDS:-1}
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/waitroom-ceiling.XXXXXX")}
+mkdir -p "$OUT"
+API_ADDR=127.0.0.1:18080
+CEIL_ADDR=127.0.0.1:18099
+PPROF_ADDR=127.0.0.1:18060
+REDIS_PORT=16379
+
+log() { echo "ceiling: $*" >&2; }
+command -v wrk >/dev/null || { log "wrk is missing (apt-get install -y wrk)"; exit 1; }
+command -v redis-cli >/dev/null || { log "redis-cli is missing"; exit 1; }
+
+log "building into $OUT/bin"
+mkdir -p "$OUT/bin"
+go build -o "$OUT/bin/waitroom-dev" ./services/dev
+go build -o "$OUT/bin/waitroom-api" ./services/api
+go build -o "$OUT/bin/waitroomctl" ./services/ctl
+(cd bench/ceiling && GOWORK=off go build -o "$OUT/bin/ceiling" .)
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill -INT "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]}"; do
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+wait_http() { # url seconds
+  for _ in $(seq 1 $(($2 * 10))); do
+    curl -fs -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  log "$1 did not answer in $2 s"; return 1
+}
+
+log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
+WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=19092,19093,19094 \
+  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR= WR_API_ADDR=127.0.0.1:18180 \
+  WR_CONSUMER_ADDR=127.0.0.1:18181 WR_DEV_SCHEDULER_ADDRS=127.0.0.1:18182,127.0.0.1:18183 \
+  WR_NOTIFIER_ADDR=127.0.0.1:18190 WR_DEV_FRONT_ADDR=127.0.0.1:18100 \
+  "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
+pids+=($!)
+wait_http http://127.0.0.1:18180/readyz 120
+
+log "an item that admits nobody during the run: $ITEM"
+WR_ADMIN_URL=http://127.0.0.1:18182 WR_ADMIN_TOKEN=dev-admin-token \
+  "$OUT/bin/waitroomctl" items set "$ITEM" --enabled --stock 1000000 --rate 0.001 --max-active 1000 >"$OUT/items.log" 2>&1
+
+log "starting the api on $API_ADDR and the ceiling on $CEIL_ADDR"
+pprof_env=()
+[ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$PPROF_ADDR)
+env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094 \
+  WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=waitroom-dev-only-hmac-key-change-me-0123456789 \
+  WR_ADMISSION_KEY=d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE= "${pprof_env[@]}" \
+  "$OUT/bin/waitroom-api" >"$OUT/api.log" 2>&1 &
+api_pid=$!
+pids+=($api_pid)
+"$OUT/bin/ceiling" -addr $CEIL_ADDR >"$OUT/ceiling.log" 2>&1 &
+ceil_pid=$!
+pids+=($ceil_pid)
+wait_http http://$API_ADDR/readyz 60
+wait_http http://$CEIL_ADDR/ 10
+for _ in $(seq 1 100); do # the api's item cache has the bench item
+  code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://$API_ADDR/api/v1/items/$ITEM/registrations" -d '{"userId":"probe"}')
+  [ "$code" = 202 ] && break
+  sleep 0.1
+done
+
+log "registering $TOKENS waiting users for the status run"
+: >"$OUT/tokens.txt"
+for i in $(seq "$TOKENS"); do
+  echo "url = \"http://$API_ADDR/api/v1/items/$ITEM/registrations\""
+  echo "data = \"{\\\"userId\\\":\\\"reader-$i\\\"}\""
+  echo 'write-out = "\n"'
+  echo 'silent'
+  echo 'next'
+done | sed '$d' >"$OUT/curl.cfg" # no "next" after the last
+curl -K "$OUT/curl.cfg" | sed -n 's/.*"token":"\([^"]*\)".*/'"$ITEM"' \1/p' >"$OUT/tokens.txt"
+[ "$(wc -l <"$OUT/tokens.txt")" -eq "$TOKENS" ] || { log "got $(wc -l <"$OUT/tokens.txt") tokens, not $TOKENS"; exit 1; }
+sleep 1 # the consumer applies them (status answers WAITING, not PENDING)
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+redis_calls() { redis-cli -p $REDIS_PORT info commandstats | sed -n 's/.*:calls=\([0-9]*\),.*/\1/p' | awk '{n += $1} END {print n + 0}'; }
+hz=$(getconf CLK_TCK)
+
+# run NAME PID URL SCRIPT [ARGS]: one wrk run; prints "rate p99 us_per_req
+# redis_calls requests errors".
+run() {
+  local name=$1 pid=$2 url=$3 script=$4
+  shift 4
+  local before after rbefore rafter out rate p99 n bad prof=""
+  if [ "${PPROF:-0}" = 1 ] && [ "$pid" = "$api_pid" ]; then
+    curl -s -o "$OUT/$name.prof" "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
+    prof=$!
+  fi
+  rbefore=$(redis_calls)
+  before=$(cpu_ticks "$pid")
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"})
+  after=$(cpu_ticks "$pid")
+  rafter=$(redis_calls)
+  [ -n "$prof" ] && wait "$prof"
+  echo "$out" >"$OUT/$name.txt"
+  rate=$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p')
+  n=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in .*/\1/p')
+  p99=$(echo "$out" | sed -n 's/.*p99=\([0-9.]*\)ms.*/\1/p')
+  bad=$(echo "$out" | sed -n 's/^errors *\(.*\)/\1/p')
+  echo "$rate $p99 $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}') $((rafter - rbefore)) $n $bad"
+}
+
+echo "(Redis cmd/req of the api: gross/net, see the header)"
+printf '%-8s %-8s %12s %9s %10s %14s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" errors
+for r in $(seq "$ROUNDS"); do
+  for path in register status; do
+    if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
+    read -r crate cp99 ccpu credis cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
+    read -r arate ap99 acpu aredis an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
+    printf '%-8s %-8s %12s %9s %10s %14s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "(the ceiling's answers are not checked)"
+    printf '%-8s %-8s %12s %9s %10s %14s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
+      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aerr"
+    awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" \
+      'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (api / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc}'
+  done
+done
+log "logs, wrk outputs and profiles in $OUT"

@@ -1,0 +1,39 @@
+// Command ceiling is the benchmark harness's ceiling: a plain net/http server
+// that answers every request with a fixed 202 JSON body, knowing nothing. The
+// api measured with the same load in the same run, divided by this, is a
+// figure that survives the ±30% drift of a shared machine (bench/ceiling.sh).
+//
+// It lives outside go.work (like k6/): build it with
+//
+//	cd bench/ceiling && GOWORK=off go build -o /tmp/wr-ceiling .
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// body is about the size of the api's status answer.
+var body = []byte(`{"status":"QUEUED","itemId":"concert-2026","userId":"ceiling-user-0000000000","tokenId":"CEILINGCEILINGCEILINGCEILI","position":1234,"waitingTotal":56789}`)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:18099", "listen address")
+	flag.Parse()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the body as a real handler must (the register path sends one).
+		_, _ = io.Copy(io.Discard, r.Body)
+		hd := w.Header()
+		hd["Content-Type"] = []string{"application/json; charset=utf-8"}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write(body)
+	})
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, "ceiling:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,61 @@
+package registration
+
+import (
+	"time"
+
+	"github.com/waitroom/waitroom/pkg/queue"
+)
+
+// Moved answers a waiting registration's status from exact, an exact read
+// (queue.Line.Status, which carries the token's seq and the head read with
+// it), and now, how the item's line stands since (queue.Line.Motion), without
+// reading the registration again: the scheduler admits from the front, so
+// every waiting seq is above the head and each seq the head passes was ahead.
+//
+// The position is exact when nobody between the old head and the token left
+// the line (a leave leaves a hole in the seqs the head then passes without
+// admitting anyone): it is too small by the holes the head passed since the
+// exact read, and too large by the leaves ahead since then; a new exact read
+// (see the api's WR_STATUS_EXACT_EVERY) starts again from zero error. ok is
+// false when the head reached the token's seq (it may be admitted: read it
+// exactly) or exact is not a waiting answer with a seq.
+func Moved(exact queue.Status, now queue.Motion) (st queue.Status, ok bool) {
+	if exact.State != queue.Waiting || exact.Seq <= 0 || now.Head >= exact.Seq {
+		return queue.Status{}, false
+	}
+	st = exact
+	if now.Head > exact.Head {
+		st.Position -= now.Head - exact.Head
+	}
+	st.Position = max(st.Position, 1)
+	st.WaitingTotal = max(now.WaitingTotal, st.Position)
+	st.AdmittedLastMinute, st.Active, st.PacedSinceMs = now.AdmittedLastMinute, now.Active, now.PacedSinceMs
+	st.Head = max(now.Head, exact.Head)
+	return st, true
+}
+
+// PollAfter is how long a client should wait before it reads a status again:
+// soon near the front, rarely far back (a million people polling every
+// second would be a million reads a second). Answers that can no longer
+// change get 0 (no more polling).
+func PollAfter(a Answer) time.Duration {
+	switch a.Status {
+	case StatusPending:
+		return 500 * time.Millisecond
+	case StatusWaiting:
+	default:
+		return 0
+	}
+	switch p := a.Position; {
+	case p <= 100:
+		return time.Second
+	case p <= 1_000:
+		return 2 * time.Second
+	case p <= 10_000:
+		return 5 * time.Second
+	case p <= 100_000:
+		return 15 * time.Second
+	default:
+		return 30 * time.Second
+	}
+}

@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAnswersEncodeAsJSON(t *testing.T) {
+	eta := int64(42)
+	zero := int64(0)
+	odd := "qu\"o\\te <b>&amp; é \x01\xff\u2028"
+	for _, r := range []RegisterResponse{
+		{},
+		{Status: "QUEUED", ItemID: "concert-2026", UserID: "u-1", TokenID: "T", Token: "a.b.c", StatusURL: "/x/a.b.c", EventsURL: "/x/a.b.c/events"},
+		{Status: odd, ItemID: odd, UserID: odd, TokenID: odd, Token: odd, StatusURL: odd, EventsURL: odd},
+	} {
+		want, err := json.Marshal(r)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(r.appendJSON(nil)))
+	}
+	for _, r := range []StatusResponse{
+		{},
+		{Status: "WAITING", ItemID: "i", UserID: "u", TokenID: "t", Position: 3, WaitingTotal: 9, EtaSeconds: &eta, PollAfterMs: 1000},
+		{Status: "WAITING", EtaSeconds: &zero, Position: -1},
+		{Status: "ADMITTED", ItemID: "i", UserID: odd, TokenID: "t", AdmissionToken: "x.y.z", ExpiresAt: "2026-11-24T21:00:00.123Z"},
+	} {
+		want, err := json.Marshal(r)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(r.appendJSON(nil)))
+	}
+}
+
+func FuzzRegisterResponseEncodesAsJSON(f *testing.F) {
+	f.Add("QUEUED", "u-1", "a.b.c")
+	f.Add("\xff<", "\u2028", "\"\\")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		r := RegisterResponse{Status: a, ItemID: b, UserID: c, TokenID: a, Token: b, StatusURL: c, EventsURL: a + b}
+		want, err := json.Marshal(r)
+		require.NoError(t, err)
+		if got := string(r.appendJSON(nil)); got != string(want) {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	})
+}
+
+func BenchmarkAnswerJSON(b *testing.B) {
+	eta := int64(42)
+	reg := RegisterResponse{Status: "QUEUED", ItemID: "concert-2026", UserID: "user-123456", TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S",
+		Token:     "eyJhbGciOiJIUzI1NiIsImtpZCI6ImsxIiwidHlwIjoiSldUIn0.eyJpdG0iOiJjb25jZXJ0LTIwMjYiLCJwIjozLCJvIjoxMjM0NTY3fQ.c2lnbmF0dXJl",
+		StatusURL: "/api/v1/items/concert-2026/registrations/x", EventsURL: "/api/v1/items/concert-2026/registrations/x/events"}
+	st := StatusResponse{Status: "WAITING", ItemID: "concert-2026", UserID: "user-123456", TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S",
+		Position: 1234, WaitingTotal: 56789, EtaSeconds: &eta, PollAfterMs: 5000}
+	buf := make([]byte, 0, 1024)
+	b.Run("register/append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = reg.appendJSON(buf[:0])
+		}
+	})
+	b.Run("register/encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(reg)
+		}
+	})
+	b.Run("status/append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = st.appendJSON(buf[:0])
+		}
+	})
+	b.Run("status/encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(st)
+		}
+	})
+}

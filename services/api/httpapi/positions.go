@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/view"
+)
+
+// positions answers repeated status reads of waiting registrations from
+// memory: the first read of a token is exact (it carries the token's seq and
+// the item's head), and later ones take the item's head and counts, read at
+// most once per fresh interval per item and shared by every token of the
+// item, and move the exact answer by how far the head moved
+// (registration.Moved). A token is read exactly again after exactEvery, when
+// the head reaches it, and whenever the view's generation changed. So a
+// steady poller costs Redis about one item read per fresh interval, not a
+// read per poll.
+type positions struct {
+	line       Line
+	view       *view.Watcher
+	fresh      time.Duration
+	exactEvery time.Duration
+	max        int // tokens kept; a full shard forgets half of what it holds
+	now        func() time.Time
+	seed       maphash.Seed
+	shards     [64]posShard
+
+	mu    sync.Mutex
+	items map[string]*motion
+}
+
+type posShard struct {
+	mu sync.Mutex
+	m  map[string]posEntry
+}
+
+// posEntry is a registration's last exact read, kept by item and user: every
+// token of a user (a repeat registration's too) stands for the user's one
+// place, so a leave through any of them forgets it.
+type posEntry struct {
+	exact queue.Status
+	at    time.Time
+	gen   string
+	// left: the user left through this replica at at; until exactEvery
+	// later every read is exact (the leave may not be applied yet, and an
+	// exact read before it is must not be remembered).
+	left bool
+}
+
+// motion is an item's last Motion read; mu is held while it is read again,
+// so the readers of one item make one Redis read at a time.
+type motion struct {
+	mu  sync.Mutex
+	m   queue.Motion
+	at  time.Time
+	gen string
+}
+
+func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, max int) *positions {
+	p := &positions{line: line, view: w, fresh: fresh, exactEvery: exactEvery, max: max, now: time.Now,
+		seed: maphash.MakeSeed(), items: map[string]*motion{}}
+	for i := range p.shards {
+		p.shards[i].m = map[string]posEntry{}
+	}
+	return p
+}
+
+// gen is the generation of the view the answers come from ("" without a watcher).
+func (p *positions) gen() string {
+	if p.view == nil {
+		return ""
+	}
+	return p.view.Status().Gen
+}
+
+func (p *positions) shard(key string) *posShard {
+	return &p.shards[maphash.String(p.seed, key)%uint64(len(p.shards))]
+}
+
+func posKey(item, user string) string { return item + "\x00" + user }
+
+// status answers from memory when it can (ok), else the caller reads exactly
+// and calls remember.
+func (p *positions) status(ctx context.Context, item, user string) (queue.Status, bool) {
+	key := posKey(item, user)
+	sh := p.shard(key)
+	sh.mu.Lock()
+	e, found := sh.m[key]
+	sh.mu.Unlock()
+	now := p.now()
+	gen := p.gen()
+	if !found || e.left || e.gen != gen || now.Sub(e.at) >= p.exactEvery {
+		return queue.Status{}, false
+	}
+	m, ok := p.motion(ctx, item, gen, now)
+	if !ok {
+		return queue.Status{}, false
+	}
+	return registration.Moved(e.exact, m)
+}
+
+// motion is item's Motion read at most fresh ago from view generation gen.
+func (p *positions) motion(ctx context.Context, item, gen string, now time.Time) (queue.Motion, bool) {
+	p.mu.Lock()
+	mo := p.items[item]
+	if mo == nil {
+		mo = &motion{}
+		p.items[item] = mo // items are few: the item cache's
+	}
+	p.mu.Unlock()
+	mo.mu.Lock()
+	defer mo.mu.Unlock()
+	if mo.gen == gen && !mo.at.IsZero() && now.Sub(mo.at) < p.fresh {
+		return mo.m, true
+	}
+	m, err := p.line.Motion(ctx, item) // confirmed against the view (viewLine)
+	if err != nil {
+		mo.at = time.Time{}
+		return queue.Motion{}, false
+	}
+	mo.m, mo.at, mo.gen = m, p.now(), gen
+	return m, true
+}
+
+// remember keeps an exact waiting answer read from view generation gen (taken
+// before the read, so a rebuild racing it is never remembered as the new one).
+func (p *positions) remember(item, user string, st queue.Status, gen string) {
+	key := posKey(item, user)
+	sh := p.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.m[key]; ok && e.left && p.now().Sub(e.at) < p.exactEvery {
+		return
+	}
+	if st.State != queue.Waiting || st.Seq <= 0 {
+		delete(sh.m, key)
+		return
+	}
+	if len(sh.m) >= p.max/len(p.shards)+1 {
+		n := len(sh.m) / 2
+		for k := range sh.m { // map order is random: forget a random half
+			if n == 0 {
+				break
+			}
+			delete(sh.m, k)
+			n--
+		}
+	}
+	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen}
+}
+
+// left forgets a user's answer: they left through this replica, and their
+// reads are exact for the next exactEvery.
+func (p *positions) left(item, user string) {
+	key := posKey(item, user)
+	sh := p.shard(key)
+	sh.mu.Lock()
+	sh.m[key] = posEntry{left: true, at: p.now()}
+	sh.mu.Unlock()
+}
