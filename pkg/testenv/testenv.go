@@ -26,7 +26,10 @@ type RedisServer struct {
 	Addr string
 	// Dir, when set before a (re)start, is where the server keeps dump.rdb:
 	// SAVE writes it there and the next Start loads it (a restore).
-	Dir  string
+	Dir string
+	// Args are more redis-server arguments of every (re)start (a cluster
+	// node's, a replica's).
+	Args []string
 	t    testing.TB
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -88,6 +91,7 @@ func (s *RedisServer) launch() error {
 	if s.Dir != "" {
 		args = append(args, "--dir", s.Dir, "--dbfilename", "dump.rdb")
 	}
+	args = append(args, s.Args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout, cmd.Stderr = nil, nil // its banner is noise; a failure shows as an exit or no PING
 	if err := cmd.Start(); err != nil {
@@ -152,8 +156,20 @@ func (s *RedisServer) Client() *redis.Client {
 	return c
 }
 
-// Redis starts a redis-server and returns a client of it.
-func Redis(t testing.TB) *redis.Client { return StartRedis(t).Client() }
+// PID is the server's process id (0 when stopped).
+func (s *RedisServer) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Redis returns a client of a Redis of the test's own: a redis-server, or,
+// with WR_TEST_REDIS=cluster, a 3-master Redis Cluster (RedisBackend).
+func Redis(t testing.TB) redis.UniversalClient {
+	_, rdb := RedisBackend(t)
+	return rdb
+}
 
 // FreePort returns a loopback TCP port that was free a moment ago. Another
 // process may take it before the caller binds it: a server that can listen on

@@ -34,3 +34,36 @@ func TestRestartKeepsTheAddress(t *testing.T) {
 		t.Fatalf("restarted server: %v", err)
 	}
 }
+
+// The cluster serves every slot from three masters: keys of different hash
+// tags land on different nodes, and a script over one tag's keys runs.
+func TestRedisClusterServesEverySlot(t *testing.T) {
+	c := StartRedisCluster(t, 3)
+	cl := c.Client()
+	ctx := t.Context()
+	nodes := map[string]bool{}
+	for i := range 30 {
+		key := "wr:{item" + string(rune('a'+i%26)) + string(rune('0'+i/26)) + "}:seq"
+		if err := cl.Incr(ctx, key).Err(); err != nil {
+			t.Fatalf("INCR %s: %v", key, err)
+		}
+		slot, err := cl.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range cl.ClusterSlots(ctx).Val() {
+			if int64(s.Start) <= slot && slot <= int64(s.End) {
+				nodes[s.Nodes[0].Addr] = true
+			}
+		}
+	}
+	if len(nodes) != 3 {
+		t.Fatalf("30 hash tags landed on %d masters, want 3: %v", len(nodes), nodes)
+	}
+	if err := cl.Eval(ctx, "redis.call('SET', KEYS[1], 1) return redis.call('INCR', KEYS[2])", []string{"wr:{x}:a", "wr:{x}:b"}).Err(); err != nil {
+		t.Fatalf("a script over one tag: %v", err)
+	}
+	if err := cl.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"wr:{x}:a", "wr:{y}:a"}).Err(); err == nil {
+		t.Fatal("a script over two tags ran: the cluster is not checking slots")
+	}
+}

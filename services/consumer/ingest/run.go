@@ -77,7 +77,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	reg := httpserver.NewRegistry()
 	m := NewMetrics(reg)
 
-	rdb := cfg.Redis.NewClient()
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	line := queue.New(rdb)
 

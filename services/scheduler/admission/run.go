@@ -64,7 +64,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		ready = &httpserver.Readiness{}
 	}
 	reg := httpserver.NewRegistry()
-	rdb := cfg.Redis.NewClient()
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-scheduler", log)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 
 type world struct {
 	t       *testing.T
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	brokers []string
 	prod    *kgo.Client
 	line    *queue.Line
