@@ -30,10 +30,12 @@ type RedisServer struct {
 	// Args are more redis-server arguments of every (re)start (a cluster
 	// node's, a replica's).
 	Args []string
-	t    testing.TB
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-	port int
+	// sentinelConf, when set, makes this a Sentinel run from that file.
+	sentinelConf string
+	t            testing.TB
+	cmd          *exec.Cmd
+	done         chan struct{} // closed when cmd has exited
+	port         int
 }
 
 // errExited says redis-server exited before it answered: most often its port
@@ -88,7 +90,11 @@ func (s *RedisServer) Start() {
 func (s *RedisServer) launch() error {
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
-	if s.Dir != "" {
+	if s.sentinelConf != "" { // a config file comes first; Sentinel rewrites it
+		args = []string{s.sentinelConf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--protected-mode", "no", "--loglevel", "warning"}
+	}
+	if s.Dir != "" && s.sentinelConf == "" {
 		args = append(args, "--dir", s.Dir, "--dbfilename", "dump.rdb")
 	}
 	args = append(args, s.Args...)

@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // A port another redis-server holds is not taken for ours: the second server
@@ -65,5 +66,41 @@ func TestRedisClusterServesEverySlot(t *testing.T) {
 	}
 	if err := cl.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"wr:{x}:a", "wr:{y}:a"}).Err(); err == nil {
 		t.Fatal("a script over two tags ran: the cluster is not checking slots")
+	}
+}
+
+// Killing the primary (SIGKILL, its PID) makes the Sentinel promote the
+// replica, and a failover client writes there.
+func TestSentinelFailsOver(t *testing.T) {
+	s := StartSentinel(t)
+	c := s.Client()
+	ctx := t.Context()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Primary.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		addr, err := s.PrimaryAddr(ctx)
+		if err == nil && addr == s.Replica.Addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failover to %s: primary %s, %v", s.Replica.Addr, addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		err := c.Set(ctx, "k2", "v2", 0).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write after the failover: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v := c.Get(ctx, "k").Val(); v != "v" {
+		t.Fatalf("the key written before the failover reads %q", v)
 	}
 }

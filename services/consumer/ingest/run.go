@@ -59,10 +59,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSUMER_RECORD_BACKOFF must not be negative, not %s", c.RecordBackoff)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
-	case c.Redis.Addr == "":
-		return errors.New("WR_REDIS_ADDR is empty")
 	}
-	return nil
+	return c.Redis.Validate()
 }
 
 // Run consumes until ctx ends. ln, when not nil, serves health and metrics

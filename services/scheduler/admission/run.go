@@ -48,10 +48,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
-	case c.Redis.Addr == "":
-		return errors.New("WR_REDIS_ADDR is empty")
 	}
-	return nil
+	return c.Redis.Validate()
 }
 
 // Run runs one replica until ctx ends: the tick loop, and the admin API,
