@@ -456,14 +456,15 @@ type dueItem struct {
 func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, items []dueItem) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	event := func(d dueItem, page []string) []topics.AdmissionEvent {
-		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, ExpiresAt: s.expiries(pctx, d.item, page),
+	event := func(d dueItem, page []string, exp []int64) []topics.AdmissionEvent {
+		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, ExpiresAt: exp,
 			Head: d.tk.Head, Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, s.opt.MaxEventBytes)
 	}
 	parts := make([][]topics.AdmissionEvent, len(items)) // per item: its events still to send, in order
 	sent := make([]int64, len(items))                    // per item: tokenIds sent and acknowledged
+	exps := s.expiriesOf(pctx, items)
 	for i, d := range items {
-		parts[i] = event(d, d.tk.Unpublished)
+		parts[i] = event(d, d.tk.Unpublished, exps[i])
 	}
 	for {
 		var recs []*kgo.Record
@@ -530,7 +531,7 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 			}
 			parts[i] = nil
 			if len(page) > 0 {
-				parts[i] = event(d, page)
+				parts[i] = event(d, page, s.expiries(pctx, d.item, page))
 			}
 		}
 	}
