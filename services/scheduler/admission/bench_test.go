@@ -24,7 +24,8 @@ import (
 // (single-leader, the baseline) and by 3 replicas leading 8 shards 3/3/2,
 // ticking in parallel (3-replicas: one op is the slowest replica's tick).
 // Each line runs on a clock of 200 ms per tick of its leader. Run with a
-// fixed count, the busy lines hold 150 people each:
+// fixed count and -count 1 (the busy lines hold 150 people each, enough for
+// 100 ticks; the benchmark fails if they ran dry):
 //
 //	go test -run '^$' -bench BenchmarkTick -benchtime 50x ./services/scheduler/admission/
 func BenchmarkTick(b *testing.B) {
