@@ -358,7 +358,10 @@ func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
 			if ctx.Err() == nil {
 				s.log.Warn("stepping down from a shard", zap.Int("shard", sh), zap.Int64("epoch", l.epoch), zap.Error(err))
 			}
-			s.drop(ctx, held, sh, false)
+			// Released (when still ours), so a fenced shard, e.g. after a
+			// rebuild raised every item's epoch, is led again on the next tick
+			// with a new epoch instead of waiting for the lock to expire.
+			s.drop(ctx, held, sh, ctx.Err() == nil)
 		}
 	}
 	s.m.tick.Observe(time.Since(began).Seconds())

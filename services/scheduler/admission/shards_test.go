@@ -181,3 +181,35 @@ func readAdmissions(t *testing.T, brokers []string, total int, timeout time.Dura
 	}
 	return out
 }
+
+// A replica fenced on an item (a rebuild raised every item's epoch above
+// the one it leads with) gives the shard back and leads it again with a new
+// epoch on a following tick, not after the lock's expiry.
+func TestFencedShardIsLedAgainAtOnce(t *testing.T) {
+	w := newWorld(t)
+	w.fill("r", 2000, topics.AdmissionPolicy{RatePerSecond: 200, SessionTTLSeconds: 600})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const expiry = 20 * time.Second
+	r := w.replica(Options{Tick: 50 * time.Millisecond, LockExpiry: expiry, Shards: 4})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		st, err := w.line.Stats(ctx, "r")
+		return err == nil && st.Head > 0
+	}, 10*time.Second, 5*time.Millisecond, "admitting")
+
+	fence, err := w.rdb.IncrBy(ctx, EpochKey, 100).Result()
+	require.NoError(t, err)
+	require.NoError(t, w.rdb.Set(ctx, queue.KeysFor("r").Epoch, fence, 0).Err())
+	before, err := w.line.Stats(ctx, "r")
+	require.NoError(t, err)
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		st, err := w.line.Stats(ctx, "r")
+		return err == nil && st.Epoch > fence && st.Head > before.Head
+	}, 5*time.Second, 5*time.Millisecond, "led again with an epoch above the fence, admitting")
+	t.Logf("led again %s after the fence (lock expiry %s)", time.Since(start).Round(time.Millisecond), expiry)
+	cancel()
+	<-done
+}
