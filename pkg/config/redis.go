@@ -131,22 +131,35 @@ func (r Redis) TLSConfig() (*tls.Config, error) {
 	if !r.TLS {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: r.TLSServerName, InsecureSkipVerify: r.TLSInsecureSkipVerify} //nolint:gosec // off by default, documented as test-only
-	if r.TLSCAFile != "" {
-		pem, err := os.ReadFile(r.TLSCAFile)
+	tc, err := ClientTLS("WR_REDIS", r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile, r.TLSServerName)
+	if err != nil {
+		return nil, err
+	}
+	tc.InsecureSkipVerify = r.TLSInsecureSkipVerify //nolint:gosec // off by default, documented as test-only
+	return tc, nil
+}
+
+// ClientTLS builds a client TLS config (TLS 1.2 at least): the roots of
+// caFile (else the system's), the client certificate of certFile and keyFile
+// when set, the server name override. prefix names the variables in errors
+// (WR_KAFKA, WR_REDIS).
+func ClientTLS(prefix, caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("read WR_REDIS_TLS_CA_FILE: %w", err)
+			return nil, fmt.Errorf("read %s_TLS_CA_FILE: %w", prefix, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("WR_REDIS_TLS_CA_FILE %s: no PEM certificate in it", r.TLSCAFile)
+			return nil, fmt.Errorf("%s_TLS_CA_FILE %s: no PEM certificate in it", prefix, caFile)
 		}
 		tc.RootCAs = pool
 	}
-	if r.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile)
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("load WR_REDIS_TLS_CERT_FILE/WR_REDIS_TLS_KEY_FILE: %w", err)
+			return nil, fmt.Errorf("load %[1]s_TLS_CERT_FILE/%[1]s_TLS_KEY_FILE: %w", prefix, err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,27 +58,6 @@ func StartSentinel(t testing.TB) *SentinelRedis {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// startWith starts a redis-server set up by set (before its first start)
-// on a spare loopback port, retrying another port when the bind fails.
-func startWith(t testing.TB, set func(*RedisServer)) *RedisServer {
-	t.Helper()
-	s := &RedisServer{t: t}
-	set(s)
-	t.Cleanup(s.Stop)
-	var err error
-	for range 10 {
-		s.port = FreePort(t)
-		s.Addr = "127.0.0.1:" + strconv.Itoa(s.port)
-		if err = s.launch(); !errors.Is(err, errExited) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	return s
 }
 
 // Config is how a service reaches the primary through the Sentinel.

@@ -32,10 +32,12 @@ type RedisServer struct {
 	Args []string
 	// sentinelConf, when set, makes this a Sentinel run from that file.
 	sentinelConf string
-	t            testing.TB
-	cmd          *exec.Cmd
-	done         chan struct{} // closed when cmd has exited
-	port         int
+	// probe, when set, is how launch's readiness check connects (TLS, a user).
+	probe *redis.Options
+	t     testing.TB
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd has exited
+	port  int
 }
 
 // errExited says redis-server exited before it answered: most often its port
@@ -52,7 +54,16 @@ func StartRedis(t testing.TB) *RedisServer {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found on PATH (apt-get install redis-server): %v", err)
 	}
+	return startWith(t, func(*RedisServer) {})
+}
+
+// startWith starts a redis-server set up by set (before its first start)
+// on a spare loopback port, retrying another port when the bind fails, and
+// stops it when the test ends.
+func startWith(t testing.TB, set func(*RedisServer)) *RedisServer {
+	t.Helper()
 	s := &RedisServer{t: t}
+	set(s)
 	t.Cleanup(s.Stop)
 	var err error
 	for range 10 {
@@ -90,6 +101,10 @@ func (s *RedisServer) Start() {
 func (s *RedisServer) launch() error {
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
+	if s.probe != nil && s.probe.TLSConfig != nil { // TLS only: the plain port is closed
+		args[0], args[1] = "--tls-port", strconv.Itoa(s.port)
+		args = append(args, "--port", "0")
+	}
 	if s.sentinelConf != "" { // a config file comes first; Sentinel rewrites it
 		args = []string{s.sentinelConf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 			"--protected-mode", "no", "--loglevel", "warning"}
@@ -106,7 +121,12 @@ func (s *RedisServer) launch() error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	po := redis.Options{}
+	if s.probe != nil {
+		po = *s.probe // TLS, a user: how this server must be talked to
+	}
+	po.Addr, po.MaxRetries = s.Addr, -1
+	c := redis.NewClient(&po)
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

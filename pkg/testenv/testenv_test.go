@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -102,5 +103,40 @@ func TestSentinelFailsOver(t *testing.T) {
 	}
 	if v := c.Get(ctx, "k").Val(); v != "v" {
 		t.Fatalf("the key written before the failover reads %q", v)
+	}
+}
+
+// The client config.Redis builds reaches a TLS-only Redis as an ACL user;
+// a wrong password and an untrusted certificate are refused.
+func TestSecureRedisNeedsTheCAAndThePassword(t *testing.T) {
+	cfg, _ := SecureRedis(t)
+	ctx := t.Context()
+	c, err := cfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if who, err := c.Do(ctx, "ACL", "WHOAMI").Text(); err != nil || who != RedisUser {
+		t.Fatalf("ACL WHOAMI over TLS: %q, %v", who, err)
+	}
+	bad := cfg
+	bad.Password = "wrong-password"
+	c2, err := bad.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := c2.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("a wrong password: got %v, want WRONGPASS", err)
+	}
+	noCA := cfg
+	noCA.TLSCAFile = ""
+	c3, err := noCA.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if err := c3.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the CA: got %v, want a certificate error", err)
 	}
 }

@@ -70,3 +70,24 @@ func sentinelFailover(t *testing.T, lag bool) {
 		require.NotEqual(t, genBefore, m.Gen, "the view that lost writes was rebuilt")
 	}
 }
+
+// Every service reaches a Redis that speaks TLS only and knows one ACL user
+// (WR_REDIS_TLS, WR_REDIS_TLS_CA_FILE, WR_REDIS_USERNAME, WR_REDIS_PASSWORD;
+// the default user is off): registrations are placed in order and read back.
+func TestStackOnTLSRedisWithAnACLUser(t *testing.T) {
+	if testenv.ClusterMode() {
+		t.Skip("a TLS redis-server of its own whatever WR_TEST_REDIS says: once, in the single-Redis run")
+	}
+	cfg, srv := testenv.SecureRedis(t)
+	rdb, err := cfg.NewClient()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	e := newEnvOn(t, srv, cfg, rdb, item("tls"))
+	e.start()
+	var toks []string
+	for _, u := range []string{"ann", "ben", "cat"} {
+		r, _ := e.register("tls", u)
+		toks = append(toks, r.TokenID)
+	}
+	require.Equal(t, toks, e.waitLine("tls", 3))
+}
