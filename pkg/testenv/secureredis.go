@@ -23,10 +23,7 @@ const (
 func SecureRedis(t testing.TB) (config.Redis, *RedisServer) {
 	t.Helper()
 	dir := t.TempDir()
-	caCert, caKey := newCA(t)
-	caFile := filepath.Join(dir, "ca.pem")
-	writePEM(t, caFile, "CERTIFICATE", caCert.Raw)
-	srv := issue(t, caCert, caKey, "localhost", false)
+	caFile, srv := serverCert(t, dir)
 	certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
 	writePEM(t, certFile, "CERTIFICATE", srv.Certificate[0])
 	der, err := x509.MarshalECPrivateKey(srv.PrivateKey.(*ecdsa.PrivateKey))
