@@ -87,10 +87,10 @@ func (e *env) start() {
 
 // needSingleRedis skips a test that kills, restarts or snapshots the one
 // redis-server when the suite runs against a cluster.
-func (e *env) needSingleRedis(why string) {
-	e.t.Helper()
-	if e.redis == nil {
-		e.t.Skip("needs a single redis-server (WR_TEST_REDIS=cluster): " + why)
+func needSingleRedis(t *testing.T, why string) {
+	t.Helper()
+	if testenv.ClusterMode() {
+		t.Skip("needs a single redis-server (WR_TEST_REDIS=cluster): " + why)
 	}
 }
 

@@ -170,10 +170,10 @@ func TestRebuildAfterFlushAll(t *testing.T) {
 }
 
 func TestRebuildAfterRedisKilledAndRestartedEmpty(t *testing.T) {
-	e := rebuildEnv(t)
 	// On a cluster a node restarted empty loses only its slots' items while
 	// the marker, on another node, still says ready: not detected yet.
-	e.needSingleRedis("the marker is on one node")
+	needSingleRedis(t, "the marker is on one node")
+	e := rebuildEnv(t)
 	e.start()
 	lineScenario(t, e, nil, func() {
 		e.redis.Stop() // SIGKILL, no persistence
@@ -182,8 +182,8 @@ func TestRebuildAfterRedisKilledAndRestartedEmpty(t *testing.T) {
 }
 
 func TestRebuildAfterRestoreOfAnOlderSnapshot(t *testing.T) {
+	needSingleRedis(t, "restores one server's RDB snapshot")
 	e := rebuildEnv(t)
-	e.needSingleRedis("restores one server's RDB snapshot")
 	e.redis.Stop()
 	e.redis.Dir = t.TempDir()
 	e.redis.Start()
