@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/testenv"
@@ -118,8 +119,23 @@ func BenchmarkTick(b *testing.B) {
 			}
 		}
 		tick()
+		for i := range reps { // the warm-up tick is not measured
+			reps[i].m.shardTick = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shard_tick"})
+		}
 		for b.Loop() {
 			tick()
+		}
+		var sum float64
+		var n uint64
+		for i := range reps {
+			var m dto.Metric
+			if err := reps[i].m.shardTick.Write(&m); err != nil {
+				b.Fatal(err)
+			}
+			sum, n = sum+m.GetHistogram().GetSampleSum(), n+m.GetHistogram().GetSampleCount()
+		}
+		if n > 0 {
+			b.ReportMetric(1000*sum/float64(n), "ms/shard-tick")
 		}
 	})
 	b.StopTimer()
