@@ -19,7 +19,7 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	@# it stops cleanly and exits 0, and make, never interrupted, exits with it.
 	@set -m; bin/waitroom-dev; rc=$$?; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), compose-check, script tests, short fuzzing, a short k6 spike
+test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
