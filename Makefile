@@ -7,7 +7,7 @@ PKGS    := $(addsuffix /...,$(MODULES))
 UNIT_PKGS := $(filter-out %/deploy/composecheck/...,$(PKGS))
 FUZZTIME ?= 10s
 
-.PHONY: cluster chaos chaos-ci run test test-all deps scripts-test compose-check vet unit fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling
+.PHONY: cluster chaos chaos-ci run test test-all deps scripts-test compose-check vet unit unit-cluster fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -19,11 +19,11 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	@# it stops cleanly and exits 0, and make, never interrupted, exits with it.
 	@set -m; bin/waitroom-dev; rc=$$?; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run
+test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet unit compose-check scripts-test fuzz load chaos-ci
+test-all: vet unit unit-cluster compose-check scripts-test fuzz load chaos-ci
 
 deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command
 	@scripts/test-deps.sh
@@ -44,6 +44,15 @@ vet:
 
 unit:
 	$(GO) test -count=1 -timeout 10m $(UNIT_PKGS)
+
+# The packages whose tests reach Redis through testenv.Redis / RedisBackend:
+# the line's scripts, the view, the rebuild, the consumer, the schedulers and
+# the end-to-end stack suite.
+CLUSTER_PKGS := ./pkg/queue/... ./pkg/view/... ./pkg/rebuild/... ./pkg/linesnap/... ./pkg/retention/... \
+	./services/consumer/... ./services/scheduler/... ./services/dev/stack/...
+
+unit-cluster: ## the Redis-touching tests again, against a 3-master Redis Cluster each test starts (WR_TEST_REDIS=cluster)
+	WR_TEST_REDIS=cluster $(GO) test -count=1 -timeout 10m $(CLUSTER_PKGS)
 
 race: ## the test suite under the race detector (slower)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

@@ -99,7 +99,7 @@ check "all present: ok, no apt-get" $? "want rc 0"
 b=$(fakes id-user)
 while read -r c _; do case $c in '' | '#'*) continue ;; esac; printf '#!%s\n' "$bash" >"$b/$c"; chmod +x "$b/$c"; done <"$here/test-deps.list"
 PATH=$b "$bash" "$script" "$here/test-deps.list" >"$tmp/out" 2>"$tmp/err"; rc=$?; out=$(<"$tmp/out") err=$(<"$tmp/err")
-[ "$rc" = 0 ] && [[ $out == "deps: ok (redis-server chromium"* ]]
+[ "$rc" = 0 ] && [[ $out == "deps: ok (redis-server redis-cli chromium"* ]]
 check "scripts/test-deps.list parses" $? "want rc 0"
 
 echo "test-deps: $passed passed, $failed failed"

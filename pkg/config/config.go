@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -35,19 +34,6 @@ func (k Kafka) Validate() error {
 		}
 	}
 	return k.Security.Validate()
-}
-
-// Redis is how a service reaches Redis.
-type Redis struct {
-	Addr     string `env:"WR_REDIS_ADDR" envDefault:"127.0.0.1:6379"`
-	Password string `env:"WR_REDIS_PASSWORD" secret:"true"`
-	DB       int    `env:"WR_REDIS_DB" envDefault:"0"`
-	PoolSize int    `env:"WR_REDIS_POOL_SIZE" envDefault:"64"`
-}
-
-// NewClient returns a client of the configured Redis.
-func (r Redis) NewClient() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, PoolSize: r.PoolSize})
 }
 
 // Log is how a service logs.

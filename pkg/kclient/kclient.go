@@ -64,26 +64,7 @@ func Opts(ctx context.Context, k config.Kafka, clientID string, log *zap.Logger)
 // TLSConfig builds the client TLS config of s: the CA file's roots (else the
 // system's), the client certificate when set, and the server name override.
 func TLSConfig(s config.KafkaSecurity) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.TLSServerName}
-	if s.TLSCAFile != "" {
-		pem, err := os.ReadFile(s.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read WR_KAFKA_TLS_CA_FILE: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("WR_KAFKA_TLS_CA_FILE %s: no PEM certificate in it", s.TLSCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if s.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load WR_KAFKA_TLS_CERT_FILE/WR_KAFKA_TLS_KEY_FILE: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+	return config.ClientTLS("WR_KAFKA", s.TLSCAFile, s.TLSCertFile, s.TLSKeyFile, s.TLSServerName)
 }
 
 // Mechanism returns franz-go's SASL mechanism for s. OAUTHBEARER reads its

@@ -18,7 +18,7 @@ import (
 
 // fill builds a line of item on rdb with every state: 10 registered (u0..u9),
 // 3 admitted at t0 with a 60 s session, u3 then completes, u5 leaves.
-func fill(t *testing.T, rdb *redis.Client, item string, t0 time.Time) {
+func fill(t *testing.T, rdb redis.UniversalClient, item string, t0 time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	l := queue.New(rdb)

@@ -27,7 +27,7 @@ func sizes(t *testing.T) []int {
 func tokenOf(i int) string { return fmt.Sprintf("tok-%07d", i) }
 
 // fill puts n tokens straight into item's waiting set (seq 1..n).
-func fill(t testing.TB, rdb *redis.Client, item string, n int) {
+func fill(t testing.TB, rdb redis.UniversalClient, item string, n int) {
 	ctx := context.Background()
 	k := queue.KeysFor(item)
 	for lo := 0; lo < n; lo += 10_000 {

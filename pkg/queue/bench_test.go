@@ -15,7 +15,7 @@ import (
 
 // fillWaiting puts n tokens straight into item's waiting ZSET (the benchmark
 // measures promote, not enqueue).
-func fillWaiting(b *testing.B, rdb *redis.Client, item string, n int) {
+func fillWaiting(b *testing.B, rdb redis.UniversalClient, item string, n int) {
 	ctx := context.Background()
 	k := queue.KeysFor(item)
 	for lo := 0; lo < n; lo += 10_000 {

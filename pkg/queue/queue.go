@@ -170,13 +170,30 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 	return out, nil
 }
 
+// apply runs one chunk. On a Redis Cluster a MULTI cannot span the items'
+// slots (nor the registry's), so the chunk goes as a plain pipeline that
+// go-redis splits by node, each op sent with EVAL (the script's text): no op
+// can be refused NOSCRIPT while a later op of its item runs, which is what the
+// MULTI with SCRIPT LOAD guarantees on one server. The ops of one item share a
+// slot, so they reach one node on one connection, in order.
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	cmds := make([]*redis.Cmd, len(ops))
 	seen := make(map[string]struct{}, 4)
 	var loaded [OpComplete + 1]bool
-	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, cluster := l.rdb.(*redis.ClusterClient)
+	run := l.rdb.TxPipelined
+	if cluster {
+		run = l.rdb.Pipelined
+	}
+	eval := func(s *redis.Script, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+		if cluster {
+			return s.Eval(ctx, p, keys, args...)
+		}
+		return s.EvalSha(ctx, p, keys, args...)
+	}
+	_, err := run(ctx, func(p redis.Pipeliner) error {
 		for _, op := range ops {
-			if op.Kind < OpRegister || op.Kind > OpComplete || loaded[op.Kind] {
+			if cluster || op.Kind < OpRegister || op.Kind > OpComplete || loaded[op.Kind] {
 				continue
 			}
 			loaded[op.Kind] = true
@@ -191,13 +208,13 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
-				cmds[i] = enqueueScript.EvalSha(ctx, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
 			case OpLeave:
-				cmds[i] = leaveScript.EvalSha(ctx, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
 			case OpMark:
-				cmds[i] = markScript.EvalSha(ctx, p, []string{k.Applied}, part, off)
+				cmds[i] = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
-				cmds[i] = completeScript.EvalSha(ctx, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
+				cmds[i] = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
 			default:
 				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 			}

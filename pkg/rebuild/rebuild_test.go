@@ -26,7 +26,7 @@ import (
 type world struct {
 	t    *testing.T
 	ctx  context.Context
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	kc   *kgo.Client
 	line *queue.Line
 	base []kgo.Opt

@@ -24,7 +24,7 @@ type env struct {
 	seeds []string
 	cl    *kgo.Client
 	adm   *kadm.Client
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	line  *queue.Line
 	now   time.Time
 }

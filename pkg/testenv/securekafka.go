@@ -33,11 +33,7 @@ const (
 // CA, whose PEM file is in the test's temporary directory.
 func SecureKafka(t testing.TB, mechanism string, opts ...kfake.Opt) config.Kafka {
 	t.Helper()
-	dir := t.TempDir()
-	caCert, caKey := newCA(t)
-	caFile := filepath.Join(dir, "ca.pem")
-	writePEM(t, caFile, "CERTIFICATE", caCert.Raw)
-	srv := issue(t, caCert, caKey, "localhost", false)
+	caFile, srv := serverCert(t, t.TempDir())
 	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.EnableSASL(),
 		kfake.Superuser(config.SASLPlain, KafkaUser, KafkaPassword),
 		kfake.Superuser(config.SASLScram256, KafkaUser, KafkaPassword),
@@ -68,6 +64,16 @@ func ClientCert(t testing.TB, dir string) (certFile, keyFile string) {
 	}
 	writePEM(t, keyFile, "EC PRIVATE KEY", der)
 	return certFile, keyFile
+}
+
+// serverCert writes a new CA's certificate to dir/ca.pem and returns its
+// file and a server certificate it issued for 127.0.0.1 and "localhost".
+func serverCert(t testing.TB, dir string) (caFile string, srv tls.Certificate) {
+	t.Helper()
+	caCert, caKey := newCA(t)
+	caFile = filepath.Join(dir, "ca.pem")
+	writePEM(t, caFile, "CERTIFICATE", caCert.Raw)
+	return caFile, issue(t, caCert, caKey, "localhost", false)
 }
 
 func newCA(t testing.TB) (*x509.Certificate, *ecdsa.PrivateKey) {

@@ -26,11 +26,18 @@ type RedisServer struct {
 	Addr string
 	// Dir, when set before a (re)start, is where the server keeps dump.rdb:
 	// SAVE writes it there and the next Start loads it (a restore).
-	Dir  string
-	t    testing.TB
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-	port int
+	Dir string
+	// Args are more redis-server arguments of every (re)start (a cluster
+	// node's, a replica's).
+	Args []string
+	// sentinelConf, when set, makes this a Sentinel run from that file.
+	sentinelConf string
+	// probe, when set, is how launch's readiness check connects (TLS, a user).
+	probe *redis.Options
+	t     testing.TB
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd has exited
+	port  int
 }
 
 // errExited says redis-server exited before it answered: most often its port
@@ -47,7 +54,16 @@ func StartRedis(t testing.TB) *RedisServer {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found on PATH (apt-get install redis-server): %v", err)
 	}
+	return startWith(t, func(*RedisServer) {})
+}
+
+// startWith starts a redis-server set up by set (before its first start)
+// on a spare loopback port, retrying another port when the bind fails, and
+// stops it when the test ends.
+func startWith(t testing.TB, set func(*RedisServer)) *RedisServer {
+	t.Helper()
 	s := &RedisServer{t: t}
+	set(s)
 	t.Cleanup(s.Stop)
 	var err error
 	for range 10 {
@@ -85,9 +101,18 @@ func (s *RedisServer) Start() {
 func (s *RedisServer) launch() error {
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"}
-	if s.Dir != "" {
+	if s.probe != nil && s.probe.TLSConfig != nil { // TLS only: the plain port is closed
+		args[0], args[1] = "--tls-port", strconv.Itoa(s.port)
+		args = append(args, "--port", "0")
+	}
+	if s.sentinelConf != "" { // a config file comes first; Sentinel rewrites it
+		args = []string{s.sentinelConf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--protected-mode", "no", "--loglevel", "warning"}
+	}
+	if s.Dir != "" && s.sentinelConf == "" {
 		args = append(args, "--dir", s.Dir, "--dbfilename", "dump.rdb")
 	}
+	args = append(args, s.Args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout, cmd.Stderr = nil, nil // its banner is noise; a failure shows as an exit or no PING
 	if err := cmd.Start(); err != nil {
@@ -96,7 +121,12 @@ func (s *RedisServer) launch() error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	po := redis.Options{}
+	if s.probe != nil {
+		po = *s.probe // TLS, a user: how this server must be talked to
+	}
+	po.Addr, po.MaxRetries = s.Addr, -1
+	c := redis.NewClient(&po)
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -152,8 +182,20 @@ func (s *RedisServer) Client() *redis.Client {
 	return c
 }
 
-// Redis starts a redis-server and returns a client of it.
-func Redis(t testing.TB) *redis.Client { return StartRedis(t).Client() }
+// PID is the server's process id (0 when stopped).
+func (s *RedisServer) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Redis returns a client of a Redis of the test's own: a redis-server, or,
+// with WR_TEST_REDIS=cluster, a 3-master Redis Cluster (RedisBackend).
+func Redis(t testing.TB) redis.UniversalClient {
+	_, rdb := RedisBackend(t)
+	return rdb
+}
 
 // FreePort returns a loopback TCP port that was free a moment ago. Another
 // process may take it before the caller binds it: a server that can listen on

@@ -1,8 +1,8 @@
 -- advance: the view applied a topic-partition up to ARGV[2] - 1.
--- KEYS[1] wr:view          HASH the marker (nothing is written while it is missing);
---                          its field writes counts the advances, so a watcher that saw
---                          a higher count knows a lower one is a rolled-back Redis
--- KEYS[2] wr:view:applied  HASH "topic/partition" -> next offset not applied
+-- KEYS[1] wr:{view}          HASH the marker (nothing is written while it is missing);
+--                            its field writes counts the advances, so a watcher that saw
+--                            a higher count knows a lower one is a rolled-back Redis
+-- KEYS[2] wr:{view}:applied  HASH "topic/partition" -> next offset not applied
 -- ARGV[1] "topic/partition"  ARGV[2] next offset
 -- Returns 1 when moved forward, 0 otherwise.
 if redis.call('EXISTS', KEYS[1]) == 0 then

@@ -16,16 +16,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Keys of the marker. They live outside every item's hash tag: one marker
-// describes the whole view.
+// Keys of the marker. They live outside every item's hash tag (one marker
+// describes the whole view) and share the tag {view}: advance.lua and
+// SetReady's MULTI write the marker and the applied offsets together, which
+// a Redis Cluster allows only within one slot.
 const (
 	// MarkerKey is a HASH: gen, state (ready|rebuilding), builtAt (unix ms), reason.
-	MarkerKey = "wr:view"
+	MarkerKey = "wr:{view}"
 	// AppliedKey is a HASH "topic/partition" -> the next offset the view has not
 	// applied (the highest applied offset + 1).
-	AppliedKey = "wr:view:applied"
+	AppliedKey = "wr:{view}:applied"
 	// LockKey is held by whoever rebuilds the view.
-	LockKey = "wr:view:rebuild-lock"
+	LockKey = "wr:{view}:rebuild-lock"
 )
 
 // States of the marker.

@@ -22,14 +22,14 @@ import (
 // mechanism and user, never the password.
 func TestWrongKafkaPasswordStopsEveryService(t *testing.T) {
 	k := testenv.SecureKafka(t, config.SASLScram256)
-	rdb := testenv.Redis(t)
+	rds := testenv.StartRedis(t)
 	bin := t.TempDir()
 	env := []string{
 		"WR_KAFKA_BROKERS=" + strings.Join(k.Brokers, ","),
 		"WR_KAFKA_TLS=true", "WR_KAFKA_TLS_CA_FILE=" + k.Security.TLSCAFile,
 		"WR_KAFKA_SASL_MECHANISM=SCRAM-SHA-256", "WR_KAFKA_SASL_USERNAME=" + testenv.KafkaUser,
 		"WR_KAFKA_SASL_PASSWORD=Pw-that-is-wrong-42",
-		"WR_REDIS_ADDR=" + rdb.Options().Addr,
+		"WR_REDIS_ADDR=" + rds.Addr,
 		"WR_TOKEN_KEY=" + strings.Repeat("k", 32),
 		"WR_ADMISSION_KEY=" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("a", 32))),
 		"WR_API_ADDR=127.0.0.1:0", "WR_CONSUMER_ADDR=127.0.0.1:0", "WR_SCHEDULER_ADDR=127.0.0.1:0", "WR_NOTIFIER_ADDR=127.0.0.1:0",

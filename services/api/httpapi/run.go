@@ -117,7 +117,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	rdb := cfg.Redis.NewClient()
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 
 	reg := httpserver.NewRegistry()

@@ -76,10 +76,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSUMER_SESSION_TIMEOUT (%s) must be at least three WR_CONSUMER_HEARTBEAT (%s)", c.SessionTimeout, c.Heartbeat)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
-	case c.Redis.Addr == "":
-		return errors.New("WR_REDIS_ADDR is empty")
 	}
-	return nil
+	return c.Redis.Validate()
 }
 
 // Run consumes until ctx ends. ln, when not nil, serves health and metrics
@@ -94,7 +92,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	reg := httpserver.NewRegistry()
 	m := NewMetrics(reg)
 
-	rdb := cfg.Redis.NewClient()
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	line := queue.New(rdb)
 

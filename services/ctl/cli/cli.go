@@ -108,8 +108,10 @@ func (a *app) rootCmd() *cobra.Command {
 It talks to Kafka (--brokers, env WR_KAFKA_BROKERS) for topics, dead letters
 and item events, and to a scheduler's admin API (--admin-url, env WR_ADMIN_URL;
 --admin-token, env WR_ADMIN_TOKEN) for queue stats. 'line' and 'rebuild'
-read Redis (--redis, env WR_REDIS_ADDR). Kafka's TLS and SASL settings come
-from the environment (WR_KAFKA_TLS*, WR_KAFKA_SASL_*), as for every service.
+read Redis (--redis, env WR_REDIS_ADDR or WR_REDIS_ADDRS). Kafka's TLS and SASL
+settings (WR_KAFKA_TLS*, WR_KAFKA_SASL_*) and Redis's mode, TLS and user
+(WR_REDIS_MODE, WR_REDIS_TLS*, WR_REDIS_USERNAME...) come from the
+environment, as for every service.
 
 Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing was run).`,
 		SilenceUsage:  true,

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/linesnap"
 )
 
@@ -22,20 +24,41 @@ type redisOpts struct {
 }
 
 func (a *app) redisFlags(cmd *cobra.Command, o *redisOpts) {
-	cmd.Flags().StringVar(&o.addr, "redis", a.env.Redis.Addr, "Redis address (env WR_REDIS_ADDR; WR_REDIS_PASSWORD and WR_REDIS_DB apply)")
+	cmd.Flags().StringVar(&o.addr, "redis", a.redisDefault(), redisFlagHelp)
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when this is not done within this time")
 }
 
-func (a *app) redisClient(o *redisOpts) (*redis.Client, error) {
+// redisFlagHelp is the help of every --redis flag.
+const redisFlagHelp = "Redis address (env WR_REDIS_ADDR, or WR_REDIS_ADDRS: comma-separated seeds or Sentinels; WR_REDIS_MODE, TLS, user and password apply)"
+
+// redisDefault is the --redis default: the configured endpoints.
+func (a *app) redisDefault() string { return strings.Join(a.env.Redis.Endpoints(), ",") }
+
+// redisAt returns a client of the configured Redis at addr (the --redis
+// flag: one address in single mode, comma-separated ones in the others).
+func (a *app) redisAt(addr string, pool int) (redis.UniversalClient, error) {
+	r := a.env.Redis
+	r.PoolSize = pool
+	if r.Mode == "" || strings.EqualFold(r.Mode, config.RedisSingle) {
+		r.Addr, r.Addrs = addr, nil
+	} else {
+		r.Addrs = strings.Split(addr, ",")
+	}
+	rdb, err := r.NewClient()
+	if err != nil {
+		return nil, usagef("--redis %s: %v", addr, err)
+	}
+	return rdb, nil
+}
+
+func (a *app) redisClient(o *redisOpts) (redis.UniversalClient, error) {
 	if o.addr == "" {
 		return nil, usagef("--redis: an address is needed")
 	}
 	if o.timeout <= 0 {
 		return nil, usagef("--timeout %s: must be positive", o.timeout)
 	}
-	r := a.env.Redis
-	r.Addr, r.PoolSize = o.addr, 2
-	return r.NewClient(), nil
+	return a.redisAt(o.addr, 2)
 }
 
 func (a *app) lineCmd() *cobra.Command {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/waitroom/waitroom/pkg/rebuild"
 )
@@ -42,7 +41,7 @@ scheduler admits nobody. Records produced meanwhile are applied afterwards.`,
 		}),
 	}
 	a.kafkaFlags(cmd, &o.kafkaOpts)
-	cmd.Flags().StringVar(&o.redisAddr, "redis", a.env.Redis.Addr, "Redis address (env WR_REDIS_ADDR)")
+	cmd.Flags().StringVar(&o.redisAddr, "redis", a.redisDefault(), redisFlagHelp)
 	cmd.Flags().StringVar(&o.reason, "reason", "waitroomctl rebuild", "why, shown by every service's /readyz while it runs")
 	cmd.Flags().DurationVar(&o.settle, "settle", time.Second, "wait this long after marking the view rebuilding, so every service stops writing")
 	return cmd
@@ -63,7 +62,10 @@ func (a *app) runRebuild(ctx context.Context, o *rebuildOpts) error {
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: o.redisAddr, Password: a.env.Redis.Password, DB: a.env.Redis.DB})
+	rdb, err := a.redisAt(o.redisAddr, 8)
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	rep, err := rebuild.New(rdb, base, a.log).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle})
 	if errors.Is(err, rebuild.ErrLocked) {

@@ -21,8 +21,8 @@ func TestTopicsCheckRetentionAgainstTheLines(t *testing.T) {
 	ctx := context.Background()
 	seeds := testenv.Kafka(t, 1)
 	brokers := strings.Join(seeds, ",")
-	rdb := testenv.Redis(t)
-	addr := rdb.Options().Addr
+	srv := testenv.StartRedis(t)
+	rdb, addr := srv.Client(), srv.Addr
 	l := queue.New(rdb)
 	require.NoError(t, l.Load(ctx))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))

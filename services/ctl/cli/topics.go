@@ -114,10 +114,11 @@ start, as a rebuild would.`,
 		RunE: a.leaf(func(ctx context.Context) error { return a.runTopics(ctx, &o, false) }),
 	}
 	redisDefault := ""
-	if v, ok := os.LookupEnv("WR_REDIS_ADDR"); ok {
-		redisDefault = v
+	_, addr := os.LookupEnv("WR_REDIS_ADDR")
+	if _, addrs := os.LookupEnv("WR_REDIS_ADDRS"); addr || addrs {
+		redisDefault = a.redisDefault()
 	}
-	check.Flags().StringVar(&o.redisAddr, "redis", redisDefault, "Redis of the lines: check retention against them (env WR_REDIS_ADDR; WR_REDIS_PASSWORD and WR_REDIS_DB apply)")
+	check.Flags().StringVar(&o.redisAddr, "redis", redisDefault, "Redis of the lines: check retention against them (env WR_REDIS_ADDR or WR_REDIS_ADDRS; the other WR_REDIS_* apply)")
 	g := group("topics", "Create or check the Kafka topics of the contract", ensure, check)
 	a.kafkaFlags(g, &o.kafkaOpts)
 	g.PersistentFlags().Int32Var(&o.partitions, "partitions", a.env.Partitions, "partitions of waitroom.registrations and waitroom.admissions (env WR_REGISTRATION_PARTITIONS)")
@@ -157,9 +158,10 @@ func (a *app) runTopics(ctx context.Context, o *topicsOpts, fix bool) error {
 	healthy := topics.Healthy(st)
 	var rep *retention.Report
 	if !fix && o.redisAddr != "" {
-		r := a.env.Redis
-		r.Addr, r.PoolSize = o.redisAddr, 2
-		rdb := r.NewClient()
+		rdb, err := a.redisAt(o.redisAddr, 2)
+		if err != nil {
+			return err
+		}
 		defer rdb.Close()
 		got, err := retention.New(base, rdb).Check(ctx, time.Now())
 		if err != nil {

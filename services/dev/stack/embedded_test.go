@@ -23,6 +23,9 @@ import (
 // process; on the next start the consumer rebuilds the line from Kafka, so
 // every registration answered 202 is in the line again, in order.
 func TestEmbeddedRestartKeepsEveryRegistration(t *testing.T) {
+	if testenv.ClusterMode() {
+		t.Skip("runs on miniredis whatever WR_TEST_REDIS says: once, in the single-Redis run")
+	}
 	dir := t.TempDir()
 	run := func(fn func(e *env)) {
 		kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(dir))

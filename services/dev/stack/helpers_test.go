@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -27,13 +28,15 @@ const (
 	adminToken = "test-admin-token"
 )
 
-// env is one test's world: a real redis-server, a kfake cluster and, when
-// started, the services.
+// env is one test's world: a real redis-server (or, with
+// WR_TEST_REDIS=cluster, a 3-master Redis Cluster), a kfake cluster and,
+// when started, the services.
 type env struct {
 	t       *testing.T
 	brokers []string
-	redis   *testenv.RedisServer
-	rdb     *redis.Client
+	redis   *testenv.RedisServer // nil on a cluster
+	rcfg    config.Redis
+	rdb     redis.UniversalClient
 	kcl     *kgo.Client
 	stack   *stack.Stack
 	signer  *token.Signer
@@ -42,8 +45,19 @@ type env struct {
 
 func newEnv(t *testing.T, items ...topics.ItemState) *env {
 	t.Helper()
-	e := &env{t: t, brokers: testenv.Kafka(t, 12), redis: testenv.StartRedis(t)}
-	e.rdb = e.redis.Client()
+	if testenv.ClusterMode() {
+		cfg, rdb := testenv.RedisBackend(t)
+		return newEnvOn(t, nil, cfg, rdb, items...)
+	}
+	s := testenv.StartRedis(t)
+	return newEnvOn(t, s, config.Redis{Addr: s.Addr}, s.Client(), items...)
+}
+
+// newEnvOn is newEnv on a Redis of the caller's (srv: its one redis-server,
+// nil when there is none).
+func newEnvOn(t *testing.T, srv *testenv.RedisServer, cfg config.Redis, rdb redis.UniversalClient, items ...topics.ItemState) *env {
+	t.Helper()
+	e := &env{t: t, brokers: testenv.Kafka(t, 12), redis: srv, rcfg: cfg, rdb: rdb}
 	var err error
 	e.kcl, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ProducerLinger(0))
 	require.NoError(t, err)
@@ -64,11 +78,37 @@ func item(id string) topics.ItemState {
 
 func (e *env) start() {
 	e.t.Helper()
-	s, err := stack.Start(context.Background(), stack.Options{Brokers: e.brokers, RedisAddr: e.redis.Addr, TokenKey: testKey,
+	s, err := stack.Start(context.Background(), stack.Options{Brokers: e.brokers, Redis: &e.rcfg, TokenKey: testKey,
 		AdminToken: adminToken, Tick: 100 * time.Millisecond, Log: zaptest.NewLogger(e.t).Named("stack")})
 	require.NoError(e.t, err)
 	e.stack = s
-	e.t.Cleanup(func() { require.NoError(e.t, s.Stop()) })
+	e.t.Cleanup(func() {
+		// A connection the client dialled and never used sits on the server as
+		// new, and http.Server.Shutdown waits up to 5 s for such a one (the
+		// drain's whole budget): close the client's idle ones first.
+		e.http.CloseIdleConnections()
+		require.NoError(e.t, s.Stop())
+	})
+}
+
+// needSingleRedis skips a test that kills, restarts or snapshots the one
+// redis-server when the suite runs against a cluster.
+func needSingleRedis(t *testing.T, why string) {
+	t.Helper()
+	if testenv.ClusterMode() {
+		t.Skip("needs a single redis-server (WR_TEST_REDIS=cluster): " + why)
+	}
+}
+
+// flushAll empties the view: every master of a cluster.
+func (e *env) flushAll() {
+	e.t.Helper()
+	ctx := context.Background()
+	if c, ok := e.rdb.(*redis.ClusterClient); ok {
+		require.NoError(e.t, c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.FlushAll(ctx).Err() }))
+		return
+	}
+	require.NoError(e.t, e.rdb.FlushAll(ctx).Err())
 }
 
 type answer struct {

@@ -3,6 +3,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,8 +26,11 @@ import (
 
 // Options say where the dependencies are and where to listen.
 type Options struct {
-	Brokers      []string
-	RedisAddr    string
+	Brokers   []string
+	RedisAddr string
+	// Redis, when set, is the whole Redis config of every service (a
+	// cluster or Sentinel, TLS, a user) and RedisAddr is ignored.
+	Redis        *config.Redis
 	APIAddr      string // "127.0.0.1:0" picks a free port
 	ConsumerAddr string
 	// Env loads each service's config from the environment over its defaults,
@@ -233,6 +237,11 @@ func configs(o Options) (serviceConfigs, error) {
 	}
 	where := func(k *config.Kafka, r *config.Redis, h *config.HTTP) {
 		k.Brokers, r.Addr = o.Brokers, o.RedisAddr
+		if o.Redis != nil {
+			pool := r.PoolSize
+			*r = *o.Redis
+			r.PoolSize = cmp.Or(r.PoolSize, pool)
+		}
 		h.ShutdownTimeout = 5 * time.Second // Ctrl-C should not wait 10 s
 	}
 	where(&c.api.Kafka, &c.api.Redis, &c.api.HTTP)

@@ -72,7 +72,7 @@ type Notifier struct {
 	srv    *Server
 	items  *itemcache.Cache
 	follow *kgo.Client
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	view   *view.Watcher
 	m      *Metrics
 	opt    Options
@@ -107,7 +107,11 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 		follow.Close()
 		return nil, err
 	}
-	rdb := cfg.Redis.NewClient()
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		follow.Close()
+		return nil, err
+	}
 	hub := NewHub(items)
 	hub.SetPositionEvery(cfg.PositionEvery) // negative (unpaced): every event wakes
 	m := NewMetrics(reg, hub)

@@ -24,6 +24,8 @@ type Config struct {
 	Tick       time.Duration `env:"WR_SCHEDULER_TICK" envDefault:"200ms"`
 	LockExpiry time.Duration `env:"WR_SCHEDULER_LOCK_EXPIRY" envDefault:"2s"`
 	Burst      time.Duration `env:"WR_SCHEDULER_BURST" envDefault:"1s"`
+	// Shards divides the items among the replicas (1..64; every replica the same).
+	Shards int `env:"WR_SCHEDULER_SHARDS" envDefault:"8"`
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
@@ -42,16 +44,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_TICK must be positive, not %s", c.Tick)
 	case c.LockExpiry <= 0:
 		return fmt.Errorf("WR_SCHEDULER_LOCK_EXPIRY must be positive, not %s (it is raised to 3 ticks when shorter)", c.LockExpiry)
+	case c.Shards < 1 || c.Shards > 64:
+		return fmt.Errorf("WR_SCHEDULER_SHARDS must be in 1..64, not %d", c.Shards)
 	case c.Burst < 0:
 		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
 	case c.MaxEventBytes != 0 && (c.MaxEventBytes < 1000 || c.MaxEventBytes > 1_000_000):
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
-	case c.Redis.Addr == "":
-		return errors.New("WR_REDIS_ADDR is empty")
 	}
-	return nil
+	return c.Redis.Validate()
 }
 
 // Run runs one replica until ctx ends: the tick loop, and the admin API,
@@ -64,7 +66,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		ready = &httpserver.Readiness{}
 	}
 	reg := httpserver.NewRegistry()
-	rdb := cfg.Redis.NewClient()
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-scheduler", log)
 	if err != nil {
@@ -80,7 +85,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
-	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch}, reg, log)
+	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {

@@ -1,15 +1,21 @@
-// Package admission is the scheduler: several replicas run it, one of them
-// holds a redsync lock and, every tick, promotes people from each active
-// item's line to its admitted set at the item's rate, then publishes what it
-// did to waitroom.admissions. A fencing epoch keeps a paused ex-leader from
-// admitting anyone.
+// Package admission is the scheduler: several replicas run it and share the
+// items: each item belongs to one of N shards (a stable hash of its id), each
+// shard is a redsync lock, and the replica holding a shard's lock promotes,
+// every tick, people from the lines of that shard's items to their admitted
+// sets at each item's rate, then publishes what it did to
+// waitroom.admissions. A fencing epoch per leadership of a shard keeps a
+// paused ex-leader from admitting anyone.
 package admission
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,11 +30,38 @@ import (
 	"go.uber.org/zap"
 )
 
-// EpochKey is the counter every new leader takes its fencing epoch from.
+// EpochKey is the counter every new leader of any shard takes its fencing
+// epoch from: one counter for all shards, so an epoch is higher than every
+// epoch taken before it whichever shard took it, and the per-item check in
+// promote.lua holds even when an item changes shard (another shard count).
 const EpochKey = "wr:scheduler:epoch"
 
-// LockName is the redsync mutex the replicas compete for.
+// LockName is the redsync mutex of shard 0 of 1; shard i of more has
+// ShardLock(i).
 const LockName = "wr:scheduler:lock"
+
+// ReplicasKey is a ZSET of the live replicas (member: replica id, score:
+// last heartbeat in unix ms): how many share the shards.
+const ReplicasKey = "wr:scheduler:replicas"
+
+// ShardLock is the redsync mutex of shard i.
+func ShardLock(i, shards int) string {
+	if shards <= 1 {
+		return LockName
+	}
+	return LockName + ":" + strconv.Itoa(i)
+}
+
+// ShardOf is the shard of item among shards: FNV-1a of its id, so every
+// replica agrees without asking anyone.
+func ShardOf(item string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(item))
+	return int(h.Sum32() % uint32(shards))
+}
 
 // Producer publishes admission events (*kgo.Client).
 type Producer interface {
@@ -59,6 +92,18 @@ type Options struct {
 	Clock func() time.Time
 	// View, when set, gates leading and every tick on a trusted Redis view.
 	View *view.Watcher
+	// Shards is how many shards the items are divided into (default 8). A
+	// replica holds at most ceil(Shards / live replicas) of them, so the
+	// work spreads; a dead replica's shards are taken over once their locks
+	// expire. Every replica must run with the same count.
+	Shards int
+}
+
+// lease is one shard this replica leads.
+type lease struct {
+	shard int
+	mu    *redsync.Mutex
+	epoch int64
 }
 
 // Scheduler is one replica.
@@ -71,12 +116,21 @@ type Scheduler struct {
 	log  *zap.Logger
 	m    *Metrics
 	now  func() time.Time
+	id   string
 
-	leading atomic.Bool
+	leading atomic.Uint64 // bit i: leads shard i (Shards <= 64), or any for more
 }
 
-// Leading reports whether this replica holds the lock right now.
-func (s *Scheduler) Leading() bool { return s.leading.Load() }
+// Leading reports whether this replica leads any shard right now.
+func (s *Scheduler) Leading() bool { return s.leading.Load() != 0 }
+
+// Leads reports whether this replica leads item's shard right now.
+func (s *Scheduler) Leads(item string) bool {
+	return s.leading.Load()&(1<<uint(ShardOf(item, s.opt.Shards)%64)) != 0
+}
+
+// ID is this replica's name among the live replicas.
+func (s *Scheduler) ID() string { return s.id }
 
 // New returns a replica; metrics are registered on reg.
 func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.Registerer, log *zap.Logger) *Scheduler {
@@ -99,22 +153,30 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 	if opt.Clock == nil {
 		opt.Clock = time.Now
 	}
+	if opt.Shards <= 0 {
+		opt.Shards = 8
+	}
+	opt.Shards = min(opt.Shards, 64) // Leads keeps one bit per shard
+	var b [8]byte
+	_, _ = rand.Read(b[:])
 	return &Scheduler{
 		rdb: rdb, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
-		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock,
+		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock, id: hex.EncodeToString(b[:]),
 	}
 }
 
-// Run competes for leadership and, while leading, ticks, until ctx ends.
+// Run takes a fair share of the shards and ticks the items of the shards it
+// leads, until ctx ends; then it releases its shards (unless
+// KeepLockOnStop).
 func (s *Scheduler) Run(ctx context.Context) error {
 	t := time.NewTicker(s.opt.Tick)
 	defer t.Stop()
+	held := map[int]*lease{}
+	defer s.stop(ctx, held)
 	for {
-		mu := s.rs.NewMutex(LockName, redsync.WithExpiry(s.opt.LockExpiry), redsync.WithTries(1))
-		if err := mu.TryLockContext(ctx); err == nil {
-			s.lead(ctx, mu)
-		} else if !isTaken(err) && ctx.Err() == nil {
-			s.log.Warn("try the scheduler lock", zap.Error(err))
+		s.share(ctx, held)
+		if len(held) > 0 {
+			s.tickLeases(ctx, held)
 		}
 		select {
 		case <-ctx.Done():
@@ -122,6 +184,199 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// stop ends every leadership: the locks are released and the replica leaves
+// the live set, so the others take its shards at once. KeepLockOnStop (a
+// crash) leaves both to expire.
+func (s *Scheduler) stop(ctx context.Context, held map[int]*lease) {
+	if s.opt.KeepLockOnStop {
+		for sh := range held {
+			s.drop(ctx, held, sh, false)
+		}
+		return
+	}
+	for sh := range held {
+		s.drop(ctx, held, sh, true)
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.rdb.ZRem(uctx, ReplicasKey, s.id).Err(); err != nil {
+		s.log.Warn("leave the live replicas", zap.Error(err))
+	}
+}
+
+// share keeps this replica's share of the shards: it says it is alive,
+// extends the locks it holds (dropping those it lost), gives back what is
+// above its share, and tries free shards while under it.
+func (s *Scheduler) share(ctx context.Context, held map[int]*lease) {
+	live := s.heartbeat(ctx)
+	for sh, l := range held {
+		if ok, err := l.mu.ExtendContext(ctx); !ok || err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("lost a shard's lock", zap.Int("shard", sh), zap.Int64("epoch", l.epoch), zap.Error(err))
+			}
+			s.drop(ctx, held, sh, false)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	fair := (s.opt.Shards + live - 1) / live
+	for len(held) > fair {
+		sh := -1
+		for k := range held {
+			sh = max(sh, k)
+		}
+		s.log.Info("handing a shard over", zap.Int("shard", sh), zap.Int("live", live), zap.Int("fair", fair))
+		s.drop(ctx, held, sh, true)
+	}
+	if len(held) >= fair || !s.trusted() {
+		return // the epoch counter may be lost with the view: lead after the rebuild
+	}
+	start := ShardOf(s.id, s.opt.Shards) // replicas start their tries apart
+	for k := 0; k < s.opt.Shards && len(held) < fair; k++ {
+		sh := (start + k) % s.opt.Shards
+		if held[sh] != nil {
+			continue
+		}
+		if l := s.acquire(ctx, sh); l != nil {
+			held[sh] = l
+			s.mark(held)
+		}
+	}
+}
+
+// heartbeat records this replica as alive, forgets replicas silent for a
+// lock expiry, and returns how many are alive (at least 1: itself).
+func (s *Scheduler) heartbeat(ctx context.Context) int {
+	now := time.Now().UnixMilli()
+	var n *redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, ReplicasKey, redis.Z{Score: float64(now), Member: s.id})
+		p.ZRemRangeByScore(ctx, ReplicasKey, "-inf", "("+strconv.FormatInt(now-s.opt.LockExpiry.Milliseconds(), 10))
+		n = p.ZCard(ctx, ReplicasKey)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("heartbeat", zap.Error(err))
+		}
+		return 1 // alone as far as we know: take what is free
+	}
+	return max(1, int(n.Val()))
+}
+
+// acquire tries shard sh's lock; on success it takes a fencing epoch and
+// claims it on waitroom.admissions before anything is promoted with it.
+func (s *Scheduler) acquire(ctx context.Context, sh int) *lease {
+	mu := s.rs.NewMutex(ShardLock(sh, s.opt.Shards), redsync.WithExpiry(s.opt.LockExpiry), redsync.WithTries(1))
+	if err := mu.TryLockContext(ctx); err != nil {
+		if !isTaken(err) && ctx.Err() == nil {
+			s.log.Warn("try a shard's lock", zap.Int("shard", sh), zap.Error(err))
+		}
+		return nil
+	}
+	l := &lease{shard: sh, mu: mu}
+	var err error
+	if l.epoch, err = s.rdb.Incr(ctx, EpochKey).Result(); err == nil {
+		err = s.claim(ctx, l.epoch)
+	}
+	if err != nil {
+		s.log.Warn("not leading the shard", zap.Int("shard", sh), zap.Error(err))
+		s.unlock(ctx, mu)
+		return nil
+	}
+	s.log.Info("leading", zap.Int("shard", sh), zap.Int("shards", s.opt.Shards), zap.Int64("epoch", l.epoch), zap.Time("lockUntil", mu.Until()))
+	s.m.epoch.Set(float64(l.epoch))
+	return l
+}
+
+// drop ends the leadership of shard sh, releasing its lock when release.
+func (s *Scheduler) drop(ctx context.Context, held map[int]*lease, sh int, release bool) {
+	l := held[sh]
+	delete(held, sh)
+	s.mark(held)
+	if release && l != nil {
+		s.unlock(ctx, l.mu)
+	}
+}
+
+func (s *Scheduler) unlock(ctx context.Context, mu *redsync.Mutex) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if _, err := mu.UnlockContext(uctx); err != nil {
+		s.log.Warn("release a shard's lock", zap.Error(err))
+	}
+}
+
+// mark publishes which shards are led (Leading, Leads, the gauge).
+func (s *Scheduler) mark(held map[int]*lease) {
+	var bits uint64
+	for sh := range held {
+		bits |= 1 << uint(sh%64)
+	}
+	s.leading.Store(bits)
+	s.m.leader.Set(float64(len(held)))
+	if len(held) == 0 {
+		s.m.perItem.reset() // a replica that leads nothing shows no item's tick
+	}
+}
+
+// tickLeases runs one tick over the active items of the shards held, shard
+// by shard, each with its own epoch; a shard whose lock ran out or whose
+// epoch was fenced is dropped.
+func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
+	began := time.Now()
+	if !s.trusted() {
+		s.m.viewSkipped.Inc()
+		return // admit nobody from a view that cannot be trusted
+	}
+	items, err := s.line.ActiveItems(ctx)
+	if err != nil {
+		s.log.Warn("read active items", zap.Error(err))
+		return // Redis trouble: try again next tick, still leading
+	}
+	if err := view.Touch(ctx, s.rdb); err != nil {
+		s.log.Warn("count the tick on the view marker", zap.Error(err))
+		return
+	}
+	mine := make(map[int][]string, len(held))
+	n := 0
+	for _, it := range items {
+		if sh := ShardOf(it, s.opt.Shards); held[sh] != nil {
+			mine[sh] = append(mine[sh], it)
+			n++
+		}
+	}
+	if n == 0 {
+		s.m.perItem.reset() // none of the items is this replica's
+		return
+	}
+	now := s.now() // one line time for the whole tick, read only when there is work
+	// The per-item gauges are this replica's items of this tick: what its
+	// shards no longer hold is swept once every shard has ticked.
+	seen := make(map[string]bool, n)
+	defer s.m.perItem.sweep(seen)
+	for sh, l := range held {
+		if len(mine[sh]) == 0 {
+			continue
+		}
+		shardBegan := time.Now()
+		err := s.tickItems(ctx, l.epoch, l.mu, mine[sh], now, seen)
+		s.m.shardTick.Observe(time.Since(shardBegan).Seconds())
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("stepping down from a shard", zap.Int("shard", sh), zap.Int64("epoch", l.epoch), zap.Error(err))
+			}
+			// Released (when still ours), so a fenced shard, e.g. after a
+			// rebuild raised every item's epoch, is led again on the next tick
+			// with a new epoch instead of waiting for the lock to expire.
+			s.drop(ctx, held, sh, ctx.Err() == nil)
+		}
+	}
+	s.m.tick.Observe(time.Since(began).Seconds())
+	s.m.items.Set(float64(n))
 }
 
 // isTaken reports the ordinary "another replica leads" answer. redsync
@@ -135,69 +390,13 @@ func isTaken(err error) bool {
 		errors.As(err, &takenV) || errors.As(err, &nodeTakenV)
 }
 
-// lead ticks while this replica holds the lock; it returns when the lock is
-// lost, another leader fenced it, or ctx ends (then it releases the lock).
-func (s *Scheduler) lead(ctx context.Context, mu *redsync.Mutex) {
-	if !s.trusted() {
-		return // the epoch counter may be lost with the view: lead after the rebuild
-	}
-	epoch, err := s.rdb.Incr(ctx, EpochKey).Result()
-	if err != nil {
-		s.log.Warn("take a fencing epoch", zap.Error(err))
-		return
-	}
-	if err := s.claim(ctx, epoch); err != nil {
-		s.log.Warn("stepping down", zap.Error(err))
-		return
-	}
-	s.log.Info("leading", zap.Int64("epoch", epoch), zap.Time("lockUntil", mu.Until()))
-	s.m.leader.Set(1)
-	s.m.epoch.Set(float64(epoch))
-	s.leading.Store(true)
-	defer s.m.leader.Set(0)
-	defer s.m.perItem.reset()
-	defer s.leading.Store(false)
-	defer func() {
-		if s.opt.KeepLockOnStop {
-			return
-		}
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if _, err := mu.UnlockContext(uctx); err != nil {
-			s.log.Warn("release the scheduler lock", zap.Error(err))
-		}
-	}()
-
-	t := time.NewTicker(s.opt.Tick)
-	defer t.Stop()
-	for {
-		if err := s.tick(ctx, epoch, mu); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("stepping down", zap.Int64("epoch", epoch), zap.Error(err))
-			}
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ok, err := mu.ExtendContext(ctx); !ok || err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("lost the scheduler lock", zap.Int64("epoch", epoch), zap.Error(err))
-			}
-			return
-		}
-	}
-}
-
 // errStepDown ends a leadership: the lock ran out or a newer epoch fenced us.
 var errStepDown = errors.New("no longer the leader")
 
-// tick promotes every active item once and publishes what changed.
+// tick promotes every active item once under one lock and epoch (one
+// leader of everything) and publishes what changed.
 func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) error {
-	began := time.Now()
-	if !began.Before(mu.Until()) {
+	if !time.Now().Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
 	}
 	if !s.trusted() {
@@ -213,9 +412,19 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 		s.log.Warn("count the tick on the view marker", zap.Error(err))
 		return nil
 	}
-	start := s.now()
-	var due []dueItem
 	seen := make(map[string]bool, len(items))
+	err = s.tickItems(ctx, epoch, mu, items, s.now(), seen)
+	s.m.perItem.sweep(seen)
+	return err
+}
+
+// tickItems promotes items once under mu and epoch and publishes what
+// changed; errStepDown when the lock ran out or an item fenced the epoch.
+func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu *redsync.Mutex, items []string, start time.Time, seen map[string]bool) error {
+	if !time.Now().Before(mu.Until()) {
+		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
+	}
+	var due []dueItem
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
 		ticks, errs, err := s.line.PromoteMany(ctx, batch, epoch, start, s.opt.Burst)
@@ -244,9 +453,6 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 	if len(due) > 0 {
 		s.publish(ctx, epoch, start, due)
 	}
-	s.m.tick.Observe(time.Since(began).Seconds())
-	s.m.items.Set(float64(len(items)))
-	s.m.perItem.sweep(seen)
 	return nil
 }
 
@@ -268,14 +474,15 @@ type dueItem struct {
 func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, items []dueItem) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	event := func(d dueItem, page []string) []topics.AdmissionEvent {
-		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, ExpiresAt: s.expiries(pctx, d.item, page),
+	event := func(d dueItem, page []string, exp []int64) []topics.AdmissionEvent {
+		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, ExpiresAt: exp,
 			Head: d.tk.Head, Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, s.opt.MaxEventBytes)
 	}
 	parts := make([][]topics.AdmissionEvent, len(items)) // per item: its events still to send, in order
 	sent := make([]int64, len(items))                    // per item: tokenIds sent and acknowledged
+	exps := s.expiriesOf(pctx, items)
 	for i, d := range items {
-		parts[i] = event(d, d.tk.Unpublished)
+		parts[i] = event(d, d.tk.Unpublished, exps[i])
 	}
 	for {
 		var recs []*kgo.Record
@@ -342,7 +549,7 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 			}
 			parts[i] = nil
 			if len(page) > 0 {
-				parts[i] = event(d, page)
+				parts[i] = event(d, page, s.expiries(pctx, d.item, page))
 			}
 		}
 	}
@@ -351,7 +558,7 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 // Metrics of the scheduler.
 type Metrics struct {
 	leader, epoch, items      prometheus.Gauge
-	tick                      prometheus.Histogram
+	tick, shardTick           prometheus.Histogram
 	admitted, expired, fenced prometheus.Counter
 	publishErrors             prometheus.Counter
 	viewSkipped               prometheus.Counter
@@ -361,16 +568,19 @@ type Metrics struct {
 // NewMetrics registers the scheduler's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_leader", Help: "1 while this replica holds the scheduler lock."}),
-		epoch:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_epoch", Help: "Fencing epoch of this replica's last leadership."}),
-		items:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_active_items", Help: "Items promoted in the last tick."}),
-		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "waitroom_scheduler_tick_duration_seconds", Help: "Time of one tick over every active item.",
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_leader", Help: "Shards this replica leads (holds the lock of)."}),
+		epoch:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_epoch", Help: "Fencing epoch of this replica's last leadership of a shard."}),
+		items:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_active_items", Help: "Items of this replica's shards promoted in the last tick."}),
+		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "waitroom_scheduler_tick_duration_seconds", Help: "Time of one tick over the active items of this replica's shards.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}}),
 		admitted:      prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_admitted_total", Help: "People admitted."}),
 		expired:       prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_expired_total", Help: "Admissions whose session ran out."}),
 		fenced:        prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_fenced_total", Help: "Ticks refused because a newer leader owns an item."}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_publish_errors_total", Help: "Ticks whose admission events Kafka did not take."}),
 	}
+	m.shardTick = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "waitroom_scheduler_shard_tick_duration_seconds",
+		Help: "Time of one shard's part of a tick (its items' promotes and events).", Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}})
+	reg.MustRegister(m.shardTick)
 	m.viewSkipped = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_view_skipped_ticks_total", Help: "Ticks that admitted nobody because the Redis view was not trusted (being rebuilt)."})
 	reg.MustRegister(m.viewSkipped)
 	reg.MustRegister(m.leader, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)

@@ -22,7 +22,7 @@ import (
 
 type world struct {
 	t       *testing.T
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	brokers []string
 	prod    *kgo.Client
 	line    *queue.Line
@@ -160,7 +160,7 @@ func TestThreeReplicasAdmitInOrderExactlyOnce(t *testing.T) {
 		for ctx.Err() == nil {
 			n := 0
 			for _, r := range reps {
-				if r.Leading() {
+				if r.Leads("drop") {
 					n++
 				}
 			}
@@ -218,7 +218,7 @@ func TestLeaderKilledMidRun(t *testing.T) {
 	}, 30*time.Second, 5*time.Millisecond)
 	killed := -1
 	for i, r := range reps {
-		if r.Leading() {
+		if r.Leads("k") {
 			killed = i
 			ctxs[i]()
 		}
@@ -242,7 +242,7 @@ func TestLeaderKilledMidRun(t *testing.T) {
 	require.NotNil(t, after, "a new epoch took over")
 	gap := time.UnixMilli(after.At).Sub(time.UnixMilli(before.At))
 	assert.Less(t, gap, expiry+time.Second, "the next leader started within the lock expiry (plus a tick and scheduling slack)")
-	assert.False(t, reps[killed].Leading())
+	assert.False(t, reps[killed].Leads("k"))
 }
 
 // A leader paused past its lock expiry while another leads cannot admit: the

@@ -59,6 +59,35 @@ func (s *Scheduler) expiries(ctx context.Context, item string, tokens []string) 
 	return out
 }
 
+// expiriesOf is expiries of every item's first page in one pipelined round
+// (one round trip per item made a busy tick wait on 1,000 of them).
+func (s *Scheduler) expiriesOf(ctx context.Context, items []dueItem) [][]int64 {
+	out := make([][]int64, len(items))
+	cmds := make([]*redis.FloatSliceCmd, len(items))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, d := range items {
+			if len(d.tk.Unpublished) > 0 {
+				cmds[i] = p.ZMScore(ctx, queue.KeysFor(d.item).Admitted, d.tk.Unpublished...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("read admission expiries", zap.Int("items", len(items)), zap.Error(err))
+	}
+	for i, c := range cmds {
+		if c == nil || c.Err() != nil {
+			continue // nil: the event goes out without expiries
+		}
+		v := c.Val()
+		out[i] = make([]int64, len(v))
+		for j, e := range v {
+			out[i][j] = int64(e)
+		}
+	}
+	return out
+}
+
 // advance records on the view's marker the admission events just published,
 // so a Redis rolled back to before them is noticed as older than the record.
 func (s *Scheduler) advance(ctx context.Context, res kgo.ProduceResults) error {
