@@ -1,33 +1,14 @@
 package httpserver
 
 import (
-	"encoding/json"
 	"sync"
+
+	"github.com/waitroom/waitroom/pkg/jsonstr"
 )
 
-// plainJSON marks the bytes encoding/json copies into a string as they are.
-var plainJSON = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// AppendJSONString appends s quoted exactly as encoding/json quotes it (HTML
-// characters escaped, invalid UTF-8 replaced): printable ASCII is copied,
-// anything else goes through json.Marshal. Hot-path answers are built with it
-// instead of reflection.
-func AppendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !plainJSON[s[i]] {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
+// AppendJSONString appends s quoted exactly as encoding/json quotes it
+// (jsonstr.Append). Hot-path answers are built with it instead of reflection.
+func AppendJSONString(b []byte, s string) []byte { return jsonstr.Append(b, s) }
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 

@@ -5,12 +5,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"hash"
 	"strconv"
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/waitroom/waitroom/pkg/jsonstr"
 )
 
 // The hot path of queue tokens (every registration issues one, every status
@@ -91,42 +92,20 @@ func (m mac) verify(input, sig []byte, sum *[sha256.Size]byte) bool {
 // json.Marshal writes for it (TestAppendQueueClaimsIsMarshal).
 func appendQueueClaims(b []byte, q Queue, exp, iat int64) []byte {
 	b = append(b, `{"itm":`...)
-	b = appendJSONString(b, q.ItemID)
+	b = jsonstr.Append(b, q.ItemID)
 	b = append(b, `,"p":`...)
 	b = strconv.AppendInt(b, int64(q.Partition), 10)
 	b = append(b, `,"o":`...)
 	b = strconv.AppendInt(b, q.Offset, 10)
 	b = append(b, `,"iss":"`+issuer+`","sub":`...)
-	b = appendJSONString(b, q.UserID)
+	b = jsonstr.Append(b, q.UserID)
 	b = append(b, `,"aud":["`+audienceQueue+`"],"exp":`...)
 	b = strconv.AppendInt(b, exp, 10)
 	b = append(b, `,"iat":`...)
 	b = strconv.AppendInt(b, iat, 10)
 	b = append(b, `,"jti":`...)
-	b = appendJSONString(b, q.TokenID)
+	b = jsonstr.Append(b, q.TokenID)
 	return append(b, '}')
-}
-
-// plainJSON marks the bytes encoding/json copies into a string as they are.
-var plainJSON = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString appends s quoted as encoding/json quotes it: plain
-// printable ASCII is copied, anything else goes through json.Marshal.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !plainJSON[s[i]] {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // issueQueueFast is IssueQueue: one allocation, the token itself.
