@@ -67,7 +67,9 @@ func protected(t *testing.T, kit *waitroomkit.Kit) func(path, bearer string) (in
 // the tokens the api signs pass; expired, forged, another item's, queue and
 // completed tokens do not.
 func TestKitAgainstTheAPI(t *testing.T) {
-	e := newEnv(t, policy("tix", 50, 10, 60), policy("other", 50, 10, 60), policy("brief", 50, 10, 1))
+	// "brief" sessions last 3 s: exp is in whole seconds, so a 1 s session
+	// could end a few milliseconds after it began.
+	e := newEnv(t, policy("tix", 50, 10, 60), policy("other", 50, 10, 60), policy("brief", 50, 10, 3))
 	e.start()
 	ctx := context.Background()
 	kit, err := waitroomkit.New(e.stack.APIURL, waitroomkit.WithLeeway(0))
@@ -115,10 +117,10 @@ func TestKitAgainstTheAPI(t *testing.T) {
 	_, err = kit.Verify(ctx, q.Token, "tix")
 	assert.ErrorIs(t, err, waitroomkit.ErrInvalid)
 
-	// Expired: the session of "brief" lasts one second.
+	// Expired: the session of "brief" lasts three seconds.
 	bob := e.admit("brief", "bob")
 	_, err = kit.Verify(ctx, bob, "brief")
-	require.NoError(t, err, "valid before its second is up")
+	require.NoError(t, err, "valid before its session is up")
 	time.Sleep(time.Until(parseUnverified(t, bob)["exp"].(time.Time)) + 1100*time.Millisecond)
 	_, err = kit.Verify(ctx, bob, "brief")
 	assert.ErrorIs(t, err, waitroomkit.ErrExpired)
@@ -169,7 +171,7 @@ func TestKitFollowsKeyRotation(t *testing.T) {
 	lb := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(backend.Load()) }})
 	t.Cleanup(lb.Close)
 	startAPI := func(o stack.Options) *stack.Stack {
-		o.Brokers, o.RedisAddr, o.TokenKey, o.AdminToken, o.Tick = e.brokers, e.redis.Addr, testKey, adminToken, 100*time.Millisecond
+		o.Brokers, o.Redis, o.TokenKey, o.AdminToken, o.Tick = e.brokers, &e.rcfg, testKey, adminToken, 100*time.Millisecond
 		o.Log = zaptest.NewLogger(t).Named("stack")
 		s, err := stack.Start(context.Background(), o)
 		require.NoError(t, err)
