@@ -62,9 +62,6 @@ type Fault struct {
 	What string
 	// Aim is the recovery time the suite holds it to (0: none, reported only).
 	Aim time.Duration
-	// NewLeader: service is whole again only once a leader of a higher epoch
-	// admits (the fault took the leader).
-	NewLeader bool
 	// pick chooses the target before the fault starts (the time it takes is
 	// not the fault's); nil: the fault needs none.
 	pick   func(ctx context.Context, c *cluster.Cluster, e *env) error
@@ -157,7 +154,7 @@ func Faults() []Fault {
 			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.APIs[0] }), inject: restart},
 		{Name: "consumer", What: "kill -9 of the consumer owning most of the load's partitions, restarted", Aim: 5 * time.Second,
 			pick: busiest, inject: restart},
-		{Name: "scheduler", What: "kill -9 of the scheduler replica admitting the load, restarted", Aim: 5 * time.Second, NewLeader: true,
+		{Name: "scheduler", What: "kill -9 of the scheduler replica admitting the load, restarted", Aim: 5 * time.Second,
 			pick: leading, inject: restart},
 		{Name: "notifier", What: "kill -9 of notifier-1, restarted", Aim: 5 * time.Second,
 			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Notifiers[0] }), inject: restart},
@@ -176,7 +173,7 @@ func Faults() []Fault {
 				err := c.Restart(ctx, c.Redis)
 				return time.Now(), err
 			}},
-		{Name: "scheduler-stop", What: "SIGSTOP of the scheduler replica admitting the load past its lock expiry, then SIGCONT", Aim: 5 * time.Second, NewLeader: true,
+		{Name: "scheduler-stop", What: "SIGSTOP of the scheduler replica admitting the load past its lock expiry, then SIGCONT", Aim: 5 * time.Second,
 			pick: leading,
 			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
 				if err := e.target.Pause(); err != nil {
@@ -341,10 +338,6 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 				break
 			}
 		}
-		epoch := int64(-1)
-		if f.NewLeader {
-			epoch = tl.epoch()
-		}
 		at := time.Now()
 		restored, err := f.inject(ctx, c, e)
 		if err != nil {
@@ -353,7 +346,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 			break
 		}
 		row.Down = restored.Sub(at)
-		row.Recovery, row.Err = recovery(ctx, ld, tl, at, restored, epoch, 60*time.Second)
+		row.Recovery, row.Err = recovery(ctx, ld, tl, at, restored, 60*time.Second)
 		if row.Err == nil {
 			row.Err = allReady(ctx, c, 60*time.Second)
 		}
@@ -397,19 +390,20 @@ const stuck = 500 * time.Millisecond
 
 // recovery is the time from the fault until service is whole again: every
 // registration made since the fault is in the line (the last one the fault
-// held up, such as those on a dead consumer's partitions, got in), and
-// someone was admitted. It watches the people who came from the fault until
+// held up, such as those on a dead consumer's partitions, got in), and every
+// item of the load was admitted again (the last one the fault held up, such
+// as those in a dead scheduler's shards, got its admission). It watches the people who came from the fault until
 // a few seconds after the process came back.
-func recovery(ctx context.Context, ld *load, tl *tail, at, restored time.Time, epoch int64, limit time.Duration) (time.Duration, error) {
+func recovery(ctx context.Context, ld *load, tl *tail, at, restored time.Time, limit time.Duration) (time.Duration, error) {
 	window := restored.Add(3 * time.Second)
 	deadline := at.Add(limit)
 	for time.Now().Before(deadline) {
 		if time.Now().After(window) {
 			var first, worst time.Time
 			pending := false
-			// Admissions flow again: the record has one made since the fault
-			// (by a new leader, where the fault took the leader).
-			admitted, _ := tl.admittedSince(at, epoch)
+			// Admissions flow again: every item of the load has one on the
+			// record made since the fault.
+			admitted, flowing := tl.admittedSince(at, Items)
 			for _, p := range ld.all() {
 				if p.t0.Before(at) || !p.t0.Before(window) {
 					continue
@@ -429,7 +423,7 @@ func recovery(ctx context.Context, ld *load, tl *tail, at, restored time.Time, e
 					}
 				}
 			}
-			if !pending && !first.IsZero() && admitted.Unix() > 0 {
+			if !pending && !first.IsZero() && flowing {
 				last := first
 				if worst.After(last) {
 					last = worst

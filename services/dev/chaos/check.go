@@ -328,31 +328,25 @@ func (t *tail) partitions() map[string]int32 {
 	return out
 }
 
-// epoch is the highest fencing epoch of the admissions on the record.
-func (t *tail) epoch() int64 {
+// admittedSince is the time (the scheduler's clock) by which every one of
+// items had an admission on the record made at or after at: service is
+// whole again only once the last item, whichever replica's shard it is in,
+// admits again. ok is false while some item has none yet.
+func (t *tail) admittedSince(at time.Time, items []string) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var e int64
-	for _, evs := range t.ticks {
-		for _, ev := range evs {
-			e = max(e, ev.Epoch)
-		}
-	}
-	return e
-}
-
-// admittedSince is the time (the scheduler's clock) of the first admission
-// on the record made at or after at by a leader of an epoch above epoch.
-func (t *tail) admittedSince(at time.Time, epoch int64) (time.Time, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var first int64
-	for _, evs := range t.ticks {
-		for _, ev := range evs {
-			if len(ev.Admitted) > 0 && ev.At >= at.UnixMilli() && ev.Epoch > epoch && (first == 0 || ev.At < first) {
+	var last int64
+	for _, item := range items {
+		var first int64
+		for _, ev := range t.ticks[item] {
+			if len(ev.Admitted) > 0 && ev.At >= at.UnixMilli() && (first == 0 || ev.At < first) {
 				first = ev.At
 			}
 		}
+		if first == 0 {
+			return time.Time{}, false
+		}
+		last = max(last, first)
 	}
-	return time.UnixMilli(first), first != 0
+	return time.UnixMilli(last), true
 }

@@ -61,3 +61,23 @@ func TestSSECheckCountsListenersNotTold(t *testing.T) {
 }
 
 func at(sec int64) time.Time { return time.Unix(sec, 0) }
+
+// Service is whole again only when every item admits again after the fault:
+// an item in a dead replica's shard holds recovery back, however early the
+// others admit.
+func TestAdmittedSinceWaitsForEveryItem(t *testing.T) {
+	tick := func(item string, at int64, n int) topics.AdmissionEvent {
+		return topics.AdmissionEvent{ItemID: item, At: at, Admitted: make([]string, n)}
+	}
+	tl := &tail{ticks: map[string][]topics.AdmissionEvent{
+		"a": {tick("a", 100, 1), tick("a", 300, 2), tick("a", 900, 1)},
+		"b": {tick("b", 150, 1), tick("b", 250, 0), tick("b", 700, 1)},
+	}}
+	got, ok := tl.admittedSince(time.UnixMilli(200), []string{"a", "b"})
+	if !ok || got.UnixMilli() != 700 {
+		t.Fatalf("admittedSince(200) = %d %v, want 700 (b's first admission after the fault; an empty tick is none)", got.UnixMilli(), ok)
+	}
+	if _, ok := tl.admittedSince(time.UnixMilli(800), []string{"a", "b"}); ok {
+		t.Fatal("b has admitted nobody since 800: not whole again")
+	}
+}
