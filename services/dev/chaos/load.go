@@ -27,20 +27,16 @@ type state struct {
 	item, user string
 	sse        bool
 
-	t0          time.Time // first register attempt
-	got202      time.Time
-	token       string
-	tokenID     string
-	statusURL   string
-	eventsURL   string
-	inLine      time.Time // first WAITING / position / admitted seen
-	admitted    time.Time
-	via         string // sse, poll
-	admission   string
-	completed   bool
-	outcome     string // what ended it: completed, or the failure
-	reconnects  int
-	registerTry int
+	t0         time.Time // first register attempt
+	got202     time.Time
+	statusURL  string
+	eventsURL  string
+	inLine     time.Time // first WAITING / position / admitted seen
+	admitted   time.Time
+	via        string // sse, poll
+	completed  bool
+	outcome    string // what ended it: completed, or the failure
+	reconnects int
 }
 
 func (p *person) set(f func(s *state)) {
@@ -144,8 +140,7 @@ func (l *load) journey(ctx context.Context, p *person) {
 func (l *load) register(ctx context.Context, p *person, deadline time.Time) bool {
 	p.set(func(p *state) { p.t0 = time.Now() })
 	body := []byte(`{"userId":"` + p.user + `"}`)
-	for try := 1; time.Now().Before(deadline); try++ {
-		p.set(func(p *state) { p.registerTry = try })
+	for time.Now().Before(deadline) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.base+"/api/v1/items/"+p.item+"/registrations", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := l.cl.Do(req)
@@ -156,7 +151,7 @@ func (l *load) register(ctx context.Context, p *person, deadline time.Time) bool
 				var r struct{ Token, TokenID, StatusURL, EventsURL string }
 				if err := json.Unmarshal(b, &r); err == nil && r.Token != "" {
 					p.set(func(p *state) {
-						p.got202, p.token, p.tokenID, p.statusURL, p.eventsURL = time.Now(), r.Token, r.TokenID, r.StatusURL, r.EventsURL
+						p.got202, p.statusURL, p.eventsURL = time.Now(), r.StatusURL, r.EventsURL
 					})
 					return true
 				}
@@ -211,7 +206,7 @@ func (l *load) poll(ctx context.Context, p *person, deadline time.Time) string {
 					if p.inLine.IsZero() {
 						p.inLine = now
 					}
-					p.admitted, p.via, p.admission = now, "poll", b.AdmissionToken
+					p.admitted, p.via = now, "poll"
 				})
 				return b.AdmissionToken
 			case "PENDING":
@@ -299,7 +294,7 @@ func (l *load) stream(ctx context.Context, p *person, lastID string) (token, id 
 						if p.inLine.IsZero() {
 							p.inLine = now
 						}
-						p.admitted, p.via, p.admission = now, "sse", d.AdmissionToken
+						p.admitted, p.via = now, "sse"
 					})
 					return d.AdmissionToken, id, true
 				}

@@ -32,7 +32,6 @@ type Proc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	starts int
 }
 
 // Start starts the process; its output is appended to LogFile.
@@ -70,7 +69,6 @@ func (p *Proc) Start() error {
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
-	p.starts++
 	return nil
 }
 
