@@ -25,6 +25,16 @@ const (
 	KindLeave    = "leave"
 	// KindComplete: the downstream service used the admission; its place is freed.
 	KindComplete = "complete"
+	// KindAbandon: the waiter neither polled nor held a stream for the
+	// item's idleTimeout; the place is released (status ABANDONED). Published
+	// by the scheduler's idle sweep.
+	KindAbandon = "abandon"
+	// KindDraw: the draw of a pre-queue (or of a random-mode window): every
+	// register of the item pooled for a window up to Draw.Window is placed
+	// in the order of sha256(seed || tokenId). Published by the scheduler
+	// once the window closes; carries the revealed seed. TokenID and UserID
+	// are empty.
+	KindDraw = "draw"
 )
 
 // RegistrationEvent is a record of waitroom.registrations: a user joining or
@@ -37,6 +47,32 @@ type RegistrationEvent struct {
 	UserID      string      `json:"userId"`
 	RequestedAt int64       `json:"requestedAt"` // unix milliseconds, set by the API
 	Client      *ClientMeta `json:"client,omitempty"`
+	// Window is the draw window (its closing time, unix ms) a register
+	// joins: the item's opensAt before the sale opens, the current window's
+	// end in random mode; 0: first come, first served.
+	Window int64 `json:"window,omitempty"`
+	// Bypass is the operator-issued bypass code a register used.
+	Bypass *BypassUse `json:"bypass,omitempty"`
+	// Draw is the draw a KindDraw record performs.
+	Draw *Draw `json:"draw,omitempty"`
+}
+
+// BypassUse is what a register record says of the bypass code it used: the
+// code's id and bound, so the consumer (and a rebuild) can count uses.
+type BypassUse struct {
+	Code      string `json:"code"`      // the code's id
+	Count     int64  `json:"count"`     // how many registrations the code admits
+	ExpiresAt int64  `json:"expiresAt"` // unix ms
+}
+
+// Draw is a revealed draw: Round of the item's committed hash chain.
+// sha256 applied Round times to Seed gives Commit, the drawCommit the item
+// published on waitroom.items before the window opened.
+type Draw struct {
+	Window int64  `json:"window"` // draws every register pooled for a window <= this (unix ms)
+	Round  int64  `json:"round"`  // 1-based round of the hash chain
+	Seed   string `json:"seed"`   // hex, 32 bytes
+	Commit string `json:"commit"` // hex sha256, the item's drawCommit
 }
 
 // ClientMeta is what the API saw of the client, kept for audit and abuse review.
@@ -48,18 +84,58 @@ type ClientMeta struct {
 // Validate checks the fields against the contract.
 func (e *RegistrationEvent) Validate() error {
 	switch {
-	case e.Kind != KindRegister && e.Kind != KindLeave && e.Kind != KindComplete:
-		return fmt.Errorf("%w: kind %q is not register, leave or complete", ErrInvalid, e.Kind)
+	case e.Kind != KindRegister && e.Kind != KindLeave && e.Kind != KindComplete && e.Kind != KindAbandon && e.Kind != KindDraw:
+		return fmt.Errorf("%w: kind %q is not register, leave, complete, abandon or draw", ErrInvalid, e.Kind)
 	case !ValidID(e.ItemID):
 		return fmt.Errorf("%w: itemId %q is not %s", ErrInvalid, e.ItemID, IDRule)
+	case e.Kind == KindDraw:
+		return e.validateDraw()
+	case e.Draw != nil:
+		return fmt.Errorf("%w: a %s record carries a draw", ErrInvalid, e.Kind)
 	case !ValidID(e.UserID):
 		return fmt.Errorf("%w: userId %q is not %s", ErrInvalid, e.UserID, IDRule)
 	case !ValidID(e.TokenID):
 		return fmt.Errorf("%w: tokenId %q is not %s", ErrInvalid, e.TokenID, IDRule)
 	case e.RequestedAt <= 0:
 		return fmt.Errorf("%w: requestedAt %d is not a positive unix-ms time", ErrInvalid, e.RequestedAt)
+	case e.Window < 0:
+		return fmt.Errorf("%w: window %d is negative", ErrInvalid, e.Window)
+	case e.Bypass != nil && e.Kind != KindRegister:
+		return fmt.Errorf("%w: a %s record carries a bypass code", ErrInvalid, e.Kind)
+	case e.Bypass != nil && (!ValidID(e.Bypass.Code) || e.Bypass.Count <= 0 || e.Bypass.ExpiresAt <= 0):
+		return fmt.Errorf("%w: bypass needs a code (%s), a positive count and expiresAt", ErrInvalid, IDRule)
 	}
 	return nil
+}
+
+func (e *RegistrationEvent) validateDraw() error {
+	d := e.Draw
+	switch {
+	case d == nil:
+		return fmt.Errorf("%w: a draw record without its draw", ErrInvalid)
+	case e.TokenID != "" || e.UserID != "" || e.Bypass != nil || e.Window != 0:
+		return fmt.Errorf("%w: a draw record names no token, user, bypass or window", ErrInvalid)
+	case d.Window <= 0:
+		return fmt.Errorf("%w: draw window %d is not a positive unix-ms time", ErrInvalid, d.Window)
+	case d.Round < 1 || d.Round > MaxDrawRounds:
+		return fmt.Errorf("%w: draw round %d is not in 1..%d", ErrInvalid, d.Round, MaxDrawRounds)
+	case !isHex32(d.Seed) || !isHex32(d.Commit):
+		return fmt.Errorf("%w: draw seed and commit must be 64 hex characters", ErrInvalid)
+	}
+	return nil
+}
+
+// isHex32 reports 64 lower-case hex characters (32 bytes).
+func isHex32(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeRegistration decodes and validates a registrations record value.
@@ -107,8 +183,25 @@ type ItemState struct {
 	// RejectMessage is what a registration refused in ModeReject is told
 	// (and the waiting page shows); empty: a default sentence.
 	RejectMessage string `json:"rejectMessage,omitempty"`
-	Version       int64  `json:"version"`
-	UpdatedAt     int64  `json:"updatedAt"` // unix milliseconds
+	// OpensAt (unix ms, 0: open now) schedules the sale: registrations
+	// before it are pre-queued and placed by a draw at OpensAt.
+	OpensAt int64 `json:"opensAt,omitempty"`
+	// DrawWindowSeconds is how long each lottery window of ModeRandom lasts
+	// (0: DefaultDrawWindowSeconds).
+	DrawWindowSeconds int64 `json:"drawWindowSeconds,omitempty"`
+	// DrawCommit is the hex sha256 commitment to the item's draw seeds: the
+	// head of a hash chain of DrawRounds seeds, published before any window
+	// opens (see Draw). Required with OpensAt or ModeRandom.
+	DrawCommit string `json:"drawCommit,omitempty"`
+	DrawRounds int64  `json:"drawRounds,omitempty"`
+	// IdleTimeoutSeconds (0: off) releases a waiting place whose holder
+	// neither polled nor held a stream for that long (status ABANDONED).
+	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
+	// PowDifficulty (0: off) is the leading zero bits of the proof-of-work a
+	// registration must carry.
+	PowDifficulty int   `json:"powDifficulty,omitempty"`
+	Version       int64 `json:"version"`
+	UpdatedAt     int64 `json:"updatedAt"` // unix milliseconds
 }
 
 // Queue modes of an item.
@@ -124,6 +217,18 @@ const (
 	// ModeReject refuses new registrations with RejectMessage; the people
 	// already in line keep their places.
 	ModeReject = "reject"
+	// ModeRandom is a lottery over windows of DrawWindowSeconds: each
+	// window's registrations are placed by a committed-seed draw when it
+	// closes, behind everyone placed before.
+	ModeRandom = "random"
+)
+
+// Bounds of the fairness fields.
+const (
+	MaxDrawRounds            = 1_000_000
+	DefaultDrawWindowSeconds = 60
+	MaxPowDifficulty         = 28
+	MaxIdleTimeoutSeconds    = 86_400
 )
 
 // MaxRejectMessage bounds ItemState.RejectMessage.
@@ -140,7 +245,7 @@ func (s *ItemState) ModeOf() string {
 // ValidMode reports a known queue mode ("" is fifo).
 func ValidMode(m string) bool {
 	switch m {
-	case "", ModeFIFO, ModePassthrough, ModeReject:
+	case "", ModeFIFO, ModePassthrough, ModeReject, ModeRandom:
 		return true
 	}
 	return false
@@ -161,9 +266,21 @@ func (s *ItemState) Validate() error {
 	case s.Version <= 0:
 		return fmt.Errorf("%w: version %d is not positive", ErrInvalid, s.Version)
 	case !ValidMode(s.Mode):
-		return fmt.Errorf("%w: mode %q is not fifo, passthrough or reject", ErrInvalid, s.Mode)
+		return fmt.Errorf("%w: mode %q is not fifo, passthrough, reject or random", ErrInvalid, s.Mode)
 	case len(s.RejectMessage) > MaxRejectMessage:
 		return fmt.Errorf("%w: rejectMessage longer than %d bytes", ErrInvalid, MaxRejectMessage)
+	case s.OpensAt < 0:
+		return fmt.Errorf("%w: opensAt %d is negative", ErrInvalid, s.OpensAt)
+	case s.DrawWindowSeconds < 0 || s.DrawWindowSeconds > 86400:
+		return fmt.Errorf("%w: drawWindowSeconds %d is not in 0..86400", ErrInvalid, s.DrawWindowSeconds)
+	case (s.OpensAt > 0 || s.Mode == ModeRandom) && (!isHex32(s.DrawCommit) || s.DrawRounds < 1 || s.DrawRounds > MaxDrawRounds):
+		return fmt.Errorf("%w: opensAt or random mode needs drawCommit (64 hex) and drawRounds in 1..%d", ErrInvalid, MaxDrawRounds)
+	case s.DrawCommit != "" && !isHex32(s.DrawCommit):
+		return fmt.Errorf("%w: drawCommit is not 64 hex characters", ErrInvalid)
+	case s.IdleTimeoutSeconds < 0 || s.IdleTimeoutSeconds > MaxIdleTimeoutSeconds:
+		return fmt.Errorf("%w: idleTimeoutSeconds %d is not in 0..%d", ErrInvalid, s.IdleTimeoutSeconds, MaxIdleTimeoutSeconds)
+	case s.PowDifficulty < 0 || s.PowDifficulty > MaxPowDifficulty:
+		return fmt.Errorf("%w: powDifficulty %d is not in 0..%d", ErrInvalid, s.PowDifficulty, MaxPowDifficulty)
 	case s.Policy.RatePerSecond < 0 || s.Policy.RatePerSecond > 1e6:
 		return fmt.Errorf("%w: ratePerSecond %v is not in 0..1000000", ErrInvalid, s.Policy.RatePerSecond)
 	case s.Policy.MaxActive < 0:

@@ -34,6 +34,16 @@ type State struct {
 	Mode *string `json:"mode,omitempty"`
 	// RejectMessage is what registrations refused in reject mode are told.
 	RejectMessage *string `json:"rejectMessage,omitempty"`
+	// IdleTimeoutSeconds releases places idle that long (0: off).
+	IdleTimeoutSeconds *int64 `json:"idleTimeoutSeconds,omitempty"`
+	// PowDifficulty asks registrations for a proof-of-work of that many
+	// leading zero bits (0: off).
+	PowDifficulty *int `json:"powDifficulty,omitempty"`
+	// OpensAt schedules the sale (unix ms; 0: open now) and
+	// DrawWindowSeconds sets random mode's windows. Both need a draw
+	// commitment, which the admin API adds (it holds the draw key).
+	OpensAt           *int64 `json:"opensAt,omitempty"`
+	DrawWindowSeconds *int64 `json:"drawWindowSeconds,omitempty"`
 }
 
 // Policy changes an item's admission policy (PUT .../items/:itemId/admission);
@@ -66,7 +76,8 @@ func fieldErr(field, format string, a ...any) *Error {
 
 // Empty reports a state change that changes nothing.
 func (s *State) Empty() bool {
-	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil
+	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil &&
+		s.IdleTimeoutSeconds == nil && s.PowDifficulty == nil && s.OpensAt == nil && s.DrawWindowSeconds == nil
 }
 
 // Check reports the first field out of bounds.
@@ -77,9 +88,17 @@ func (s *State) Check() *Error {
 	case s.Stock != nil && *s.Stock < topics.Unlimited:
 		return fieldErr("stock", "%d is below -1 (unlimited)", *s.Stock)
 	case s.Mode != nil && (*s.Mode == "" || !topics.ValidMode(*s.Mode)):
-		return fieldErr("mode", "%q is not fifo, passthrough or reject", *s.Mode)
+		return fieldErr("mode", "%q is not fifo, passthrough, reject or random", *s.Mode)
 	case s.RejectMessage != nil && len(*s.RejectMessage) > topics.MaxRejectMessage:
 		return fieldErr("rejectMessage", "longer than %d bytes", topics.MaxRejectMessage)
+	case s.IdleTimeoutSeconds != nil && (*s.IdleTimeoutSeconds < 0 || *s.IdleTimeoutSeconds > topics.MaxIdleTimeoutSeconds):
+		return fieldErr("idleTimeoutSeconds", "%d is not in 0..%d (0: off)", *s.IdleTimeoutSeconds, topics.MaxIdleTimeoutSeconds)
+	case s.PowDifficulty != nil && (*s.PowDifficulty < 0 || *s.PowDifficulty > topics.MaxPowDifficulty):
+		return fieldErr("powDifficulty", "%d is not in 0..%d (0: off)", *s.PowDifficulty, topics.MaxPowDifficulty)
+	case s.OpensAt != nil && *s.OpensAt < 0:
+		return fieldErr("opensAt", "%d is negative (unix ms; 0: open now)", *s.OpensAt)
+	case s.DrawWindowSeconds != nil && (*s.DrawWindowSeconds < 0 || *s.DrawWindowSeconds > 86400):
+		return fieldErr("drawWindowSeconds", "%d is not in 0..86400", *s.DrawWindowSeconds)
 	}
 	return nil
 }
@@ -100,6 +119,18 @@ func (s *State) Apply(it topics.ItemState) topics.ItemState {
 	}
 	if s.RejectMessage != nil {
 		it.RejectMessage = *s.RejectMessage
+	}
+	if s.IdleTimeoutSeconds != nil {
+		it.IdleTimeoutSeconds = *s.IdleTimeoutSeconds
+	}
+	if s.PowDifficulty != nil {
+		it.PowDifficulty = *s.PowDifficulty
+	}
+	if s.OpensAt != nil {
+		it.OpensAt = *s.OpensAt
+	}
+	if s.DrawWindowSeconds != nil {
+		it.DrawWindowSeconds = *s.DrawWindowSeconds
 	}
 	return it
 }

@@ -22,6 +22,12 @@ func StateFields(s topics.ItemState) []any {
 		"paused", strconv.FormatBool(s.Policy.Paused),
 		"mode", s.ModeOf(),
 		"rejectMessage", s.RejectMessage,
+		"opensAt", strconv.FormatInt(s.OpensAt, 10),
+		"drawWindowSeconds", strconv.FormatInt(s.DrawWindowSeconds, 10),
+		"drawCommit", s.DrawCommit,
+		"drawRounds", strconv.FormatInt(s.DrawRounds, 10),
+		"idleTimeoutSeconds", strconv.FormatInt(s.IdleTimeoutSeconds, 10),
+		"powDifficulty", strconv.Itoa(s.PowDifficulty),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
 	}
 }
@@ -68,6 +74,19 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	s.Policy.MaxActive = parse("maxActive", 64)
 	s.Policy.SessionTTLSeconds = parse("sessionTTLSeconds", 64)
 	s.UpdatedAt = parse("updatedAt", 64)
+	// Fields added later read as 0 from a state stored before them.
+	opt := func(k string, bits int) int64 {
+		if m[k] == "" {
+			return 0
+		}
+		return parse(k, bits)
+	}
+	s.OpensAt = opt("opensAt", 64)
+	s.DrawWindowSeconds = opt("drawWindowSeconds", 64)
+	s.DrawCommit = m["drawCommit"]
+	s.DrawRounds = opt("drawRounds", 64)
+	s.IdleTimeoutSeconds = opt("idleTimeoutSeconds", 64)
+	s.PowDifficulty = int(opt("powDifficulty", 32))
 	s.Enabled = m["enabled"] == "true"
 	s.Policy.Paused = m["paused"] == "true"
 	if mode := m["mode"]; mode != topics.ModeFIFO {

@@ -19,6 +19,13 @@ import (
 // Redis Cluster slot and a script may touch them together.
 type Keys struct {
 	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch, Pace, Paced, Unpublished string
+	// Fairness (issue 16): Pool ZSET tokenId scored by draw window (pre-queued,
+	// not yet drawn); Late ZSET tokenId scored by offset (arrived after the
+	// window closed, placed behind the draw); Drawn HASH window/round of the
+	// last draw; Seen ZSET "tokenId userId" scored by last sign of life (ms);
+	// Express ZSET tokenId scored by seq (bypass codes: admitted at the next
+	// tick); Bypass HASH code id -> uses.
+	Pool, Late, Drawn, Seen, Express, Bypass string
 }
 
 // KeysFor returns the keys of item.
@@ -28,6 +35,8 @@ func KeysFor(item string) Keys {
 		Seq: p + "seq", Waiting: p + "waiting", Admitted: p + "admitted", Users: p + "users",
 		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
 		Pace: p + "pace", Paced: p + "paced", Unpublished: p + "unpublished",
+		Pool: p + "pool", Late: p + "late", Drawn: p + "drawn", Seen: p + "seen",
+		Express: p + "express", Bypass: p + "bypass",
 	}
 }
 

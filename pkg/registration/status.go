@@ -19,6 +19,14 @@ const (
 	StatusSoldOut   = "SOLD_OUT"
 	StatusClosed    = "CLOSED"
 	StatusRejected  = "REJECTED"
+	// StatusPreQueue: registered for a draw that has not happened yet
+	// (before the sale's opensAt, or in a random-mode window).
+	StatusPreQueue = "PRE_QUEUE"
+	// StatusAbandoned: the place was released after the item's idleTimeout
+	// without a poll or a stream.
+	StatusAbandoned = "ABANDONED"
+	// StatusBlocked: an operator blocked the user or the address.
+	StatusBlocked = "BLOCKED"
 )
 
 // Answer is what a line status means for the client holding the token.
