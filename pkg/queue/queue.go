@@ -24,8 +24,9 @@ type Keys struct {
 	// window closed, placed behind the draw); Drawn HASH window/round of the
 	// last draw; Seen ZSET "tokenId userId" scored by last sign of life (ms);
 	// Express ZSET tokenId scored by seq (bypass codes: admitted at the next
-	// tick); Bypass HASH code id -> uses.
-	Pool, Late, Drawn, Seen, Express, Bypass string
+	// tick); Bypass HASH code id -> uses; Stats HASH counters the record
+	// also gives (abandoned: places released idle).
+	Pool, Late, Drawn, Seen, Express, Bypass, Stats string
 }
 
 // KeysFor returns the keys of item.
@@ -36,7 +37,7 @@ func KeysFor(item string) Keys {
 		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
 		Pace: p + "pace", Paced: p + "paced", Unpublished: p + "unpublished",
 		Pool: p + "pool", Late: p + "late", Drawn: p + "drawn", Seen: p + "seen",
-		Express: p + "express", Bypass: p + "bypass",
+		Express: p + "express", Bypass: p + "bypass", Stats: p + "stats",
 	}
 }
 
