@@ -11,6 +11,9 @@ const (
 	Items = "waitroom.items"
 	// Admissions carries the scheduler's admission decisions, one record per item per tick.
 	Admissions = "waitroom.admissions"
+	// Blocks carries the operator's blocks (BlockState, key: the subject);
+	// compacted, a tombstone lifts a block.
+	Blocks = "waitroom.blocks"
 )
 
 // DLQ returns the dead-letter topic of a source topic.

@@ -53,6 +53,9 @@ func Specs(o Options) []Spec {
 			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(7 * day)}},
 		{Name: DLQ(Admissions), Partitions: 1, Configs: map[string]string{
 			"cleanup.policy": "delete", "retention.ms": strconv.Itoa(30 * day)}},
+		// Every api replica reads the whole topic into memory: one partition.
+		{Name: Blocks, Partitions: 1, Configs: map[string]string{
+			"cleanup.policy": "compact"}},
 	}
 }
 
