@@ -67,6 +67,9 @@ type Server struct {
 	replaying sync.Mutex
 
 	leading func() bool // this replica leads (WithLeader), for the console
+
+	blocks Blocks      // WithBlocks
+	ops    *Operations // WithOperations: DLQ sizes, lag, shard leaders for the console
 }
 
 // New returns a Server that accepts requests bearing token; an empty token
@@ -90,6 +93,7 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.GET("/dlq", s.listDLQ)
 	g.GET("/dlq/:partition/:offset", s.showDLQ)
 	g.POST("/dlq/replay", s.replayDLQ)
+	s.blockRoutes(g)
 	s.consoleRoutes(r)
 }
 
@@ -134,6 +138,15 @@ type ItemView struct {
 	Seq                int64                  `json:"seq"`      // registrations accepted so far
 	AdmittedLastMinute int64                  `json:"admittedLastMinute"`
 	Active             bool                   `json:"active"` // in the scheduler's registry of live lines
+	// The console's fields (console.go): the ETA of the last in line
+	// (absent while nobody waits or admission is paused), the stats hash's
+	// counters, and the schedule and guards of the item.
+	EtaLastSeconds     *int64 `json:"etaLastSeconds,omitempty"`
+	Abandoned          int64  `json:"abandoned"`
+	Rejected           *int64 `json:"rejected,omitempty"` // absent: not counted
+	OpensAt            int64  `json:"opensAt,omitempty"`
+	IdleTimeoutSeconds int64  `json:"idleTimeoutSeconds,omitempty"`
+	PowDifficulty      int    `json:"powDifficulty,omitempty"`
 }
 
 // ItemsResponse is the answer to GET .../items.
@@ -358,7 +371,11 @@ func (s *Server) lookup(ctx context.Context, item string, reg map[string]bool) (
 	if err != nil {
 		return ItemView{}, false, err
 	}
-	return view(cur, st, reg[item]), true, nil
+	v := view(cur, st, reg[item])
+	if err := s.addCounters(ctx, &v, cur, st); err != nil {
+		return ItemView{}, false, err
+	}
+	return v, true, nil
 }
 
 // registry returns the set of items with a live line.

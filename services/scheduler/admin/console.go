@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,6 +15,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
@@ -109,6 +113,7 @@ type ConsoleSnapshot struct {
 	Leading bool       `json:"leading"`
 	Items   []ItemView `json:"items"`
 	Error   string     `json:"error,omitempty"`
+	Ops     *OpsView   `json:"ops,omitempty"` // DLQ sizes, lag, shard leaders, blocks
 }
 
 // consoleEvents streams a snapshot of every item each second (Server-Sent
@@ -131,6 +136,7 @@ func (s *Server) consoleEvents(c *gin.Context) {
 			snap.Error = fmt.Sprintf("read %s: %v", item, err)
 		}
 		snap.Items = views
+		snap.Ops = s.opsView(ctx)
 		b, _ := json.Marshal(snap) // plain values always marshal
 		if _, err := fmt.Fprintf(c.Writer, "event: snapshot\ndata: %s\n\n", b); err != nil {
 			return
@@ -142,4 +148,28 @@ func (s *Server) consoleEvents(c *gin.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// addCounters fills the console's fields of v: the stats hash's counters
+// and the ETA of the last in line (registration.ETA at position = waiting).
+func (s *Server) addCounters(ctx context.Context, v *ItemView, it topics.ItemState, st queue.Stats) error {
+	v.OpensAt, v.IdleTimeoutSeconds, v.PowDifficulty = it.OpensAt, it.IdleTimeoutSeconds, it.PowDifficulty
+	c, err := s.line.Counters(ctx, it.ItemID)
+	if err != nil {
+		return err
+	}
+	v.Abandoned = c.Counts["abandoned"]
+	if n, ok := c.Counts["rejected"]; ok {
+		v.Rejected = &n
+	}
+	if st.Waiting > 0 {
+		p := registration.Pace{AdmittedLastMinute: st.AdmittedLastMinute, Active: st.Admitted}
+		if c.PacedSinceMs > 0 {
+			p.Since = time.UnixMilli(c.PacedSinceMs)
+		}
+		if secs, ok := registration.ETA(st.Waiting, p, it, true, s.now()); ok {
+			v.EtaLastSeconds = &secs
+		}
+	}
+	return nil
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
@@ -29,6 +31,10 @@ type Config struct {
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	// The consumer's groups, whose lag the console shows (the consumer's
+	// own variables and defaults).
+	ConsumerGroup string `env:"WR_CONSUMER_GROUP" envDefault:"waitroom-consumer"`
+	ItemsGroup    string `env:"WR_CONSUMER_ITEMS_GROUP" envDefault:"waitroom-items"`
 	View          view.Config
 	Kafka         config.Kafka
 	Redis         config.Redis
@@ -85,26 +91,35 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
-	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards}, reg, log)
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+	}
+	host, _ := os.Hostname()
+	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
+		Describe: host + " " + ln.Addr().String()}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(PolicyCollector(items))
+	blocks, err := blocklist.New(base, log.Named("blocks"))
+	if err != nil {
+		return err
+	}
 	if cfg.AdminToken == "" {
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
 	engine := httpserver.New(log, reg, ready)
-	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).Routes(engine)
+	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).
+		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders)).
+		Routes(engine)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error { return blocks.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
-		}
-	}
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	g.Go(func() error {
 		if err := s.line.Load(gctx); err != nil {

@@ -97,6 +97,9 @@ type Options struct {
 	// work spreads; a dead replica's shards are taken over once their locks
 	// expire. Every replica must run with the same count.
 	Shards int
+	// Describe is what the replica says about itself to the console (its
+	// host and admin address); empty: nothing.
+	Describe string
 }
 
 // lease is one shard this replica leads.
@@ -254,6 +257,7 @@ func (s *Scheduler) heartbeat(ctx context.Context) int {
 	var n *redis.IntCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAdd(ctx, ReplicasKey, redis.Z{Score: float64(now), Member: s.id})
+		s.describe(ctx, p)
 		p.ZRemRangeByScore(ctx, ReplicasKey, "-inf", "("+strconv.FormatInt(now-s.opt.LockExpiry.Milliseconds(), 10))
 		n = p.ZCard(ctx, ReplicasKey)
 		return nil
@@ -270,7 +274,8 @@ func (s *Scheduler) heartbeat(ctx context.Context) int {
 // acquire tries shard sh's lock; on success it takes a fencing epoch and
 // claims it on waitroom.admissions before anything is promoted with it.
 func (s *Scheduler) acquire(ctx context.Context, sh int) *lease {
-	mu := s.rs.NewMutex(ShardLock(sh, s.opt.Shards), redsync.WithExpiry(s.opt.LockExpiry), redsync.WithTries(1))
+	mu := s.rs.NewMutex(ShardLock(sh, s.opt.Shards), redsync.WithExpiry(s.opt.LockExpiry), redsync.WithTries(1),
+		redsync.WithGenValueFunc(s.lockValue))
 	if err := mu.TryLockContext(ctx); err != nil {
 		if !isTaken(err) && ctx.Err() == nil {
 			s.log.Warn("try a shard's lock", zap.Int("shard", sh), zap.Error(err))
