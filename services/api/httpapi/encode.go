@@ -64,6 +64,10 @@ func (r *StatusResponse) appendJSON(b []byte) []byte {
 		b = append(b, `,"pollAfterMs":`...)
 		b = strconv.AppendInt(b, r.PollAfterMs, 10)
 	}
+	if r.Message != "" {
+		b = append(b, `,"message":`...)
+		b = httpserver.AppendJSONString(b, r.Message)
+	}
 	return append(b, '}')
 }
 

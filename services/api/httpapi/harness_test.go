@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,10 @@ type api struct {
 	line   *queue.Line
 	rdb    *redis.Client
 	signer *token.Signer
+	// brokers, cfg and stop let a test restart the api on the same record.
+	brokers []string
+	cfg     httpapi.Config
+	stop    func()
 }
 
 func item(id string) topics.ItemState {
@@ -87,15 +92,19 @@ func newAPIWith(t *testing.T, set func(*httpapi.Config), items ...topics.ItemSta
 	ready := &httpserver.Readiness{}
 	done := make(chan error, 1)
 	go func() { done <- httpapi.Run(rctx, cfg, ln, zaptest.NewLogger(t).Named("api"), ready) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-done)
-	})
+	var once sync.Once
+	halt := func() {
+		once.Do(func() {
+			stop()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(halt)
 	require.Eventually(t, ready.Healthy, 30*time.Second, 10*time.Millisecond, "api not ready")
 	signer, err := token.New(token.HS256, testKey, "k1")
 	require.NoError(t, err)
 	return &api{t: t, url: "http://" + ln.Addr().String(), line: line, rdb: rds.Client(), signer: signer,
-		http: &http.Client{Timeout: 10 * time.Second}}
+		http: &http.Client{Timeout: 10 * time.Second}, brokers: brokers, cfg: cfg, stop: halt}
 }
 
 type answer struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
@@ -117,6 +118,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
+	blocks, err := blocklist.New(base, log.Named("blocks"))
+	if err != nil {
+		return err
+	}
 	rdb, err := cfg.Redis.NewClient()
 	if err != nil {
 		return err
@@ -129,6 +134,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
+		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
@@ -154,13 +160,20 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
+	g.Go(func() error { return blocks.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	if pln != nil {
 		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP.ShutdownTimeout, log) })
 	}
 	g.Go(func() error {
-		if err := warmUp(gctx, prod, items, signer); err != nil {
+		err := warmUp(gctx, prod, items, signer)
+		if err == nil { // ready only once every block in the record is in force
+			wctx, cancel := context.WithTimeout(gctx, 60*time.Second)
+			err = blocks.Sync(wctx)
+			cancel()
+		}
+		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}

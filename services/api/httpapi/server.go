@@ -53,6 +53,8 @@ type Options struct {
 	View *view.Watcher
 	// Throttle, when set, limits registrations per address and per user.
 	Throttle *Throttle
+	// Blocks, when set, refuses blocked users and addresses (403 BLOCKED).
+	Blocks Blocks
 	// StatusExactEvery is how long a waiting registration's exact read answers
 	// its later reads, moved by the item's head (0: every read is exact);
 	// MotionFresh how old the item's head and counts may be; StatusTokens how
@@ -74,6 +76,7 @@ type Server struct {
 	m      *metrics
 	now    func() time.Time
 	pos    *positions // nil: every status read is exact
+	blocks *blockGate // nil: nobody is blocked
 }
 
 // NewServer returns a Server; metrics are registered on reg.
@@ -98,6 +101,7 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 	}
 	line = ConfirmedLine(line, opt.View)
 	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+	s.blocks = newBlockGate(opt.Blocks, reg)
 	if opt.StatusExactEvery > 0 {
 		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens)
 	}
@@ -154,6 +158,9 @@ func (s *Server) register(c *gin.Context) {
 	}
 	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "user", req.UserID); !ok {
 		registration.Abort(c, registration.RateLimited("user", wait))
+		return
+	}
+	if !s.blocks.register(c, req.UserID) {
 		return
 	}
 	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {
@@ -227,12 +234,20 @@ type StatusResponse struct {
 	// PollAfterMs is when to read the status again (registration.PollAfter),
 	// also sent as Retry-After in seconds; absent once it cannot change.
 	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
+	// Message says why, for BLOCKED.
+	Message string `json:"message,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context) {
 	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
 	if err != nil {
 		registration.Abort(c, err)
+		return
+	}
+	if b, ok := s.blocks.user("status", q.UserID); ok {
+		resp := StatusResponse{Status: registration.StatusBlocked, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
+			Message: registration.BlockMessage(b)}
+		writeJSON(c, http.StatusOK, resp.appendJSON)
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
