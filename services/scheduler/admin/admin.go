@@ -139,11 +139,11 @@ type ItemView struct {
 	AdmittedLastMinute int64                  `json:"admittedLastMinute"`
 	Active             bool                   `json:"active"` // in the scheduler's registry of live lines
 	// The console's fields (console.go): the ETA of the last in line
-	// (absent while nobody waits or admission is paused), the stats hash's
-	// counters, and the schedule and guards of the item.
-	EtaLastSeconds     *int64 `json:"etaLastSeconds,omitempty"`
-	Abandoned          int64  `json:"abandoned"`
-	Rejected           *int64 `json:"rejected,omitempty"` // absent: not counted
+	// (0 while nobody waits or admission is paused), the stats hash's
+	// counters (0 when never counted), and the schedule and guards of the item.
+	EtaLastSeconds     int64 `json:"etaLastSeconds,omitempty"`
+	Abandoned          int64 `json:"abandoned"`
+	Rejected           int64 `json:"rejected"`
 	OpensAt            int64  `json:"opensAt,omitempty"`
 	IdleTimeoutSeconds int64  `json:"idleTimeoutSeconds,omitempty"`
 	PowDifficulty      int    `json:"powDifficulty,omitempty"`

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/queue"
@@ -32,7 +34,9 @@ const token = "s3cret-admin-token"
 type env struct {
 	t       *testing.T
 	line    *queue.Line
+	rdb     redis.UniversalClient
 	cache   *itemcache.Cache
+	blocks  *blocklist.List
 	prod    *kgo.Client
 	brokers []string
 	url     string
@@ -40,22 +44,29 @@ type env struct {
 
 // fakes replace a dependency of the admin server in one test.
 type fakes struct {
-	prod  admin.Producer
-	items admin.Items
+	prod    admin.Producer
+	items   admin.Items
+	leaders func(context.Context) ([]admin.ShardLeader, error)
 }
 
 func newEnv(t *testing.T, f fakes) *env {
 	t.Helper()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	e := &env{t: t, line: queue.New(testenv.Redis(t)), brokers: testenv.Kafka(t, 3)}
+	rdb := testenv.Redis(t)
+	e := &env{t: t, line: queue.New(rdb), rdb: rdb, brokers: testenv.Kafka(t, 3)}
 	var err error
 	if e.cache, err = itemcache.New([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, log); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	if e.blocks, err = blocklist.New([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, log); err != nil {
+		t.Fatal(err)
+	}
+	bdone := make(chan struct{})
 	go func() { defer close(done); _ = e.cache.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { defer close(bdone); _ = e.blocks.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; <-bdone })
 	if e.prod, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...)); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +80,8 @@ func newEnv(t *testing.T, f fakes) *env {
 		items = f.items
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
-	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).Routes(engine)
+	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).WithBlocks(e.blocks).
+		WithOperations(admin.NewOperations(e.prod, []string{"waitroom-consumer"}, f.leaders)).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -156,6 +168,7 @@ func TestAuth(t *testing.T) {
 		{http.MethodGet, "/items"}, {http.MethodGet, "/items/drop-1"}, {http.MethodGet, "/stats"},
 		{http.MethodPut, "/items/drop-1/admission"}, {http.MethodPost, "/items/drop-1"},
 		{http.MethodGet, "/dlq"}, {http.MethodGet, "/dlq/0/0"}, {http.MethodPost, "/dlq/replay"},
+		{http.MethodGet, "/blocks"}, {http.MethodPost, "/blocks"}, {http.MethodDelete, "/blocks?subject=user:a"},
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer " + token + "x", "Basic " + token, token} {
 		for _, r := range routes {
@@ -384,6 +397,10 @@ func TestReadItemsAndStats(t *testing.T) {
 	for i, want := range []admin.ItemView{wantA, wantB} {
 		got := list.Items[i]
 		got.UpdatedAt = 0
+		if i == 0 && (got.EtaLastSeconds < 2 || got.EtaLastSeconds > 3) {
+			t.Errorf("a-item's last in line: ETA %d s, want about 2 (2 behind a full room freeing 1/s)", got.EtaLastSeconds)
+		}
+		got.EtaLastSeconds = 0
 		if got != want {
 			t.Errorf("item %d:\n got %+v\nwant %+v", i, got, want)
 		}
@@ -393,7 +410,7 @@ func TestReadItemsAndStats(t *testing.T) {
 	if code, ed := e.do(http.MethodGet, admin.Prefix+"/items/a-item", "", &one); code != http.StatusOK {
 		t.Fatalf("get: %d %s", code, ed.Code)
 	}
-	if one.UpdatedAt = 0; one != wantA {
+	if one.UpdatedAt, one.EtaLastSeconds = 0, 0; one != wantA {
 		t.Errorf("get a-item:\n got %+v\nwant %+v", one, wantA)
 	}
 	if code, ed := e.do(http.MethodGet, admin.Prefix+"/items/nope", "", nil); code != http.StatusNotFound || ed.Code != "ITEM_NOT_FOUND" {

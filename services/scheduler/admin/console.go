@@ -158,17 +158,14 @@ func (s *Server) addCounters(ctx context.Context, v *ItemView, it topics.ItemSta
 	if err != nil {
 		return err
 	}
-	v.Abandoned = c.Counts["abandoned"]
-	if n, ok := c.Counts["rejected"]; ok {
-		v.Rejected = &n
-	}
+	v.Abandoned, v.Rejected = c.Counts["abandoned"], c.Counts["rejected"]
 	if st.Waiting > 0 {
 		p := registration.Pace{AdmittedLastMinute: st.AdmittedLastMinute, Active: st.Admitted}
 		if c.PacedSinceMs > 0 {
 			p.Since = time.UnixMilli(c.PacedSinceMs)
 		}
 		if secs, ok := registration.ETA(st.Waiting, p, it, true, s.now()); ok {
-			v.EtaLastSeconds = &secs
+			v.EtaLastSeconds = secs
 		}
 	}
 	return nil
