@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
+	"github.com/waitroom/waitroom/topics"
 )
 
 // The operator's console in Chromium: a wrong token is refused, the right
@@ -104,7 +108,91 @@ func TestConsoleInBrowser(t *testing.T) {
 	assert.Equal(t, 20.0, v.Policy.RatePerSecond, "the console's change is the item's policy")
 	assert.Equal(t, "20", eval(`document.querySelector('tr[data-item="drop"] .rate').textContent`))
 
+	// The panels beyond the items, with real values. A record dead-lettered
+	// now shows as size 1; the consumer group's lag is a number; every shard
+	// names the replica whose lock it is, with its host and address.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	require.NoError(t, e.kcl.ProduceSync(ctx2, &kgo.Record{Topic: topics.DLQ(topics.Registrations), Key: []byte("drop"), Value: []byte("not json"),
+		Headers: []kgo.RecordHeader{{Key: topics.HeaderErrorType, Value: []byte(topics.ErrorTypeParsing)}}}).FirstErr())
+	waitFor(`(document.querySelector('#dlq tr[data-key="waitroom.registrations.dlq"] .size') || {}).textContent === "1"`, "the DLQ record counted", 15*time.Second)
+	assert.Equal(t, "0", eval(`document.querySelector('#dlq tr[data-key="waitroom.items.dlq"] .size').textContent`))
+	waitFor(`/^\d+$/.test((document.querySelector('#lag tr[data-key="waitroom-consumer"] .lag') || {}).textContent || "")`, "the consumer lag as a number", 15*time.Second)
+	waitFor(`document.querySelectorAll("#shards tbody tr").length === 8 && [...document.querySelectorAll("#shards .replica")].every((c) => c.textContent !== "nobody")`,
+		"every shard led", 15*time.Second)
+	replicas, err := strconv.Atoi(eval(`document.getElementById("replicas").textContent`))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, replicas, 2, "3 replicas share 8 shards")
+	hosts := eval(`[...document.querySelectorAll("#shards .host")].map((c) => c.textContent).join(" ")`)
+	named := 0
+	for _, u := range e.stack.SchedulerURLs {
+		if strings.Contains(hosts, strings.TrimPrefix(u, "http://")) {
+			named++
+		}
+	}
+	assert.Equal(t, replicas, named, "each leading replica named by its admin address: %s", hosts)
+
+	// Per item: the ETA of the last in line while people wait, and the
+	// abandoned count the stats hash holds.
+	_ = eval(`(() => { const r = document.querySelector('tr[data-item="drop"]'); r.querySelector(".pause").click(); return ""; })()`)
+	for i := range 5 {
+		e.register("drop", fmt.Sprintf("late-%d", i))
+	}
+	waitFor(`document.querySelector('tr[data-item="drop"] .eta').textContent === "–"`, "no ETA while paused", 15*time.Second)
+	_ = eval(`(() => { const r = document.querySelector('tr[data-item="drop"]'); const i = r.querySelector(".rate-input");
+		i.value = "0.5"; r.querySelector(".set-rate").click(); return ""; })()`)
+	_ = eval(`(() => { const r = document.querySelector('tr[data-item="drop"]'); r.querySelector(".pause").click(); return ""; })()`)
+	waitFor(`/\d+ (s|min)/.test(document.querySelector('tr[data-item="drop"] .eta').textContent)`, "the last in line's ETA", 15*time.Second)
+	require.NoError(t, e.rdb.HSet(ctx2, queue.KeysFor("drop").Stats, "abandoned", 4).Err())
+	waitFor(`document.querySelector('tr[data-item="drop"] .abandoned').textContent === "4"`, "the abandoned count", 15*time.Second)
+
+	// The queue mode: reject with a message; the api then refuses with it.
+	_ = eval(`(() => { const r = document.querySelector('#settings tr[data-item="drop"]');
+		r.querySelector(".reject-input").value = "back at noon"; r.querySelector(".set-reject").click(); return ""; })()`)
+	waitFor(`document.querySelector('#settings tr[data-item="drop"] .reject-input').dataset.shown === "back at noon"`, "the reject message set", 15*time.Second)
+	_ = eval(`(() => { const r = document.querySelector('#settings tr[data-item="drop"]');
+		r.querySelector(".mode-input").value = "reject"; r.querySelector(".set-mode").click(); return ""; })()`)
+	waitFor(`document.querySelector('#settings tr[data-item="drop"] .mode').textContent === "reject"`, "the mode changed to reject", 15*time.Second)
+	var refused answer
+	require.Eventually(t, func() bool {
+		refused = e.do(http.MethodPost, "/api/v1/items/drop/registrations", []byte(`{"userId":"after-reject"}`))
+		return refused.Code == http.StatusConflict
+	}, 15*time.Second, 50*time.Millisecond, "the api refuses in reject mode")
+	assert.Contains(t, string(refused.Body), "back at noon")
+
+	// opensAt: the admin adds the draw commitment, or refuses and the
+	// console shows its 4xx body; either way the operator sees the outcome.
+	_ = eval(`(() => { const r = document.querySelector('#settings tr[data-item="drop"]');
+		r.querySelector(".opens-input").value = localInput(Date.now() + 3600000); r.querySelector(".set-opens").click(); return ""; })()`)
+	waitFor(`/^4\d\d /.test(document.getElementById("msg").textContent) || document.querySelector('#settings tr[data-item="drop"] .opens').textContent !== "open now"`,
+		"the opensAt answer shown", 15*time.Second)
+	if msg := eval(`document.getElementById("msg").textContent`); msg != "" {
+		assert.Regexp(t, `^400 INVALID_ITEM: .*opensAt`, msg, "the admin's refusal as it answered it")
+	}
+
+	// Blocks: added in the console, in force at the api, lifted in the console.
+	_ = eval(`(() => { document.getElementById("block-subject").value = "user:mallory"; document.getElementById("block-reason").value = "ticket bot";
+		document.getElementById("block-add").click(); return ""; })()`)
+	waitFor(`(document.querySelector('#blocks tr[data-key="user:mallory"] .reason') || {}).textContent === "ticket bot"`, "the block listed", 15*time.Second)
+	_ = eval(`(() => { const r = document.querySelector('#settings tr[data-item="drop"]');
+		r.querySelector(".mode-input").value = "fifo"; r.querySelector(".set-mode").click(); return ""; })()`)
+	waitFor(`document.querySelector('#settings tr[data-item="drop"] .mode').textContent === "fifo"`, "the mode back to fifo", 15*time.Second)
+	assert.Equal(t, "", eval(`document.getElementById("msg").textContent`), "no error after the mode change")
+	var blocked answer
+	require.Eventually(t, func() bool {
+		blocked = e.do(http.MethodPost, "/api/v1/items/drop/registrations", []byte(`{"userId":"mallory"}`))
+		return blocked.Code == http.StatusForbidden
+	}, 15*time.Second, 50*time.Millisecond, "the api refuses the blocked user")
+	assert.Contains(t, string(blocked.Body), `"code":"BLOCKED"`)
+	assert.Contains(t, string(blocked.Body), "ticket bot")
+
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	t.Logf("screenshot: %s (outflow %.1f/s at rate 2, %.1f/s at rate 20)", saveArtefact(t, "console.png", shot), slow, fast)
+
+	_ = eval(`(() => { document.querySelector('#blocks tr[data-key="user:mallory"] .lift').click(); return ""; })()`)
+	waitFor(`!document.querySelector('#blocks tr[data-key="user:mallory"]')`, "the block lifted", 15*time.Second)
+	require.Eventually(t, func() bool {
+		return e.do(http.MethodPost, "/api/v1/items/drop/registrations", []byte(`{"userId":"mallory"}`)).Code == http.StatusAccepted
+	}, 15*time.Second, 50*time.Millisecond, "lifted: mallory registers")
 }

@@ -318,7 +318,7 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	}
 	if !applied { // the consumer got there first (fine), or another writer took this version
 		stored, _, err := s.line.Item(ctx, item)
-		if err == nil && stored != next {
+		if err == nil && !sameState(stored, next) {
 			s.log.Warn("admin: concurrent item update", zap.String("item", item), zap.Int64("version", next.Version), zap.Int64("stored", stored.Version))
 			httpserver.Abort(c, http.StatusConflict, "CONFLICT",
 				"the item changed concurrently (now version "+strconv.FormatInt(stored.Version, 10)+"); read it again and retry")
@@ -341,6 +341,14 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		return
 	}
 	c.JSON(http.StatusOK, view(next, st, reg[item]))
+}
+
+// sameState compares two states as Redis holds them: fifo, given or not,
+// reads back as the default mode (an operator who sets "fifo" while the
+// consumer applies the same version first is not a conflict).
+func sameState(a, b topics.ItemState) bool {
+	a.Mode, b.Mode = a.ModeOf(), b.ModeOf()
+	return a == b
 }
 
 // current returns the newest state of item that the cache or Redis holds:
