@@ -144,9 +144,9 @@ type ItemView struct {
 	EtaLastSeconds     int64 `json:"etaLastSeconds,omitempty"`
 	Abandoned          int64 `json:"abandoned"`
 	Rejected           int64 `json:"rejected"`
-	OpensAt            int64  `json:"opensAt,omitempty"`
-	IdleTimeoutSeconds int64  `json:"idleTimeoutSeconds,omitempty"`
-	PowDifficulty      int    `json:"powDifficulty,omitempty"`
+	OpensAt            int64 `json:"opensAt,omitempty"`
+	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
+	PowDifficulty      int   `json:"powDifficulty,omitempty"`
 }
 
 // ItemsResponse is the answer to GET .../items.

@@ -18,6 +18,8 @@ import (
 type Blocks interface {
 	All() []topics.BlockState
 	Sync(ctx context.Context) error
+	// Skipped counts malformed records of the topic (logged, blocking nobody).
+	Skipped() int64
 }
 
 // WithBlocks lets the admin API list the blocks (the block routes answer

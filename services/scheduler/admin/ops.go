@@ -29,12 +29,15 @@ type GroupLag struct {
 // OpsView is what the console shows beyond the items: the dead-letter
 // topics' sizes, the consumer groups' lag and who leads each shard.
 type OpsView struct {
-	DLQ      map[string]int64 `json:"dlq"` // records held by each .dlq topic
-	Lag      []GroupLag       `json:"lag"`
-	Shards   []ShardLeader    `json:"shards"`
-	Blocks   []BlockView      `json:"blocks"`
-	Errors   []string         `json:"errors,omitempty"`
-	Replicas int              `json:"replicas"` // replicas that lead a shard
+	DLQ    map[string]int64 `json:"dlq"` // records held by each .dlq topic
+	Lag    []GroupLag       `json:"lag"`
+	Shards []ShardLeader    `json:"shards"`
+	Blocks []BlockView      `json:"blocks"`
+	// BlocksSkipped counts malformed records on waitroom.blocks: each blocks
+	// nobody and is logged with its offset and reason by every reader.
+	BlocksSkipped int64    `json:"blocksSkipped,omitempty"`
+	Errors        []string `json:"errors,omitempty"`
+	Replicas      int      `json:"replicas"` // replicas that lead a shard
 }
 
 // Operations reads the Kafka side of OpsView.
@@ -129,7 +132,7 @@ func (s *Server) opsView(ctx context.Context) *OpsView {
 	}
 	v := &OpsView{}
 	if s.blocks != nil {
-		v.Blocks = s.blockViews()
+		v.Blocks, v.BlocksSkipped = s.blockViews(), s.blocks.Skipped()
 	}
 	if s.ops == nil {
 		return v
