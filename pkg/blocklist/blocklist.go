@@ -5,18 +5,16 @@ package blocklist
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/follow"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -24,16 +22,11 @@ import (
 // List is the in-memory view of waitroom.blocks. Reads are lock-free;
 // updates swap a new index.
 type List struct {
-	cl    *kgo.Client
-	adm   *kadm.Client
-	log   *zap.Logger
-	now   func() time.Time
-	index atomic.Pointer[index]
-
-	mu       sync.Mutex
-	next     map[int32]int64 // next offset to read, per partition
-	progress chan struct{}   // closed and replaced after every applied fetch
-	skipped  atomic.Int64
+	r       *follow.Reader
+	log     *zap.Logger
+	now     func() time.Time
+	index   atomic.Pointer[index]
+	skipped atomic.Int64
 }
 
 // index is one immutable state of the list: users by id, ranges by prefix
@@ -72,15 +65,11 @@ func build(all map[string]topics.BlockState) *index {
 // built from base (seed brokers, logger...). No consumer group: every
 // replica reads the whole topic.
 func New(base []kgo.Opt, log *zap.Logger) (*List, error) {
-	opts := append(append([]kgo.Opt{}, base...),
-		kgo.ConsumeTopics(topics.Blocks),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
-	cl, err := kgo.NewClient(opts...)
+	r, err := follow.New(base, topics.Blocks, log)
 	if err != nil {
-		return nil, fmt.Errorf("block list kafka client: %w", err)
+		return nil, err
 	}
-	l := &List{cl: cl, adm: kadm.NewClient(cl), log: log, now: time.Now, next: map[int32]int64{}, progress: make(chan struct{})}
+	l := &List{r: r, log: log, now: time.Now}
 	l.index.Store(build(map[string]topics.BlockState{}))
 	return l, nil
 }
@@ -144,29 +133,16 @@ func (l *List) All() []topics.BlockState {
 // its offset and the reason.
 func (l *List) Skipped() int64 { return l.skipped.Load() }
 
-// Run reads the topic until ctx ends, then closes the client.
-func (l *List) Run(ctx context.Context) error {
-	defer l.cl.Close()
-	for {
-		fs := l.cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			l.log.Warn("block list fetch", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
-		})
-		l.apply(fs)
-	}
-}
+// Run reads the topic until ctx ends.
+func (l *List) Run(ctx context.Context) error { return l.r.Run(ctx, l.apply) }
+
+// Sync waits until the list has read everything the topic held when Sync was
+// called: after it returns, every block published before is in force.
+func (l *List) Sync(ctx context.Context) error { return l.r.Sync(ctx) }
 
 func (l *List) apply(fs kgo.Fetches) {
-	if fs.NumRecords() == 0 {
-		return
-	}
 	next := maps.Clone(l.index.Load().all)
-	l.mu.Lock()
 	fs.EachRecord(func(r *kgo.Record) {
-		l.next[r.Partition] = r.Offset + 1
 		subj := string(r.Key)
 		if r.Value == nil { // tombstone: lifted
 			delete(next, subj)
@@ -185,43 +161,6 @@ func (l *List) apply(fs kgo.Fetches) {
 		next[subj] = b
 	})
 	l.index.Store(build(next))
-	close(l.progress)
-	l.progress = make(chan struct{})
-	l.mu.Unlock()
-}
-
-// Sync waits until the list has read everything the topic held when Sync was
-// called: after it returns, every block published before is in force.
-func (l *List) Sync(ctx context.Context) error {
-	ends, err := l.adm.ListEndOffsets(ctx, topics.Blocks)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("block list: list end offsets: %w", err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
-	for {
-		l.mu.Lock()
-		done := true
-		for p, end := range want {
-			if l.next[p] < end {
-				done = false
-				break
-			}
-		}
-		wait := l.progress
-		l.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("block list: sync: %w", errors.Join(ctx.Err(), context.Cause(ctx)))
-		}
-	}
 }
 
 // WithClock sets the time blocks expire on (default time.Now); tests inject
