@@ -41,7 +41,7 @@
  */
 (function (global) {
   "use strict";
-  const FINAL = { ADMITTED: 1, SOLD_OUT: 1, CLOSED: 1, EXPIRED: 1, LEFT: 1, COMPLETED: 1, REJECTED: 1 };
+  const FINAL = { ADMITTED: 1, SOLD_OUT: 1, CLOSED: 1, EXPIRED: 1, LEFT: 1, COMPLETED: 1, REJECTED: 1, BLOCKED: 1 };
   const EVENTS = [["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
     ["expired", "EXPIRED"], ["left", "LEFT"], ["completed", "COMPLETED"]];
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
@@ -71,6 +72,7 @@ type Notifier struct {
 	hub    *Hub
 	srv    *Server
 	items  *itemcache.Cache
+	blocks *blocklist.List
 	follow *kgo.Client
 	rdb    redis.UniversalClient
 	view   *view.Watcher
@@ -107,6 +109,11 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 		follow.Close()
 		return nil, err
 	}
+	blocks, err := blocklist.New(base, log.Named("blocks"))
+	if err != nil {
+		follow.Close()
+		return nil, err
+	}
 	rdb, err := cfg.Redis.NewClient()
 	if err != nil {
 		follow.Close()
@@ -120,7 +127,8 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	srv := NewServer(hub, rdb, items, signers.Queue, signers.Admission, opt, m, log)
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	srv.SetView(watch)
-	return &Notifier{hub: hub, srv: srv, items: items, follow: follow, rdb: rdb, view: watch, m: m, opt: srv.Options(), log: log}, nil
+	srv.SetBlocks(blocks)
+	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, m: m, opt: srv.Options(), log: log}, nil
 }
 
 // Routes adds the event stream route to r.
@@ -142,6 +150,7 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	ready.Require(n.view.Ready)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.items.Run(gctx) })
+	g.Go(func() error { return n.blocks.Run(gctx) })
 	g.Go(func() error { return n.view.Run(gctx) })
 	g.Go(func() error { n.srv.watchView(gctx); return nil })
 	g.Go(func() error {
@@ -155,7 +164,11 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	g.Go(func() error {
 		wctx, cancel := context.WithTimeout(gctx, 60*time.Second)
 		defer cancel()
-		if err := n.items.Sync(wctx); err != nil {
+		err := n.items.Sync(wctx)
+		if err == nil {
+			err = n.blocks.Sync(wctx)
+		}
+		if err != nil {
 			if gctx.Err() != nil {
 				return nil
 			}

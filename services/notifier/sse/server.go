@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
@@ -96,7 +97,17 @@ type Server struct {
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
 	lost   atomic.Pointer[chan struct{}]
+	blocks Blocks // nil: nobody is blocked (SetBlocks)
 }
+
+// Blocks is the operator's block list in memory (*blocklist.List).
+type Blocks interface {
+	User(userID string) (topics.BlockState, bool)
+}
+
+// SetBlocks refuses to open a stream for a blocked user (403 BLOCKED, the
+// api's answer; the page then reads its status: BLOCKED).
+func (s *Server) SetBlocks(b Blocks) { s.blocks = b }
 
 // NewServer returns a Server streaming from hub, reading positions from rdb
 // and items from items (nil: no ETA from the configured rate).
@@ -126,6 +137,12 @@ func (s *Server) events(c *gin.Context) {
 	if err != nil {
 		registration.Abort(c, err)
 		return
+	}
+	if s.blocks != nil {
+		if b, ok := s.blocks.User(q.UserID); ok {
+			registration.Abort(c, registration.Blocked(b))
+			return
+		}
 	}
 	select {
 	case <-s.hub.Stopped():
