@@ -80,6 +80,7 @@ func TestBlockedUsersAndRanges(t *testing.T) {
 	blockedBy(t, s.registerFrom("203.0.113.1", "drop", ""), "scalper farm") // anonymous too
 	assert.Equal(t, http.StatusAccepted, s.registerFrom("203.0.114.1", "drop", "carol").Code, "the next /24 passes")
 	assert.Equal(t, http.StatusAccepted, s.registerFrom("198.51.100.9", "drop", "eve").Code, "a malformed block blocks nobody")
+	assert.Contains(t, string(s.do(http.MethodGet, "/metrics", nil).Body), "waitroom_api_block_records_skipped_total 1", "and is counted")
 
 	st = s.status("drop", r.Token)
 	assert.Equal(t, "BLOCKED", st.Status, "a blocked user's status")

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/config"
@@ -129,6 +130,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	defer rdb.Close()
 
 	reg := httpserver.NewRegistry()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_api_block_records_skipped_total",
+		Help: "Malformed records on waitroom.blocks this replica skipped (each blocks nobody; logged with its offset and reason)."},
+		func() float64 { return float64(blocks.Skipped()) }))
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
 	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
