@@ -91,14 +91,13 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
-		}
-	}
 	host, _ := os.Hostname()
+	addr := cfg.Addr
+	if ln != nil {
+		addr = ln.Addr().String()
+	}
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + ln.Addr().String()}, reg, log)
+		Describe: host + " " + addr}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
@@ -120,6 +119,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return blocks.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		}
+	}
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	g.Go(func() error {
 		if err := s.line.Load(gctx); err != nil {
