@@ -149,3 +149,14 @@ func Verify(pub ed25519.PublicKey, item, code string, now time.Time) (Code, erro
 
 // ErrNoKey says bypass codes are not configured.
 var ErrNoKey = errors.New("bypass codes are off: no key configured")
+
+// Allowance is how many registrations the code a register record used may
+// place: its count, or 0 when the record was made at or after the code's
+// expiry (the api refuses those; a record is judged by its own time, so the
+// consumer and a rebuild agree).
+func Allowance(ev *topics.RegistrationEvent) int64 {
+	if ev.Bypass == nil || ev.RequestedAt >= ev.Bypass.ExpiresAt {
+		return 0
+	}
+	return ev.Bypass.Count
+}
