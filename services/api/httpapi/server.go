@@ -60,6 +60,8 @@ type Options struct {
 	StatusExactEvery time.Duration
 	MotionFresh      time.Duration
 	StatusTokens     int
+	// Guard holds the proof-of-work and bypass-code checks.
+	Guard Guard
 }
 
 // Server serves the registration routes.
@@ -110,6 +112,7 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.POST("", s.register)
 	g.GET("/:token", s.gateView, s.status)
 	g.DELETE("/:token", s.leave)
+	r.GET("/api/v1/items/:itemId/challenge", s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
 	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
 	r.GET("/.well-known/jwks.json", s.jwks)
@@ -156,8 +159,13 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, registration.RateLimited("user", wait))
 		return
 	}
-	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {
-		registration.Abort(c, registration.Decide(item, st, ok))
+	st, known := s.items.Get(item)
+	if err := registration.Decide(item, st, known); err != nil {
+		registration.Abort(c, err)
+		return
+	}
+	use, ok := s.guard(c, item, st, req)
+	if !ok {
 		return
 	}
 	user := req.UserID
@@ -166,7 +174,7 @@ func (s *Server) register(c *gin.Context) {
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c),
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c), Bypass: use,
 	}
 	rec, ok := s.produce(c, &ev)
 	if !ok {
@@ -318,6 +326,7 @@ type metrics struct {
 	produceErrors prometheus.Counter
 	viewRefused   prometheus.Counter
 	statusReads   *prometheus.CounterVec
+	guard         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -337,5 +346,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "waitroom_api_status_reads_total", Help: "Status reads of registrations, by source: exact (Redis) or memory (moved by the item's head).",
 	}, []string{"source"})
 	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads)
+	m.guard = newGuardMetric(reg)
 	return m
 }
