@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,6 +20,19 @@ func (l *Line) BypassUses(ctx context.Context, item, id string) (int64, error) {
 		return 0, fmt.Errorf("uses of bypass code %s of %s: %w", id, item, err)
 	}
 	return n, nil
+}
+
+// BypassUsesAll reads the uses so far of every bypass code of item.
+func (l *Line) BypassUsesAll(ctx context.Context, item string) (map[string]int64, error) {
+	m, err := l.rdb.HGetAll(ctx, KeysFor(item).Bypass).Result()
+	if err != nil {
+		return nil, fmt.Errorf("bypass uses of %s: %w", item, err)
+	}
+	out := make(map[string]int64, len(m))
+	for code, v := range m {
+		out[code], _ = strconv.ParseInt(v, 10, 64)
+	}
+	return out, nil
 }
 
 // Express lists the tokenIds of item waiting on a bypass code (admitted at

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -40,8 +41,9 @@ type env struct {
 
 // fakes replace a dependency of the admin server in one test.
 type fakes struct {
-	prod  admin.Producer
-	items admin.Items
+	prod   admin.Producer
+	items  admin.Items
+	bypass ed25519.PrivateKey // signs bypass codes (nil: off)
 }
 
 func newEnv(t *testing.T, f fakes) *env {
@@ -69,7 +71,7 @@ func newEnv(t *testing.T, f fakes) *env {
 		items = f.items
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
-	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).Routes(engine)
+	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).WithBypass(f.bypass).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -156,6 +158,7 @@ func TestAuth(t *testing.T) {
 		{http.MethodGet, "/items"}, {http.MethodGet, "/items/drop-1"}, {http.MethodGet, "/stats"},
 		{http.MethodPut, "/items/drop-1/admission"}, {http.MethodPost, "/items/drop-1"},
 		{http.MethodGet, "/dlq"}, {http.MethodGet, "/dlq/0/0"}, {http.MethodPost, "/dlq/replay"},
+		{http.MethodPost, "/items/drop-1/bypass"}, {http.MethodGet, "/items/drop-1/bypass"},
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer " + token + "x", "Basic " + token, token} {
 		for _, r := range routes {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
@@ -29,11 +30,14 @@ type Config struct {
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
-	View          view.Config
-	Kafka         config.Kafka
-	Redis         config.Redis
-	Log           config.Log
-	HTTP          config.HTTP
+	// BypassKey signs operators' bypass codes (base64 Ed25519 seed; empty:
+	// the admin API issues none). The api verifies them with its public half.
+	BypassKey string `env:"WR_BYPASS_KEY" secret:"true"`
+	View      view.Config
+	Kafka     config.Kafka
+	Redis     config.Redis
+	Log       config.Log
+	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -52,6 +56,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
+	}
+	if c.BypassKey != "" {
+		if _, err := bypass.ParsePrivate(c.BypassKey); err != nil {
+			return fmt.Errorf("WR_BYPASS_KEY: %w", err)
+		}
 	}
 	return c.Redis.Validate()
 }
@@ -96,7 +105,12 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
 	engine := httpserver.New(log, reg, ready)
-	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).Routes(engine)
+	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading)
+	if cfg.BypassKey != "" {
+		key, _ := bypass.ParsePrivate(cfg.BypassKey) // checked by Validate
+		adm.WithBypass(key)
+	}
+	adm.Routes(engine)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
