@@ -158,6 +158,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget, items))
 	engine.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
 	engine.GET(waitpage.ScriptPath, waitpage.Script)
+	engine.GET(waitpage.PowWorkerPath, waitpage.PowWorker)
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
