@@ -87,10 +87,11 @@ func (c Config) Validate() error {
 	if err := c.Throttle.Validate(); err != nil {
 		return err
 	}
-	if _, err := c.guardKeys(); err != nil {
+	if err := c.TokenConfig.Validate(); err != nil {
 		return err
 	}
-	return c.TokenConfig.Validate()
+	_, err := c.guardKeys() // after the token keys: a missing WR_TOKEN_KEY is named first
+	return err
 }
 
 // Run serves the API until ctx ends. ln, when not nil, is used instead of
