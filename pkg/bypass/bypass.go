@@ -67,7 +67,7 @@ func (c Code) Use() *topics.BypassUse {
 	return &topics.BypassUse{Code: c.ID, Count: c.Count, ExpiresAt: c.ExpiresAt.UnixMilli()}
 }
 
-var b64 = base64.RawURLEncoding
+var b64 = base64.RawURLEncoding.Strict()
 
 // ParsePrivate reads a base64 (standard) Ed25519 seed of 32 bytes.
 func ParsePrivate(seed string) (ed25519.PrivateKey, error) {

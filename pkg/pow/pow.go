@@ -114,7 +114,7 @@ func DeriveKey(secret string) []byte {
 	return m.Sum(nil)
 }
 
-var b64 = base64.RawURLEncoding
+var b64 = base64.RawURLEncoding.Strict() // one encoding per value: no two strings name one challenge
 
 // Issue returns a fresh challenge for item at difficulty.
 func (i *Issuer) Issue(item string, difficulty int) Challenge {

@@ -2,6 +2,7 @@ package pow_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -136,4 +137,27 @@ func BenchmarkSolve18(b *testing.B) {
 			b.Fatal("unsolved")
 		}
 	}
+}
+
+// FuzzVerify: no input crashes Verify or passes without the key's signature.
+func FuzzVerify(f *testing.F) {
+	now := time.Now()
+	k := make([]byte, 32) // a key of this run: a challenge signed by an earlier run's key does not pass
+	_, _ = rand.Read(k)
+	i, _ := pow.New(k, time.Minute, pow.WithClock(func() time.Time { return now }))
+	c := i.Issue("concert", 1)
+	f.Add(c.Raw, "1")
+	f.Add("wrpow1....", "x")
+	f.Add(pow.Prefix+"Y29uY2VydA.0.9999999999999.AAAA.", "0")
+	f.Fuzz(func(t *testing.T, ch, x string) {
+		got, err := i.Verify("concert", 0, ch, x)
+		if err == nil && (got.Raw != ch || got.Item != "concert" || pow.LeadingZeros(pow.Hash(ch, x)) < got.Difficulty) {
+			t.Fatalf("accepted %+v", got)
+		}
+		if err == nil && ch != c.Raw {
+			// Only the challenge this issuer signed passes, in its one
+			// encoding (strict base64: no second spelling of it).
+			t.Fatalf("accepted a challenge it did not issue: %q", ch)
+		}
+	})
 }
