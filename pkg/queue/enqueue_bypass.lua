@@ -14,7 +14,9 @@
 -- waiting and in express); DUPLICATE (the user holds a place: no use counted);
 -- EXHAUSTED (no use left: applied, never placed, status REJECTED); REPLAY.
 -- Every key is read (and so type-checked) before the first write, and the
--- applied offset is written last.
+-- applied offset is written last. The replay guard and the dedupe are
+-- enqueue.lua's, line for line (a script cannot call another): change both.
+-- The rebuild's model (pkg/rebuild) replays the same rules.
 local last = redis.call('HGET', KEYS[1], ARGV[1])
 if last and tonumber(last) >= tonumber(ARGV[2]) then
   return {'REPLAY', 0, ''}

@@ -280,7 +280,7 @@ func (h *Registrations) reopen(ctx context.Context, partition int32, item string
 			continue
 		}
 		switch res[i].Outcome {
-		case queue.Marked, queue.Duplicate, queue.NotInLine: // only the guard moved
+		case queue.Marked, queue.Duplicate, queue.NotInLine, queue.Exhausted: // only the guard moved
 		default:
 			return nil, false, nil
 		}
