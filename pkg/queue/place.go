@@ -35,12 +35,14 @@ func pacedMs(entry string) int64 {
 // Place reads tokenID's place in item's line with the item's head, waiting
 // count and last-minute pace in one MULTI (all keys share the item's hash
 // tag), with the admitted count and when the oldest admission of the last
-// minute was; waiting is false when tokenID is not in the line.
+// minute was; waiting is false when tokenID is not in the line. A bypass
+// code's place (express) is at position 1: it is admitted at the next tick.
 func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waiting bool, err error) {
 	k := KeysFor(item)
 	var head, sum, oldest *redis.StringCmd
 	var score *redis.FloatCmd
 	var rank, card, active *redis.IntCmd
+	var express *redis.FloatCmd
 	_, err = l.rdb.TxPipelined(ctx, func(pl redis.Pipeliner) error {
 		head = pl.Get(ctx, k.Head)
 		score = pl.ZScore(ctx, k.Waiting, tokenID)
@@ -49,6 +51,7 @@ func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waitin
 		sum = pl.HGet(ctx, k.Pace, "sum60")
 		active = pl.ZCard(ctx, k.Admitted)
 		oldest = pl.LIndex(ctx, k.Paced, 0)
+		express = pl.ZScore(ctx, k.Express, tokenID)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -63,6 +66,10 @@ func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waitin
 		}
 	}
 	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
-	return Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum),
-		PacedSinceMs: pacedMs(oldest.Val()), Active: active.Val()}, true, nil
+	p = Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum),
+		PacedSinceMs: pacedMs(oldest.Val()), Active: active.Val()}
+	if express.Err() == nil {
+		p.Position = 1
+	}
+	return p, true, nil
 }

@@ -1,6 +1,10 @@
 -- promote: one scheduler tick for one item, or one slice of a big tick,
 -- atomically: refuse a stale leader, drop expired admissions, then admit
 -- min(rate budget, maxActive - active, limit) people from the front of the line.
+-- Bypass codes' places (express) go first, whatever the rate budget and
+-- maxActive (still not while paused, disabled or sold out), and do not move
+-- the head: the head is the highest FIFO seq admitted, which positions are
+-- computed from. They are admitted and published like everyone else.
 -- KEYS[1] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[2] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[3] wr:{item}:head      STRING highest seq admitted so far
@@ -10,6 +14,8 @@
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
+-- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: bypass places, each also in waiting
+--                              (a member no longer waiting, e.g. it left, is dropped here)
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
 -- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished tokenIds returned
 -- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds},
@@ -45,6 +51,7 @@ local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60')
 local tokens = tonumber(pace[1] or '0') or 0
 local last = tonumber(pace[2] or '0') or 0
 local sum60 = tonumber(pace[3] or '0') or 0
+local exCard = redis.call('ZCARD', KEYS[9])
 
 -- An idle item (nobody waiting or admitted, nothing to publish, no recent
 -- admissions) costs a few reads: most active items are idle most of the time.
@@ -53,6 +60,9 @@ if waiting == 0 and active == 0 and unpublished == 0 and sum60 == 0 then
     redis.call('SET', KEYS[4], epoch)
   end
   redis.call('HDEL', KEYS[6], 'last') -- the bucket refills: the next arrival goes at once
+  if exCard > 0 then
+    redis.call('DEL', KEYS[9]) -- nobody waits: every express member left
+  end
   return {'OK', 0, head, 0, 0, 0, {}, 0, 0}
 end
 
@@ -90,14 +100,30 @@ for _, oldest in ipairs(redis.call('LRANGE', KEYS[7], 0, CHUNK - 1)) do
   drop = drop + 1
 end
 
+-- Express places: the first `limit` members, those still waiting go in.
+local express, stale = {}, {}
+local open = enabled and stock ~= 0 and not paused
+if exCard > 0 and open then
+  for _, tok in ipairs(redis.call('ZRANGE', KEYS[9], 0, limit - 1)) do
+    if redis.call('ZSCORE', KEYS[1], tok) then
+      express[#express + 1] = tok
+    else
+      stale[#stale + 1] = tok
+    end
+  end
+end
+local taken = #express + #stale
+
 active = active - expired
 local n = math.floor(tokens)
 if not enabled or stock == 0 then n = 0 end
-if maxActive > 0 and not passthrough then n = math.min(n, maxActive - active) end
+if maxActive > 0 and not passthrough then n = math.min(n, maxActive - active - #express) end
 local more = 0
-if n > limit then
-  n = limit
-  if waiting > limit then more = 1 end
+if open and exCard > taken then
+  n, more = 0, 1 -- more express places than this slice takes: the next slice goes on
+elseif n > limit - taken then
+  n = limit - taken
+  if waiting - #express > n then more = 1 end
 end
 
 -- Writes: nothing below can fail on a key's type or value.
@@ -111,12 +137,28 @@ if drop > 0 then
   redis.call('LTRIM', KEYS[7], drop, -1)
 end
 local admitted = {}
+for lo = 1, #express, CHUNK do
+  redis.call('ZREM', KEYS[1], unpack(express, lo, math.min(lo + CHUNK - 1, #express)))
+end
+for i = 1, #express do
+  admitted[i] = express[i]
+end
+for i = 1, #stale do
+  express[#express + 1] = stale[i] -- every member read leaves the express set
+end
+for lo = 1, taken, CHUNK do
+  redis.call('ZREM', KEYS[9], unpack(express, lo, math.min(lo + CHUNK - 1, taken)))
+end
+local fifo = 0
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[1], n)
   for i = 1, #popped, 2 do
     admitted[#admitted + 1] = popped[i]
     head = tonumber(popped[i + 1])
   end
+  fifo = #popped / 2
+end
+if #admitted > 0 then
   local exp = now + ttl * 1000
   for lo = 1, #admitted, CHUNK do
     local hi = math.min(lo + CHUNK - 1, #admitted)
@@ -128,12 +170,12 @@ if n > 0 then
     redis.call('ZADD', KEYS[2], unpack(z))
     redis.call('RPUSH', KEYS[8], unpack(admitted, lo, hi))
   end
-  if #admitted > 0 then
+  if fifo > 0 then
     redis.call('SET', KEYS[3], head)
-    tokens = tokens - #admitted
-    sum60 = sum60 + #admitted
-    redis.call('RPUSH', KEYS[7], now .. ':' .. #admitted)
   end
+  tokens = tokens - fifo -- express places are not charged to the rate budget
+  sum60 = sum60 + #admitted
+  redis.call('RPUSH', KEYS[7], now .. ':' .. #admitted)
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
 local first = {}

@@ -66,6 +66,8 @@ var (
 	completeSrc string
 	//go:embed ack.lua
 	ackSrc string
+	//go:embed enqueue_bypass.lua
+	enqueueBypassSrc string
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
@@ -78,7 +80,9 @@ var (
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
 
-	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript}
+	enqueueBypassScript = redis.NewScript(enqueueBypassSrc)
+
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, enqueueBypassScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.
 	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc}
 )
@@ -105,6 +109,16 @@ type Op struct {
 	UserID    string
 	Partition int32
 	Offset    int64
+	// Bypass, on a register, is the bypass code it used: the place is
+	// express (admitted at the next tick) while the code has uses left.
+	Bypass *BypassOp
+}
+
+// BypassOp is a bypass code's use: its id and how many registrations it
+// admits (0: the code had expired when the record was made).
+type BypassOp struct {
+	Code  string
+	Count int64
 }
 
 // Outcome of applying one Op.
@@ -119,6 +133,7 @@ const (
 	Marked    Outcome = "MARKED"      // offset recorded, line unchanged
 	Ended     Outcome = "ENDED"       // an admission was ended (or had ended already)
 	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
+	Exhausted Outcome = "EXHAUSTED"   // a bypass register whose code had no use left: never placed
 )
 
 // Result of applying one Op.
@@ -190,6 +205,7 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	cmds := make([]*redis.Cmd, len(ops))
 	seen := make(map[string]struct{}, 4)
 	var loaded [OpComplete + 1]bool
+	loadedBypass := false
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
 	if cluster {
@@ -203,6 +219,10 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	}
 	_, err := run(ctx, func(p redis.Pipeliner) error {
 		for _, op := range ops {
+			if !cluster && op.Kind == OpRegister && op.Bypass != nil && !loadedBypass {
+				loadedBypass = true
+				p.ScriptLoad(ctx, enqueueBypassSrc)
+			}
 			if cluster || op.Kind < OpRegister || op.Kind > OpComplete || loaded[op.Kind] {
 				continue
 			}
@@ -217,6 +237,11 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 				if _, ok := seen[op.ItemID]; !ok {
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
+				}
+				if op.Bypass != nil {
+					cmds[i] = eval(enqueueBypassScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Express, k.Bypass},
+						part, off, op.TokenID, op.UserID, op.Bypass.Code, strconv.FormatInt(op.Bypass.Count, 10))
+					break
 				}
 				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
 			case OpLeave:
@@ -329,7 +354,7 @@ type Status struct {
 // in one round trip.
 func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express},
 		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)

@@ -7,9 +7,11 @@
 -- KEYS[5] wr:{item}:pace      HASH admission pace (sum60: admitted in the last minute)
 -- KEYS[6] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[7] wr:{item}:head      STRING highest seq admitted so far
+-- KEYS[8] wr:{item}:express   ZSET waiting places of bypass codes (admitted at the next tick)
 -- ARGV[1] userId  ARGV[2] partition  ARGV[3] offset (of the token's record)
 -- Returns {state, a, b, tokenId}:
---   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token, then sum60,
+--   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token (only these
+--            three for a bypass code's place: position 1, read exactly each time), then sum60,
 --            the admitted count (active), the oldest "ms:n" of the pace (or false),
 --            the token's seq and the item's head (all read at once: the api
 --            answers later reads from memory by how far the head moved)
@@ -19,6 +21,9 @@
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur and string.sub(cur, 1, 1) ~= '!' then
   local r = redis.call('ZRANK', KEYS[2], cur)
+  if r and redis.call('ZSCORE', KEYS[8], cur) then
+    return {'WAITING', 1, redis.call('ZCARD', KEYS[2]), cur}
+  end
   if r then
     local sum60 = tonumber(redis.call('HGET', KEYS[5], 'sum60') or '0')
     return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur, sum60, redis.call('ZCARD', KEYS[3]),

@@ -3,6 +3,7 @@ package rebuild
 import (
 	"sort"
 
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -19,6 +20,9 @@ type token struct {
 	seq   int64
 	user  string
 	ended byte // 0 live, 'L' left, 'C' completed
+	// express: placed by a bypass code (admitted at the next tick; its
+	// admission does not move the head).
+	express bool
 }
 
 // item is one item's line as the replay builds it.
@@ -31,6 +35,7 @@ type item struct {
 	registered bool              // a register record was applied: the item is active
 	epoch      int64             // highest leader epoch in its admission events
 	ticks      []tick            // its admission events, in topic order
+	bypass     map[string]int64  // bypass code id -> uses (enqueue_bypass.lua)
 }
 
 type tick struct {
@@ -59,7 +64,7 @@ func NewModel() *Model {
 func (m *Model) item(id string) *item {
 	it := m.items[id]
 	if it == nil {
-		it = &item{id: id, tokens: map[string]*token{}, users: map[string]string{}, applied: map[int32]int64{}}
+		it = &item{id: id, tokens: map[string]*token{}, users: map[string]string{}, applied: map[int32]int64{}, bypass: map[string]int64{}}
 		m.items[id] = it
 	}
 	return it
@@ -147,8 +152,14 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 				return // DUPLICATE: the same token is waiting
 			}
 		}
+		if ev.Bypass != nil {
+			if it.bypass[ev.Bypass.Code] >= bypass.Allowance(ev) {
+				return // EXHAUSTED: never placed
+			}
+			it.bypass[ev.Bypass.Code]++
+		}
 		it.seq++
-		it.tokens[ev.TokenID] = &token{seq: it.seq, user: ev.UserID}
+		it.tokens[ev.TokenID] = &token{seq: it.seq, user: ev.UserID, express: ev.Bypass != nil}
 		it.users[ev.UserID] = ev.TokenID
 	case topics.KindLeave:
 		it.applied[partition] = max(it.applied[partition], offset)
@@ -199,6 +210,8 @@ type Line struct {
 	Active   bool
 	Paced    []string // "ms:n", oldest first: admissions of the last minute
 	Sum60    int64
+	Express  []Member         // bypass places not admitted yet (also in Waiting), by seq
+	Bypass   map[string]int64 // bypass code id -> uses
 }
 
 // Member of a sorted set.
@@ -231,7 +244,7 @@ func (m *Model) Finish(now int64) Result {
 	sort.Strings(ids)
 	for _, id := range ids {
 		it := m.item(id)
-		ln := &Line{ID: id, Seq: it.seq, Users: it.users, Applied: it.applied, Epoch: it.epoch, State: m.states[id], Active: it.registered}
+		ln := &Line{ID: id, Seq: it.seq, Users: it.users, Applied: it.applied, Epoch: it.epoch, State: m.states[id], Active: it.registered, Bypass: it.bypass}
 		adm := m.adm[id]
 		ln.Waiting = make([]Member, 0, max(len(it.tokens)-len(adm), 0))
 		for tok, t := range it.tokens {
@@ -241,19 +254,25 @@ func (m *Model) Finish(now int64) Result {
 			a, admitted := adm[tok]
 			if !admitted {
 				ln.Waiting = append(ln.Waiting, Member{tok, t.seq})
+				if t.express {
+					ln.Express = append(ln.Express, Member{tok, t.seq})
+				}
 				continue
 			}
-			ln.Head = max(ln.Head, t.seq)
+			if !t.express { // the head is the highest FIFO seq admitted
+				ln.Head = max(ln.Head, t.seq)
+			}
 			if a.exp > now {
 				ln.Admitted = append(ln.Admitted, Member{tok, a.exp})
 			}
 		}
 		for tok := range adm {
-			if t := it.tokens[tok]; t != nil {
+			if t := it.tokens[tok]; t != nil && !t.express {
 				ln.Head = max(ln.Head, t.seq)
 			}
 		}
 		sort.Slice(ln.Waiting, func(i, j int) bool { return ln.Waiting[i].Score < ln.Waiting[j].Score })
+		sort.Slice(ln.Express, func(i, j int) bool { return ln.Express[i].Score < ln.Express[j].Score })
 		sort.Slice(ln.Admitted, func(i, j int) bool {
 			a, b := ln.Admitted[i], ln.Admitted[j]
 			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token

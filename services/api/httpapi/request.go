@@ -11,6 +11,16 @@ import (
 type RegisterRequest struct {
 	// UserID identifies the user; empty means the server makes one.
 	UserID string `json:"userId"`
+	// Pow is the solved proof-of-work of an item that asks for one.
+	Pow *PowSolution `json:"pow,omitempty"`
+	// Bypass is an operator's bypass code.
+	Bypass string `json:"bypass,omitempty"`
+}
+
+// PowSolution is a challenge (GET .../challenge) and its solution (pkg/pow).
+type PowSolution struct {
+	Challenge string `json:"challenge"`
+	Solution  string `json:"solution"`
 }
 
 // RequestError is a problem with a request, named by a stable code.

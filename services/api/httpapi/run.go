@@ -12,10 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/blocklist"
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/pow"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -40,6 +42,13 @@ type Config struct {
 	// cannot choose the address its throttle bucket is keyed by.
 	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:"," envDefault:"127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"`
 	Throttle       ThrottleConfig
+	// PowKey signs proof-of-work challenges (empty: derived from
+	// WR_TOKEN_KEY); PowTTL is how long a challenge may be solved and used.
+	PowKey string        `env:"WR_POW_KEY" secret:"true"`
+	PowTTL time.Duration `env:"WR_POW_TTL" envDefault:"2m"`
+	// BypassPublicKey verifies operators' bypass codes: the base64 Ed25519
+	// public key of the schedulers' WR_BYPASS_KEY (empty: codes refused).
+	BypassPublicKey string `env:"WR_BYPASS_PUBLIC_KEY"`
 	// StatusExactEvery: see Options; 0 reads every status exactly.
 	StatusExactEvery time.Duration `env:"WR_STATUS_EXACT_EVERY" envDefault:"60s"`
 	MotionFresh      time.Duration `env:"WR_STATUS_MOTION_FRESH" envDefault:"250ms"`
@@ -80,7 +89,11 @@ func (c Config) Validate() error {
 	if err := c.Throttle.Validate(); err != nil {
 		return err
 	}
-	return c.TokenConfig.Validate()
+	if err := c.TokenConfig.Validate(); err != nil {
+		return err
+	}
+	_, err := c.guardKeys() // after the token keys: a missing WR_TOKEN_KEY is named first
+	return err
 }
 
 // Run serves the API until ctx ends. ln, when not nil, is used instead of
@@ -135,11 +148,18 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		func() float64 { return float64(blocks.Skipped()) }))
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
-	srv := NewServer(items, prod, queue.New(rdb), signer, admit, Options{
+	guard, err := cfg.guardKeys()
+	if err != nil {
+		return err
+	}
+	line := queue.New(rdb)
+	guard.Spent, guard.Uses = pow.NewSpent(rdb), line
+	srv := NewServer(items, prod, line, signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens,
+		Guard: guard,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -149,6 +169,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget, items))
 	engine.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
 	engine.GET(waitpage.ScriptPath, waitpage.Script)
+	engine.GET(waitpage.PowWorkerPath, waitpage.PowWorker)
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
@@ -231,4 +252,35 @@ func warmUp(ctx context.Context, prod *kgo.Client, items *itemcache.Cache, signe
 		_ = topics.Encode(&topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, TokenID: "w", ItemID: "w", UserID: "w", RequestedAt: 1})
 	}
 	return nil
+}
+
+// guardKeys builds the proof-of-work issuer and reads the bypass public key.
+// The challenge key is WR_POW_KEY, or derived from the queue-token key, which
+// the service cannot start without (the dev stack's built-in one there).
+func (c Config) guardKeys() (Guard, error) {
+	if c.PowTTL < 10*time.Second || c.PowTTL > time.Hour {
+		return Guard{}, fmt.Errorf("WR_POW_TTL must be in 10s..1h, not %s", c.PowTTL)
+	}
+	key := []byte(c.PowKey)
+	if c.PowKey == "" {
+		secret := c.TokenKey
+		if secret == "" && c.DevKeys {
+			secret = registration.DevTokenKey
+		}
+		if secret == "" {
+			return Guard{}, fmt.Errorf("WR_POW_KEY is not set and there is no WR_TOKEN_KEY to derive it from: %w", registration.ErrNoKey)
+		}
+		key = pow.DeriveKey(secret)
+	}
+	iss, err := pow.New(key, c.PowTTL)
+	if err != nil {
+		return Guard{}, fmt.Errorf("WR_POW_KEY: %w", err)
+	}
+	g := Guard{Pow: iss}
+	if c.BypassPublicKey != "" {
+		if g.BypassKey, err = bypass.ParsePublic(c.BypassPublicKey); err != nil {
+			return Guard{}, fmt.Errorf("WR_BYPASS_PUBLIC_KEY: %w", err)
+		}
+	}
+	return g, nil
 }

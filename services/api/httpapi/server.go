@@ -62,6 +62,8 @@ type Options struct {
 	StatusExactEvery time.Duration
 	MotionFresh      time.Duration
 	StatusTokens     int
+	// Guard holds the proof-of-work and bypass-code checks.
+	Guard Guard
 }
 
 // Server serves the registration routes.
@@ -114,6 +116,7 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.POST("", s.register)
 	g.GET("/:token", s.gateView, s.status)
 	g.DELETE("/:token", s.leave)
+	r.GET("/api/v1/items/:itemId/challenge", s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
 	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
 	r.GET("/.well-known/jwks.json", s.jwks)
@@ -163,8 +166,13 @@ func (s *Server) register(c *gin.Context) {
 	if !s.blocks.register(c, req.UserID) {
 		return
 	}
-	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {
-		registration.Abort(c, registration.Decide(item, st, ok))
+	st, known := s.items.Get(item)
+	if err := registration.Decide(item, st, known); err != nil {
+		registration.Abort(c, err)
+		return
+	}
+	use, ok := s.guard(c, item, st, req)
+	if !ok {
 		return
 	}
 	user := req.UserID
@@ -173,7 +181,7 @@ func (s *Server) register(c *gin.Context) {
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c),
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c), Bypass: use,
 	}
 	rec, ok := s.produce(c, &ev)
 	if !ok {
@@ -333,6 +341,7 @@ type metrics struct {
 	produceErrors prometheus.Counter
 	viewRefused   prometheus.Counter
 	statusReads   *prometheus.CounterVec
+	guard         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -352,5 +361,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "waitroom_api_status_reads_total", Help: "Status reads of registrations, by source: exact (Redis) or memory (moved by the item's head).",
 	}, []string{"source"})
 	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads)
+	m.guard = newGuardMetric(reg)
 	return m
 }

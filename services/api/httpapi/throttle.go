@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -52,7 +53,17 @@ type Throttle struct {
 	throttled *prometheus.CounterVec
 	failed    prometheus.Counter
 	log       *zap.Logger
+
+	// empty remembers, per bucket, until when Redis said it holds no token:
+	// a flood's refusals until then cost no Redis round trip. Exact, not a
+	// guess: no token can appear before that time on any replica.
+	mu    sync.Mutex
+	empty map[string]time.Time
+	now   func() time.Time
 }
+
+// maxEmpty bounds the remembered empty buckets; a full map is cleared.
+const maxEmpty = 100_000
 
 // NewThrottle returns the throttle of cfg over rdb (nil when every bucket is
 // off); its metrics go on reg.
@@ -61,7 +72,7 @@ func NewThrottle(rdb redis.Cmdable, cfg ThrottleConfig, reg prometheus.Registere
 		return nil
 	}
 	t := &Throttle{lim: redis_rate.NewLimiter(rdb), ip: cfg.limit(cfg.IPRate, cfg.IPBurst), user: cfg.limit(cfg.UserRate, cfg.UserBurst),
-		timeout: 200 * time.Millisecond, log: log,
+		timeout: 200 * time.Millisecond, log: log, empty: map[string]time.Time{}, now: time.Now,
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_api_throttled_total",
 			Help: "Registrations refused 429 RATE_LIMITED at the door, by bucket (ip, user)."}, []string{"by"}),
 		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_api_throttle_errors_total",
@@ -84,9 +95,21 @@ func (t *Throttle) Allow(ctx context.Context, kind, key string) (bool, time.Dura
 	if limit.Rate == 0 {
 		return true, 0
 	}
+	bucket := "wr:throttle:" + kind + ":" + key
+	now := t.now()
+	t.mu.Lock()
+	until, ok := t.empty[bucket]
+	if ok && !now.Before(until) {
+		delete(t.empty, bucket)
+	}
+	t.mu.Unlock()
+	if ok && now.Before(until) {
+		t.throttled.WithLabelValues(kind).Inc()
+		return false, until.Sub(now)
+	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	res, err := t.lim.Allow(ctx, "wr:throttle:"+kind+":"+key, limit)
+	res, err := t.lim.Allow(ctx, bucket, limit)
 	if err != nil {
 		t.failed.Inc()
 		t.log.Debug("throttle check failed: letting the registration through", zap.String("by", kind), zap.Error(err))
@@ -96,5 +119,13 @@ func (t *Throttle) Allow(ctx context.Context, kind, key string) (bool, time.Dura
 		return true, 0
 	}
 	t.throttled.WithLabelValues(kind).Inc()
+	if res.RetryAfter > 0 {
+		t.mu.Lock()
+		if len(t.empty) >= maxEmpty {
+			clear(t.empty)
+		}
+		t.empty[bucket] = now.Add(res.RetryAfter)
+		t.mu.Unlock()
+	}
 	return false, res.RetryAfter
 }

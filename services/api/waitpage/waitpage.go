@@ -25,6 +25,13 @@ var (
 	admittedSrc string
 	//go:embed waitroom.js
 	script []byte
+	//go:embed sha256.js
+	sha256Src []byte
+	//go:embed pow-worker.js
+	powWorkerSrc []byte
+	// powWorker is the solver waitroom.js runs in a Web Worker: the vendored
+	// fast-sha256 and the loop over it.
+	powWorker = append(append(append([]byte{}, sha256Src...), '\n'), powWorkerSrc...)
 
 	page     = template.Must(template.New("wait").Parse(pageSrc))
 	admitted = template.Must(template.New("admitted").Parse(admittedSrc))
@@ -57,6 +64,17 @@ func Script(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=300")
 	c.Header("Access-Control-Allow-Origin", "*") // a script, loadable from any site's page
 	c.Data(http.StatusOK, "text/javascript; charset=utf-8", script)
+}
+
+// PowWorkerPath is where the api serves the proof-of-work solver waitroom.js
+// runs in a Web Worker.
+const PowWorkerPath = "/waitroom-pow.js"
+
+// PowWorker serves the solver.
+func PowWorker(c *gin.Context) {
+	c.Header("Cache-Control", "public, max-age=300")
+	c.Header("Access-Control-Allow-Origin", "*") // fetched by waitroom.js on any site's page
+	c.Data(http.StatusOK, "text/javascript; charset=utf-8", powWorker)
 }
 
 // AdmittedHandler serves GET /items/:itemId/admitted, where "continue" leads

@@ -13,6 +13,8 @@
  *       onUpdate(st) { ... },                 // every status: see below
  *       onTransport(t) { ... },               // "sse" or "poll"
  *       onError(err) { ... },                 // could not register (closed, sold out…)
+ *       onWork(w) { ... },                    // solving the item's proof-of-work: {difficulty}
+ *       bypass: "wrb1.…",                     // optional: an operator's bypass code
  *     });
  *     // room.leave() gives the place up; room.close() stops listening.
  *   </script>
@@ -34,6 +36,14 @@
  * than ADMITTED the stored registration is forgotten (the next join
  * registers again); an ADMITTED one is kept, so coming back shows the
  * admission (or COMPLETED once it was used).
+ *
+ * Proof-of-work: when the item asks one (the register answers 403
+ * POW_REQUIRED with a challenge), the client solves it in a Web Worker
+ * (/waitroom-pow.js, fetched and started from a Blob so a page on another
+ * origin can use it too), calls onWork first, and registers again with
+ * {pow: {challenge, solution}}; a challenge refused as expired or reused is
+ * replaced by a fresh one (GET .../challenge), up to three times. A bypass
+ * code, when given, is sent instead and needs no proof.
  *
  * room.remember(key, value) stores a value of the page's own with the
  * registration (the page keeps where its progress bar started); onJoin gets
@@ -86,11 +96,21 @@
     }
 
     async function register() {
-      const r = await fetch(base + "/api/v1/items/" + encodeURIComponent(opts.itemId) + "/registrations", {
-        method: "POST", headers: { "content-type": "application/json" },
-        body: JSON.stringify(opts.userId ? { userId: opts.userId } : {}),
-      });
-      const j = await r.json();
+      const item = base + "/api/v1/items/" + encodeURIComponent(opts.itemId);
+      const body = opts.userId ? { userId: opts.userId } : {};
+      if (opts.bypass) body.bypass = opts.bypass;
+      let r, j;
+      for (let tries = 0; ; tries++) {
+        r = await fetch(item + "/registrations", {
+          method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+        });
+        j = await r.json();
+        const code = j.error ? j.error.code : "";
+        if (r.ok || tries >= 3 || !(code === "POW_REQUIRED" || code === "POW_REUSED" || code === "POW_INVALID")) break;
+        const ch = j.pow || await (await fetch(item + "/challenge", { cache: "no-store" })).json();
+        call(opts.onWork, { difficulty: ch.difficulty });
+        body.pow = { challenge: ch.challenge, solution: await solve(ch) };
+      }
       if (!r.ok) {
         const err = new Error(j.error ? j.error.message : "registration failed: status " + r.status);
         err.code = j.error ? j.error.code : "";
@@ -100,6 +120,23 @@
       reg = { token: j.token, statusUrl: j.statusUrl, eventsUrl: j.eventsUrl };
       last = Infinity;
       save();
+    }
+
+    // solve runs the proof-of-work solver in a Web Worker.
+    async function solve(ch) {
+      const src = await (await fetch(base + "/waitroom-pow.js")).text();
+      const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+      const w = new global.Worker(url);
+      try {
+        return await new Promise((res, rej) => {
+          w.onmessage = (e) => res(e.data.solution);
+          w.onerror = (e) => rej(new Error("proof-of-work: " + (e.message || "the solver failed")));
+          w.postMessage({ challenge: ch.challenge, difficulty: ch.difficulty });
+        });
+      } finally {
+        w.terminate();
+        URL.revokeObjectURL(url);
+      }
     }
 
     // Server-Sent Events first; polling when no stream works.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/dlq"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/retry"
@@ -169,7 +170,11 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 		case topics.KindComplete:
 			kind = queue.OpComplete
 		}
-		ops = append(ops, queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset})
+		op := queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset}
+		if ev.Bypass != nil { // a bypass code's use, counted by the line
+			op.Bypass = &queue.BypassOp{Code: ev.Bypass.Code, Count: bypass.Allowance(&ev)}
+		}
+		ops = append(ops, op)
 		opRecord = append(opRecord, r)
 	}
 	return ops, opRecord, letters, nil
@@ -275,7 +280,7 @@ func (h *Registrations) reopen(ctx context.Context, partition int32, item string
 			continue
 		}
 		switch res[i].Outcome {
-		case queue.Marked, queue.Duplicate, queue.NotInLine: // only the guard moved
+		case queue.Marked, queue.Duplicate, queue.NotInLine, queue.Exhausted: // only the guard moved
 		default:
 			return nil, false, nil
 		}

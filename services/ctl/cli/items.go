@@ -21,6 +21,7 @@ var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
 	"mode": "--mode", "rejectMessage": "--reject-message",
+	"powDifficulty": "--pow-difficulty",
 }
 
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
@@ -47,6 +48,7 @@ func (a *app) itemsCmd() *cobra.Command {
 		paused     bool
 		mode       string
 		rejectMsg  string
+		powBits    int
 	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
@@ -65,6 +67,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --mode passthrough        # the room off: everyone in, still counted
   waitroomctl items set concert-2026 --mode reject --reject-message "Back at 10:00"
   waitroomctl items set concert-2026 --stock 0 --enabled=false
+  waitroomctl items set concert-2026 --pow-difficulty 18        # ask each registration a proof-of-work
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
 		Args: exactArgs(1, "one <itemId>"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,6 +108,9 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 			if f.Changed("reject-message") {
 				c.RejectMessage = &rejectMsg
 			}
+			if f.Changed("pow-difficulty") {
+				c.PowDifficulty = &powBits
+			}
 			if err := checkPatch(&c); err != nil {
 				return err
 			}
@@ -130,6 +136,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
 	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted) or reject (new registrations refused)")
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
+	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
 	a.adminFlags(set, &ao)
 	g := group("items", "Override item state and admission policy", set)
 	a.kafkaFlags(g, &ko)

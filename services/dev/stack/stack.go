@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/kit/go/waitroomkit"
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
@@ -264,6 +265,16 @@ func configs(o Options) (serviceConfigs, error) {
 		c.scheduler.Tick = o.Tick
 	}
 	c.scheduler.AdminToken = or(o.AdminToken, c.scheduler.AdminToken)
+	// Bypass codes: the schedulers sign with the dev key unless configured;
+	// the api verifies with its public half unless given its own.
+	c.scheduler.BypassKey = or(c.scheduler.BypassKey, bypass.DevKey)
+	if c.api.BypassPublicKey == "" {
+		pub, err := bypass.PublicOf(c.scheduler.BypassKey)
+		if err != nil {
+			return c, fmt.Errorf("WR_BYPASS_KEY: %w", err)
+		}
+		c.api.BypassPublicKey = pub
+	}
 	return c, nil
 }
 

@@ -6,6 +6,7 @@ package admin
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -70,6 +71,7 @@ type Server struct {
 
 	blocks Blocks      // WithBlocks
 	ops    *Operations // WithOperations: DLQ sizes, lag, shard leaders for the console
+	bypassKey ed25519.PrivateKey // signs bypass codes (WithBypass); nil: off
 }
 
 // New returns a Server that accepts requests bearing token; an empty token
@@ -89,6 +91,8 @@ func (s *Server) Routes(r gin.IRouter) {
 	g.GET("/items/:itemId", s.getItem)
 	g.POST("/items/:itemId", s.updateItem)
 	g.PUT("/items/:itemId/admission", s.updateAdmission)
+	g.POST("/items/:itemId/bypass", s.issueBypass)
+	g.GET("/items/:itemId/bypass", s.bypassUses)
 	g.GET("/stats", s.stats)
 	g.GET("/dlq", s.listDLQ)
 	g.GET("/dlq/:partition/:offset", s.showDLQ)

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -47,6 +48,7 @@ type fakes struct {
 	prod    admin.Producer
 	items   admin.Items
 	leaders func(context.Context) ([]admin.ShardLeader, error)
+	bypass  ed25519.PrivateKey // signs bypass codes (nil: off)
 }
 
 func newEnv(t *testing.T, f fakes) *env {
@@ -81,7 +83,7 @@ func newEnv(t *testing.T, f fakes) *env {
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
 	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).WithBlocks(e.blocks).
-		WithOperations(admin.NewOperations(e.prod, []string{"waitroom-consumer"}, f.leaders)).Routes(engine)
+		WithOperations(admin.NewOperations(e.prod, []string{"waitroom-consumer"}, f.leaders)).WithBypass(f.bypass).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -169,6 +171,7 @@ func TestAuth(t *testing.T) {
 		{http.MethodPut, "/items/drop-1/admission"}, {http.MethodPost, "/items/drop-1"},
 		{http.MethodGet, "/dlq"}, {http.MethodGet, "/dlq/0/0"}, {http.MethodPost, "/dlq/replay"},
 		{http.MethodGet, "/blocks"}, {http.MethodPost, "/blocks"}, {http.MethodDelete, "/blocks?subject=user:a"},
+		{http.MethodPost, "/items/drop-1/bypass"}, {http.MethodGet, "/items/drop-1/bypass"},
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer " + token + "x", "Basic " + token, token} {
 		for _, r := range routes {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/blocklist"
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
@@ -35,11 +36,14 @@ type Config struct {
 	// own variables and defaults).
 	ConsumerGroup string `env:"WR_CONSUMER_GROUP" envDefault:"waitroom-consumer"`
 	ItemsGroup    string `env:"WR_CONSUMER_ITEMS_GROUP" envDefault:"waitroom-items"`
-	View          view.Config
-	Kafka         config.Kafka
-	Redis         config.Redis
-	Log           config.Log
-	HTTP          config.HTTP
+	// BypassKey signs operators' bypass codes (base64 Ed25519 seed; empty:
+	// the admin API issues none). The api verifies them with its public half.
+	BypassKey string `env:"WR_BYPASS_KEY" secret:"true"`
+	View      view.Config
+	Kafka     config.Kafka
+	Redis     config.Redis
+	Log       config.Log
+	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -58,6 +62,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
+	}
+	if c.BypassKey != "" {
+		if _, err := bypass.ParsePrivate(c.BypassKey); err != nil {
+			return fmt.Errorf("WR_BYPASS_KEY: %w", err)
+		}
 	}
 	return c.Redis.Validate()
 }
@@ -112,9 +121,13 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
 	engine := httpserver.New(log, reg, ready)
-	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).
-		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders)).
-		Routes(engine)
+	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).
+		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders))
+	if cfg.BypassKey != "" {
+		key, _ := bypass.ParsePrivate(cfg.BypassKey) // checked by Validate
+		adm.WithBypass(key)
+	}
+	adm.Routes(engine)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return blocks.Run(gctx) })

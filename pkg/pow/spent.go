@@ -1,0 +1,38 @@
+package pow
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Spent remembers used challenges so each solves one registration. The
+// memory is ephemeral, like the throttle buckets: a key per used challenge
+// (SET NX) that expires with the challenge, so it holds only challenges that
+// could still be replayed and is not part of the record (a Redis that lost it
+// lets a still-valid challenge be used once more, nothing else).
+type Spent struct {
+	rdb redis.Cmdable
+	now func() time.Time
+}
+
+// NewSpent returns a Spent over rdb.
+func NewSpent(rdb redis.Cmdable) *Spent { return &Spent{rdb: rdb, now: time.Now} }
+
+// Use marks c used; first is false when it was used before.
+func (s *Spent) Use(ctx context.Context, c Challenge) (first bool, err error) {
+	ttl := c.ExpiresAt.Sub(s.now())
+	if ttl < time.Millisecond {
+		ttl = time.Millisecond
+	}
+	// The signature is unique per challenge (it covers the random nonce).
+	key := "wr:pow:" + c.Raw[strings.LastIndexByte(c.Raw, '.')+1:]
+	ok, err := s.rdb.SetNX(ctx, key, "1", ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("mark proof-of-work challenge used: %w", err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/topics"
+)
+
+func (a *app) bypassCmd() *cobra.Command {
+	var ao, uo adminOpts
+	var ko kafkaOpts
+	var count int64
+	var ttl time.Duration
+	issue := &cobra.Command{
+		Use:   "issue <itemId>",
+		Short: "Issue a signed bypass code: its holders are admitted at the next tick, up to --count registrations until --ttl",
+		Long: `Issue a bypass code through a scheduler's admin API (which holds WR_BYPASS_KEY). A
+registration that carries it ({"bypass":"<code>"}) skips the proof-of-work and is
+admitted at the next tick, ahead of the line and past the rate, while the code has
+uses left; later ones are refused 403 BYPASS_EXHAUSTED. Each use is a register record
+on waitroom.registrations ('bypass audit' lists them).`,
+		Example: `  WR_ADMIN_TOKEN=... waitroomctl bypass issue concert-2026 --count 20 --ttl 48h`,
+		Args:    exactArgs(1, "one <itemId>"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !topics.ValidID(args[0]) {
+				return usagef("itemId %q is not %s", args[0], topics.IDRule)
+			}
+			if count < 1 {
+				return usagef("--count %d: must be at least 1", count)
+			}
+			if ttl < time.Second || ttl%time.Second != 0 {
+				return usagef("--ttl %s: must be whole seconds, at least 1s", ttl)
+			}
+			if err := ao.validate(); err != nil {
+				return err
+			}
+			if ao.token == "" {
+				return usagef("--admin-token (or WR_ADMIN_TOKEN) is needed: codes are signed by the scheduler")
+			}
+			return a.leaf(func(ctx context.Context) error {
+				var out struct {
+					Code      string `json:"code"`
+					ID        string `json:"id"`
+					ItemID    string `json:"itemId"`
+					Count     int64  `json:"count"`
+					ExpiresAt string `json:"expiresAt"`
+				}
+				body := map[string]int64{"count": count, "ttlSeconds": int64(ttl / time.Second)}
+				if err := newAdminClient(&ao).do(ctx, http.MethodPost, "/items/"+url.PathEscape(args[0])+"/bypass", body, &out); err != nil {
+					return err
+				}
+				if a.wantJSON() {
+					return a.printJSON(out)
+				}
+				_, err := fmt.Fprintf(a.out, "%s\n\nid %s, item %s, %d registrations, expires %s\n", out.Code, out.ID, out.ItemID, out.Count, out.ExpiresAt)
+				return err
+			})(cmd, args)
+		},
+	}
+	issue.Flags().Int64Var(&count, "count", 1, "how many registrations the code admits")
+	issue.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the code is valid")
+	a.adminFlags(issue, &ao)
+
+	uses := &cobra.Command{
+		Use:   "uses <itemId>",
+		Short: "How many registrations each bypass code of an item placed (from the line)",
+		Args:  exactArgs(1, "one <itemId>"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := uo.validate(); err != nil {
+				return err
+			}
+			return a.leaf(func(ctx context.Context) error {
+				var out struct {
+					Uses map[string]int64 `json:"uses"`
+				}
+				if err := newAdminClient(&uo).do(ctx, http.MethodGet, "/items/"+url.PathEscape(args[0])+"/bypass", nil, &out); err != nil {
+					return err
+				}
+				if a.wantJSON() {
+					return a.printJSON(out)
+				}
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CODE\tUSES")
+				codes := make([]string, 0, len(out.Uses))
+				for c := range out.Uses {
+					codes = append(codes, c)
+				}
+				sort.Strings(codes)
+				for _, c := range codes {
+					fmt.Fprintf(tw, "%s\t%d\n", c, out.Uses[c])
+				}
+				return tw.Flush()
+			})(cmd, args)
+		},
+	}
+	a.adminFlags(uses, &uo)
+
+	var item string
+	audit := &cobra.Command{
+		Use:   "audit --item <itemId>",
+		Short: "List every registration that carried a bypass code, from waitroom.registrations (the record)",
+		Long: `Read waitroom.registrations from its start to its end now and list each register
+record of the item that carried a bypass code: when, which code, which user and
+token, from which address, at which partition/offset. The line counted the first
+<count> of each code (earlier offsets first); the rest were never placed.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !topics.ValidID(item) {
+				return usagef("--item %q is not %s", item, topics.IDRule)
+			}
+			if err := ko.validate(); err != nil {
+				return err
+			}
+			return a.leaf(func(ctx context.Context) error { return a.bypassAudit(ctx, &ko, item) })(cmd, args)
+		},
+	}
+	audit.Flags().StringVar(&item, "item", "", "the item")
+	g := group("bypass", "Operator bypass codes: issue, count and audit their uses", issue, uses, audit)
+	a.kafkaFlags(audit, &ko)
+	return g
+}
+
+// bypassUse is one audited use.
+type bypassUse struct {
+	At        string `json:"at"`
+	Code      string `json:"code"`
+	Count     int64  `json:"count"`
+	UserID    string `json:"userId"`
+	TokenID   string `json:"tokenId"`
+	IP        string `json:"ip,omitempty"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Placed    bool   `json:"placed"` // within the code's count (in record order)
+}
+
+func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, item string) error {
+	ctx, cancel := context.WithTimeout(ctx, ko.timeout)
+	defer cancel()
+	base, err := a.base(ctx, ko)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(base...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics.Registrations)
+	cl.Close()
+	if err != nil {
+		return fmt.Errorf("end offsets of %s: %w", topics.Registrations, err)
+	}
+	want := map[int32]kgo.Offset{}
+	end := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition], end[o.Partition] = kgo.NewOffset().AtStart(), o.Offset
+		}
+	})
+	var out []bypassUse
+	if len(want) > 0 {
+		rd, err := kgo.NewClient(append(base, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topics.Registrations: want}))...)
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer rd.Close()
+		for len(end) > 0 {
+			fs := rd.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("read %s: %w", topics.Registrations, err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if e, ok := end[r.Partition]; ok && r.Offset >= e-1 {
+					delete(end, r.Partition)
+				}
+				if string(r.Key) != item {
+					return
+				}
+				ev, err := topics.DecodeRegistration(r.Value)
+				if err != nil || ev.Kind != topics.KindRegister || ev.Bypass == nil {
+					return
+				}
+				u := bypassUse{At: time.UnixMilli(ev.RequestedAt).UTC().Format(time.RFC3339Nano), Code: ev.Bypass.Code, Count: ev.Bypass.Count,
+					UserID: ev.UserID, TokenID: ev.TokenID, Partition: r.Partition, Offset: r.Offset}
+				if ev.Client != nil {
+					u.IP = ev.Client.IP
+				}
+				out = append(out, u)
+			})
+		}
+	}
+	// One item lives on one partition: offset order is the order the line counted.
+	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
+	seen := map[string]int64{}
+	for i := range out {
+		seen[out[i].Code]++
+		out[i].Placed = seen[out[i].Code] <= out[i].Count
+	}
+	if a.wantJSON() {
+		return a.printJSON(out)
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tCODE\tUSER\tTOKEN\tIP\tPARTITION/OFFSET\tWITHIN COUNT")
+	for _, u := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%v\n", u.At, u.Code, u.UserID, u.TokenID, u.IP, u.Partition, u.Offset, u.Placed)
+	}
+	return tw.Flush()
+}
