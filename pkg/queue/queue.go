@@ -66,6 +66,8 @@ var (
 	completeSrc string
 	//go:embed ack.lua
 	ackSrc string
+	//go:embed abandon.lua
+	abandonSrc string
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
@@ -77,10 +79,11 @@ var (
 	promoteScript   = redis.NewScript(promoteSrc)
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
+	abandonScript   = redis.NewScript(abandonSrc)
 
-	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript}
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, abandonScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.
-	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc}
+	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc}
 )
 
 // OpKind says what an Op does to the line.
@@ -95,6 +98,9 @@ const (
 	OpMark
 	// OpComplete ends the user's admission (the API applied it at once; this replays it).
 	OpComplete
+	// OpAbandon releases an idle waiting place (the scheduler's sweep); an
+	// admitted token keeps its admission.
+	OpAbandon
 )
 
 // Op is one registrations record to apply, identified by its Kafka position.
@@ -119,6 +125,7 @@ const (
 	Marked    Outcome = "MARKED"      // offset recorded, line unchanged
 	Ended     Outcome = "ENDED"       // an admission was ended (or had ended already)
 	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
+	Released  Outcome = "ABANDONED"   // an idle waiting place was released (abandon)
 )
 
 // Result of applying one Op.
@@ -189,7 +196,7 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	cmds := make([]*redis.Cmd, len(ops))
 	seen := make(map[string]struct{}, 4)
-	var loaded [OpComplete + 1]bool
+	var loaded [len(opScripts)]bool
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
 	if cluster {
@@ -203,7 +210,7 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	}
 	_, err := run(ctx, func(p redis.Pipeliner) error {
 		for _, op := range ops {
-			if cluster || op.Kind < OpRegister || op.Kind > OpComplete || loaded[op.Kind] {
+			if cluster || op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
 				continue
 			}
 			loaded[op.Kind] = true
@@ -225,6 +232,8 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 				cmds[i] = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
 				cmds[i] = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
+			case OpAbandon:
+				cmds[i] = eval(abandonScript, p, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
 			default:
 				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 			}
@@ -303,6 +312,9 @@ const (
 	Completed State = "COMPLETED" // the admission was used and ended
 	Gone      State = "GONE"      // the admission expired
 	Rejected  State = "REJECTED"  // applied but never placed (sent to the DLQ)
+	// Abandoned: the place was released after the item's idleTimeout
+	// without a sign of life (a poll or a stream).
+	Abandoned State = "ABANDONED"
 )
 
 // Status is where a token stands.
