@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -92,9 +93,10 @@ type Server struct {
 	m      *Metrics
 	log    *zap.Logger
 	now    func() time.Time
-	open   sync.WaitGroup // streams running off their handler (hijacked)
-	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
-	view   *view.Watcher  // nil: the view is always trusted (SetView)
+	open   sync.WaitGroup    // streams running off their handler (hijacked)
+	reads  *rate.Limiter     // exact reads for refreshes: RefreshRate a second, one second's worth of burst
+	view   *view.Watcher     // nil: the view is always trusted (SetView)
+	seen   *liveness.Tracker // nil: streams are no sign of life (SetSeen)
 	lost   atomic.Pointer[chan struct{}]
 }
 
@@ -112,6 +114,10 @@ func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *
 
 // Options returns the options in force (defaults filled in).
 func (s *Server) Options() Options { return s.opt }
+
+// SetSeen makes every open stream of a waiting place a sign of life for
+// items with an idleTimeout (nil: none). Call before serving.
+func (s *Server) SetSeen(t *liveness.Tracker) { s.seen = t }
 
 // Routes adds the stream route to r, which may be the engine of another
 // service (the API's front door, a page's): the route shares nothing else.

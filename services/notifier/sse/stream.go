@@ -87,6 +87,10 @@ type stream struct {
 	// live token watching (see Hub.WatchAdmission).
 	admit    <-chan Admit
 	watching string
+	// alive is the sign of life this stream holds for its waiting place
+	// (pkg/liveness), released when the stream ends or the place changes.
+	alive    func()
+	aliveTok string
 }
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -169,6 +173,9 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		if st.held != nil {
 			st.held.Stop()
 		}
+		if st.alive != nil {
+			st.alive()
+		}
 	}()
 	snap := st.feed.Latest()
 	st.version = snap.Version
@@ -182,6 +189,12 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		}
 		if st.holding {
 			held = st.held.C
+		}
+		if st.tok != st.aliveTok && st.seq > 0 && st.s.seen != nil {
+			if st.alive != nil {
+				st.alive()
+			}
+			st.aliveTok, st.alive = st.tok, st.s.seen.Hold(st.q.ItemID, st.tok, st.q.UserID)
 		}
 		if st.tok != st.watching && st.seq > 0 {
 			if st.admit != nil {

@@ -29,6 +29,11 @@ type Config struct {
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	// IdleSweep is how often the places of items with an idleTimeout are
+	// checked for signs of life; SeenFlush how late the api and the
+	// notifiers may write those signs (theirs), allowed for before a release.
+	IdleSweep time.Duration `env:"WR_IDLE_SWEEP" envDefault:"1s"`
+	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
 	View          view.Config
 	Kafka         config.Kafka
 	Redis         config.Redis
@@ -50,6 +55,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
 	case c.MaxEventBytes != 0 && (c.MaxEventBytes < 1000 || c.MaxEventBytes > 1_000_000):
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
+	case c.IdleSweep <= 0:
+		return fmt.Errorf("WR_IDLE_SWEEP must be positive, not %s", c.IdleSweep)
+	case c.SeenFlush <= 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must be positive, not %s", c.SeenFlush)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -92,6 +101,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return err
 	}
 	reg.MustRegister(PolicyCollector(items))
+	sweep := NewSweeper(s, items, cfg.IdleSweep, cfg.SeenFlush, reg, log.Named("idle"))
 	if cfg.AdminToken == "" {
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
@@ -100,6 +110,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
+	g.Go(func() error { sweep.Run(gctx); return nil })
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
