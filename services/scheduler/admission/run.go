@@ -34,11 +34,11 @@ type Config struct {
 	// notifiers may write those signs (theirs), allowed for before a release.
 	IdleSweep time.Duration `env:"WR_IDLE_SWEEP" envDefault:"1s"`
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
-	View          view.Config
-	Kafka         config.Kafka
-	Redis         config.Redis
-	Log           config.Log
-	HTTP          config.HTTP
+	View      view.Config
+	Kafka     config.Kafka
+	Redis     config.Redis
+	Log       config.Log
+	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
