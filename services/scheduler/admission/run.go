@@ -29,16 +29,17 @@ type Config struct {
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	View          view.Config
+	Kafka         config.Kafka
+	Redis         config.Redis
+	Log           config.Log
+	HTTP          config.HTTP
+
 	// IdleSweep is how often the places of items with an idleTimeout are
 	// checked for signs of life; SeenFlush how late the api and the
 	// notifiers may write those signs (theirs), allowed for before a release.
 	IdleSweep time.Duration `env:"WR_IDLE_SWEEP" envDefault:"1s"`
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
-	View      view.Config
-	Kafka     config.Kafka
-	Redis     config.Redis
-	Log       config.Log
-	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
