@@ -38,14 +38,15 @@ type Config struct {
 	// RefreshRate caps the exact position reads of all streams per second
 	// (the reads at connect and on admission are not capped).
 	RefreshRate int `env:"WR_SSE_REFRESH_RATE" envDefault:"1000"`
+	View        view.Config
+	Kafka       config.Kafka
+	Redis       config.Redis
+	Log         config.Log
+	HTTP        config.HTTP
+
 	// SeenFlush is how often the open streams of waiting places of items
 	// with an idleTimeout reach Redis as signs of life (one ZADD per item).
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
-	View      view.Config
-	Kafka     config.Kafka
-	Redis     config.Redis
-	Log       config.Log
-	HTTP      config.HTTP
 }
 
 // Validate checks what the environment cannot.

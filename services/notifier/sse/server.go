@@ -93,11 +93,12 @@ type Server struct {
 	m      *Metrics
 	log    *zap.Logger
 	now    func() time.Time
-	open   sync.WaitGroup    // streams running off their handler (hijacked)
-	reads  *rate.Limiter     // exact reads for refreshes: RefreshRate a second, one second's worth of burst
-	view   *view.Watcher     // nil: the view is always trusted (SetView)
-	seen   *liveness.Tracker // nil: streams are no sign of life (SetSeen)
-	lost   atomic.Pointer[chan struct{}]
+	open   sync.WaitGroup // streams running off their handler (hijacked)
+	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
+	view   *view.Watcher  // nil: the view is always trusted (SetView)
+	// seen, when set, counts open streams as signs of life (SetSeen).
+	seen *liveness.Tracker
+	lost atomic.Pointer[chan struct{}]
 }
 
 // NewServer returns a Server streaming from hub, reading positions from rdb
