@@ -96,9 +96,10 @@ type Server struct {
 	open   sync.WaitGroup // streams running off their handler (hijacked)
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
+	lost   atomic.Pointer[chan struct{}]
+
 	// seen, when set, counts open streams as signs of life (SetSeen).
 	seen *liveness.Tracker
-	lost atomic.Pointer[chan struct{}]
 }
 
 // NewServer returns a Server streaming from hub, reading positions from rdb
