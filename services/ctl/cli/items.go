@@ -21,12 +21,13 @@ var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
 	"mode": "--mode", "rejectMessage": "--reject-message",
+	"idleTimeoutSeconds": "--idle-timeout",
 }
 
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
 func checkPatch(c *itempatch.Patch) error {
 	if c.Empty() {
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message")
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --idle-timeout")
 	}
 	if err := c.Check(); err != nil {
 		return usagef("%s %s", flagOf[err.Field], err.Problem)
@@ -47,6 +48,7 @@ func (a *app) itemsCmd() *cobra.Command {
 		paused     bool
 		mode       string
 		rejectMsg  string
+		idle       time.Duration
 	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
@@ -64,6 +66,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --paused=false            # resume at the rate it had
   waitroomctl items set concert-2026 --mode passthrough        # the room off: everyone in, still counted
   waitroomctl items set concert-2026 --mode reject --reject-message "Back at 10:00"
+  waitroomctl items set concert-2026 --idle-timeout 2m         # release places nobody polls or streams for 2m
   waitroomctl items set concert-2026 --stock 0 --enabled=false
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
 		Args: exactArgs(1, "one <itemId>"),
@@ -105,6 +108,13 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 			if f.Changed("reject-message") {
 				c.RejectMessage = &rejectMsg
 			}
+			if f.Changed("idle-timeout") {
+				if idle%time.Second != 0 || idle < 0 {
+					return usagef("--idle-timeout %s: must be whole seconds (0 turns it off)", idle)
+				}
+				secs := int64(idle / time.Second)
+				c.IdleTimeoutSeconds = &secs
+			}
 			if err := checkPatch(&c); err != nil {
 				return err
 			}
@@ -130,6 +140,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
 	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted) or reject (new registrations refused)")
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
+	f.DurationVar(&idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
 	a.adminFlags(set, &ao)
 	g := group("items", "Override item state and admission policy", set)
 	a.kafkaFlags(g, &ko)
