@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -190,11 +191,13 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		if st.holding {
 			held = st.held.C
 		}
-		if st.tok != st.aliveTok && st.seq > 0 && st.s.seen != nil {
+		// Pending too: a place applied late (consumer lag) is alive from
+		// the first flush, not only from when the stream learns its seq.
+		if tok := cmp.Or(st.tok, st.q.TokenID); tok != st.aliveTok && st.s.seen != nil {
 			if st.alive != nil {
 				st.alive()
 			}
-			st.aliveTok, st.alive = st.tok, st.s.seen.Hold(st.q.ItemID, st.tok, st.q.UserID)
+			st.aliveTok, st.alive = tok, st.s.seen.Hold(st.q.ItemID, tok, st.q.UserID)
 		}
 		if st.tok != st.watching && st.seq > 0 {
 			if st.admit != nil {
