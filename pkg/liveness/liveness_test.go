@@ -2,6 +2,7 @@ package liveness_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -57,4 +58,23 @@ func TestFlush(t *testing.T) {
 	require.NoError(t, rdb.Del(ctx, queue.KeysFor("c").Seen).Err())
 	require.NoError(t, tr.Flush(ctx))
 	assert.EqualValues(t, 1_000_000, score("c", "t4 u4"))
+}
+
+// BenchmarkTouch is what a status read of an item with an idle timeout adds
+// on the api's hot path: one map write under the tracker's lock.
+func BenchmarkTouch(b *testing.B) {
+	tr := liveness.New(nil, time.Hour, func(string) bool { return true }, zap.NewNop())
+	toks := make([]string, 100_000)
+	for i := range toks {
+		toks[i] = "tok" + strconv.Itoa(i)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			tr.Touch("item", toks[i%len(toks)], "user", now)
+			i++
+		}
+	})
 }
