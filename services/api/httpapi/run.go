@@ -74,8 +74,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_STATUS_EXACT_EVERY must not be negative, not %s", c.StatusExactEvery)
 	case c.MotionFresh <= 0 || c.MotionFresh > 10*time.Second:
 		return fmt.Errorf("WR_STATUS_MOTION_FRESH must be in (0, 10s], not %s", c.MotionFresh)
-	case c.SeenFlush <= 0:
-		return fmt.Errorf("WR_SEEN_FLUSH must be positive, not %s", c.SeenFlush)
+	case c.SeenFlush < 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case c.StatusTokens <= 0:
 		return fmt.Errorf("WR_STATUS_TOKENS must be positive, not %d", c.StatusTokens)
 	case len(c.Kafka.Brokers) == 0:

@@ -58,8 +58,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SSE_RETRY must be positive, not %s", c.Retry)
 	case c.WriteTimeout <= 0:
 		return fmt.Errorf("WR_SSE_WRITE_TIMEOUT must be positive, not %s", c.WriteTimeout)
-	case c.SeenFlush <= 0:
-		return fmt.Errorf("WR_SEEN_FLUSH must be positive, not %s", c.SeenFlush)
+	case c.SeenFlush < 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case c.IdleRefresh <= 0:
 		return fmt.Errorf("WR_SSE_IDLE_REFRESH must be positive, not %s", c.IdleRefresh)
 	case len(c.Kafka.Brokers) == 0:

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap"
@@ -56,10 +58,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
 	case c.MaxEventBytes != 0 && (c.MaxEventBytes < 1000 || c.MaxEventBytes > 1_000_000):
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
-	case c.IdleSweep <= 0:
-		return fmt.Errorf("WR_IDLE_SWEEP must be positive, not %s", c.IdleSweep)
-	case c.SeenFlush <= 0:
-		return fmt.Errorf("WR_SEEN_FLUSH must be positive, not %s", c.SeenFlush)
+	case c.IdleSweep < 0:
+		return fmt.Errorf("WR_IDLE_SWEEP must not be negative (0: the default 1s), not %s", c.IdleSweep)
+	case c.SeenFlush < 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -102,7 +104,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return err
 	}
 	reg.MustRegister(PolicyCollector(items))
-	sweep := NewSweeper(s, items, cfg.IdleSweep, cfg.SeenFlush, reg, log.Named("idle"))
+	sweep := NewSweeper(s, items, cfg.IdleSweep, cmp.Or(cfg.SeenFlush, liveness.DefaultFlush), reg, log.Named("idle"))
 	if cfg.AdminToken == "" {
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
