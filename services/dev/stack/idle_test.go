@@ -248,6 +248,41 @@ func (e *env) sseEvents(ctx context.Context, eventsURL string) <-chan string {
 	return out
 }
 
+// listen holds a registration's event stream open the way EventSource
+// does: a stream that ends (the notifier ends streams whenever the view is
+// not trusted, e.g. right after the rebuild that starts a test on a fresh
+// Redis) is opened again, until ctx ends. It sends the names of the events.
+func (e *env) listen(ctx context.Context, eventsURL string) <-chan string {
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		for ctx.Err() == nil {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.stack.NotifierURL+eventsURL, nil)
+			if err != nil {
+				return
+			}
+			resp, err := (&http.Client{}).Do(req)
+			if err == nil {
+				sc := bufio.NewScanner(resp.Body)
+				for sc.Scan() {
+					if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+						select {
+						case out <- ev:
+						default:
+						}
+					}
+				}
+				resp.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return out
+}
+
 // A waiter who never polls but holds an event stream keeps the place for
 // as long as the stream is open (while one who does neither is released);
 // once it closes, the place is released too, and a new stream is told
@@ -267,7 +302,7 @@ func TestAnEventStreamKeepsThePlace(t *testing.T) {
 
 	sctx, closeStream := context.WithCancel(ctx)
 	defer closeStream()
-	events := e.sseEvents(sctx, listener.EventsURL)
+	events := e.listen(sctx, listener.EventsURL)
 	select {
 	case ev := <-events:
 		require.Equal(t, "position", ev)
