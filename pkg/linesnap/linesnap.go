@@ -28,7 +28,7 @@ const Format = "waitroom.linesnap/1"
 type Entry struct {
 	Token string      `json:"token"`
 	User  string      `json:"user,omitempty"` // empty: a token in a set with no user pointing at it (a fault)
-	State queue.State `json:"state"`          // WAITING, ADMITTED, LEFT, COMPLETED or GONE (admission expired)
+	State queue.State `json:"state"`          // WAITING, ADMITTED, LEFT, ABANDONED, COMPLETED or GONE (admission expired)
 	Seq   int64       `json:"seq,omitempty"`  // WAITING: its place number
 	// Position is 1-based, WAITING only.
 	Position int64 `json:"position,omitempty"`
@@ -131,6 +131,8 @@ func build(waiting, admitted map[string]float64, users map[string]string, now in
 		switch {
 		case strings.HasPrefix(v, "!L"):
 			byToken[v[2:]] = Entry{Token: v[2:], User: user, State: queue.LeftLine}
+		case strings.HasPrefix(v, "!A"):
+			byToken[v[2:]] = Entry{Token: v[2:], User: user, State: queue.Abandoned}
 		case strings.HasPrefix(v, "!C"):
 			byToken[v[2:]] = Entry{Token: v[2:], User: user, State: queue.Completed}
 		default:

@@ -68,6 +68,8 @@ var (
 	ackSrc string
 	//go:embed enqueue_bypass.lua
 	enqueueBypassSrc string
+	//go:embed abandon.lua
+	abandonSrc string
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
@@ -79,12 +81,13 @@ var (
 	promoteScript   = redis.NewScript(promoteSrc)
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
+	abandonScript   = redis.NewScript(abandonSrc)
 
 	enqueueBypassScript = redis.NewScript(enqueueBypassSrc)
 
-	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, enqueueBypassScript}
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, enqueueBypassScript, abandonScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.
-	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc}
+	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc}
 )
 
 // OpKind says what an Op does to the line.
@@ -99,6 +102,9 @@ const (
 	OpMark
 	// OpComplete ends the user's admission (the API applied it at once; this replays it).
 	OpComplete
+	// OpAbandon releases an idle waiting place (the scheduler's sweep); an
+	// admitted token keeps its admission.
+	OpAbandon
 )
 
 // Op is one registrations record to apply, identified by its Kafka position.
@@ -134,6 +140,7 @@ const (
 	Ended     Outcome = "ENDED"       // an admission was ended (or had ended already)
 	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
 	Exhausted Outcome = "EXHAUSTED"   // a bypass register whose code had no use left: never placed
+	Released  Outcome = "ABANDONED"   // an idle waiting place was released (abandon)
 )
 
 // Result of applying one Op.
@@ -204,7 +211,7 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	cmds := make([]*redis.Cmd, len(ops))
 	seen := make(map[string]struct{}, 4)
-	var loaded [OpComplete + 1]bool
+	var loaded [len(opScripts)]bool
 	loadedBypass := false
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
@@ -223,7 +230,7 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 				loadedBypass = true
 				p.ScriptLoad(ctx, enqueueBypassSrc)
 			}
-			if cluster || op.Kind < OpRegister || op.Kind > OpComplete || loaded[op.Kind] {
+			if cluster || op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
 				continue
 			}
 			loaded[op.Kind] = true
@@ -250,6 +257,8 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 				cmds[i] = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
 				cmds[i] = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
+			case OpAbandon:
+				cmds[i] = eval(abandonScript, p, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
 			default:
 				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 			}
@@ -328,6 +337,9 @@ const (
 	Completed State = "COMPLETED" // the admission was used and ended
 	Gone      State = "GONE"      // the admission expired
 	Rejected  State = "REJECTED"  // applied but never placed (sent to the DLQ)
+	// Abandoned: the place was released after the item's idleTimeout
+	// without a sign of life (a poll or a stream).
+	Abandoned State = "ABANDONED"
 )
 
 // Status is where a token stands.

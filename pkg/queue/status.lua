@@ -16,7 +16,8 @@
 --            the token's seq and the item's head (all read at once: the api
 --            answers later reads from memory by how far the head moved)
 --   ADMITTED a=expiry ms (may be past: expired)   tokenId=the user's live token
---   PENDING (record not applied yet), LEFT (the user left), COMPLETED (the admission
+--   PENDING (record not applied yet), LEFT (the user left), ABANDONED (released idle,
+--   "!A"..tokenId in users), COMPLETED (the admission
 --   was used), GONE (the admission expired), REJECTED (applied, never placed)
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur and string.sub(cur, 1, 1) ~= '!' then
@@ -41,6 +42,9 @@ if not applied or tonumber(applied) < tonumber(ARGV[3]) then
 end
 if cur and string.sub(cur, 1, 2) == '!L' then
   return {'LEFT', 0, 0, string.sub(cur, 3)}
+end
+if cur and string.sub(cur, 1, 2) == '!A' then
+  return {'ABANDONED', 0, 0, string.sub(cur, 3)}
 end
 if cur and string.sub(cur, 1, 2) == '!C' then
   return {'COMPLETED', 0, 0, string.sub(cur, 3)}

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/waitroom/waitroom/pkg/bypass"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -19,7 +20,7 @@ type admission struct {
 type token struct {
 	seq   int64
 	user  string
-	ended byte // 0 live, 'L' left, 'C' completed
+	ended byte // 0 live, 'L' left, 'C' completed, 'A' abandoned
 	// express: placed by a bypass code (admitted at the next tick; its
 	// admission does not move the head).
 	express bool
@@ -36,6 +37,7 @@ type item struct {
 	epoch      int64             // highest leader epoch in its admission events
 	ticks      []tick            // its admission events, in topic order
 	bypass     map[string]int64  // bypass code id -> uses (enqueue_bypass.lua)
+	abandoned  int64             // places released idle (the stats' abandoned)
 }
 
 type tick struct {
@@ -171,6 +173,25 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 			t.ended = 'L'
 		}
 		it.users[ev.UserID] = "!L" + cur
+	case topics.KindAbandon:
+		// Like abandon.lua: only the user's live place, only while it
+		// waits. A token admitted at any time was admitted before the
+		// abandon was applied (after it, it was in no line to admit it
+		// from), so its admission stands and the abandon changed nothing.
+		it.applied[partition] = max(it.applied[partition], offset)
+		if it.users[ev.UserID] != ev.TokenID {
+			return // NOT_IN_LINE
+		}
+		t := it.tokens[ev.TokenID]
+		if t == nil || t.ended != 0 {
+			return
+		}
+		if _, admitted := m.adm[it.id][ev.TokenID]; admitted {
+			return
+		}
+		t.ended = 'A'
+		it.users[ev.UserID] = "!A" + ev.TokenID
+		it.abandoned++
 	case topics.KindComplete:
 		// complete.lua keeps no applied offset. The API completed a live
 		// admission; the event orders it after that admission.
@@ -212,6 +233,12 @@ type Line struct {
 	Sum60    int64
 	Express  []Member         // bypass places not admitted yet (also in Waiting), by seq
 	Bypass   map[string]int64 // bypass code id -> uses
+	// Abandoned is the stats' count of places released idle.
+	Abandoned int64
+	// Seen is the derived Seen set of an item with an idleTimeout: every
+	// waiting place ("tokenId userId") seen at the rebuild's time, a grace
+	// of one timeout for everyone (the live scores are not on the record).
+	Seen []Member
 }
 
 // Member of a sorted set.
@@ -244,7 +271,8 @@ func (m *Model) Finish(now int64) Result {
 	sort.Strings(ids)
 	for _, id := range ids {
 		it := m.item(id)
-		ln := &Line{ID: id, Seq: it.seq, Users: it.users, Applied: it.applied, Epoch: it.epoch, State: m.states[id], Active: it.registered, Bypass: it.bypass}
+		ln := &Line{ID: id, Seq: it.seq, Users: it.users, Applied: it.applied, Epoch: it.epoch, State: m.states[id], Active: it.registered,
+			Bypass: it.bypass, Abandoned: it.abandoned}
 		adm := m.adm[id]
 		ln.Waiting = make([]Member, 0, max(len(it.tokens)-len(adm), 0))
 		for tok, t := range it.tokens {
@@ -273,6 +301,12 @@ func (m *Model) Finish(now int64) Result {
 		}
 		sort.Slice(ln.Waiting, func(i, j int) bool { return ln.Waiting[i].Score < ln.Waiting[j].Score })
 		sort.Slice(ln.Express, func(i, j int) bool { return ln.Express[i].Score < ln.Express[j].Score })
+		if s := ln.State; s != nil && s.IdleTimeoutSeconds > 0 {
+			ln.Seen = make([]Member, len(ln.Waiting))
+			for i, w := range ln.Waiting {
+				ln.Seen[i] = Member{queue.SeenMember(w.Token, it.tokens[w.Token].user), now}
+			}
+		}
 		sort.Slice(ln.Admitted, func(i, j int) bool {
 			a, b := ln.Admitted[i], ln.Admitted[j]
 			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token

@@ -71,7 +71,7 @@ func (w *world) reg(kind, item, user, tok string) {
 	w.t.Helper()
 	ev := topics.RegistrationEvent{V: 1, Kind: kind, ItemID: item, UserID: user, TokenID: tok, RequestedAt: time.Now().UnixMilli()}
 	r := w.produce(topics.Registrations, item, &ev)
-	k := map[string]queue.OpKind{topics.KindRegister: queue.OpRegister, topics.KindLeave: queue.OpLeave, topics.KindComplete: queue.OpComplete}[kind]
+	k := map[string]queue.OpKind{topics.KindRegister: queue.OpRegister, topics.KindLeave: queue.OpLeave, topics.KindComplete: queue.OpComplete, topics.KindAbandon: queue.OpAbandon}[kind]
 	if w.rdb.Exists(w.ctx, queue.KeysFor(item).State).Val() == 0 {
 		k = queue.OpMark // the consumer dead-letters a record of an unknown item
 	}

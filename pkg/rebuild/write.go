@@ -48,7 +48,7 @@ func (w *writer) flush() error {
 func keysOf(item string) []string {
 	k := queue.KeysFor(item)
 	return []string{k.Seq, k.Waiting, k.Admitted, k.Users, k.Head, k.State, k.Applied, k.Epoch, k.Pace, k.Paced, k.Unpublished,
-		k.Express, k.Bypass}
+		k.Express, k.Bypass, k.Seen, k.Stats}
 }
 
 // writeLines replaces every key of the items in r (and of stale, items the
@@ -125,6 +125,14 @@ func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) (rerr
 			args = append(args, code, itoa(n))
 		}
 		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Bypass, args...) }, len(args)); err != nil {
+			return err
+		}
+	}
+	if err := zadd(ctx, w, k.Seen, ln.Seen); err != nil {
+		return err
+	}
+	if ln.Abandoned > 0 {
+		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Stats, "abandoned", itoa(ln.Abandoned)) }, 2); err != nil {
 			return err
 		}
 	}

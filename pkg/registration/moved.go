@@ -59,3 +59,15 @@ func PollAfter(a Answer) time.Duration {
 		return 30 * time.Second
 	}
 }
+
+// PollAfterIdle is PollAfter for an item that releases places idle for
+// idleTimeoutSeconds (0: never): at most a quarter of the timeout (and at
+// least 100 ms), below a third of it, so a client that follows pollAfterMs
+// is seen several times per timeout and never loses its place.
+func PollAfterIdle(a Answer, idleTimeoutSeconds int64) time.Duration {
+	d := PollAfter(a)
+	if d <= 0 || idleTimeoutSeconds <= 0 {
+		return d
+	}
+	return min(d, max(time.Duration(idleTimeoutSeconds)*time.Second/4, 100*time.Millisecond))
+}

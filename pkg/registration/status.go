@@ -68,6 +68,8 @@ func AnswerOf(st queue.Status, v Verdict, now time.Time) Answer {
 		a.Status, a.TokenID = StatusCompleted, st.TokenID
 	case queue.LeftLine:
 		a.Status = StatusLeft
+	case queue.Abandoned:
+		a.Status, a.TokenID = StatusAbandoned, st.TokenID
 	default:
 		a.Status = StatusRejected
 	}

@@ -85,8 +85,12 @@ func (p *positions) shard(key string) *posShard {
 func posKey(item, user string) string { return item + "\x00" + user }
 
 // status answers from memory when it can (ok), else the caller reads exactly
-// and calls remember.
-func (p *positions) status(ctx context.Context, item, user string) (queue.Status, bool) {
+// and calls remember. every, when positive and shorter, replaces exactEvery
+// for this item (see Server.exactEvery: items that release idle places).
+func (p *positions) status(ctx context.Context, item, user string, every time.Duration) (queue.Status, bool) {
+	if every <= 0 || every > p.exactEvery {
+		every = p.exactEvery
+	}
 	key := posKey(item, user)
 	sh := p.shard(key)
 	sh.mu.Lock()
@@ -94,7 +98,7 @@ func (p *positions) status(ctx context.Context, item, user string) (queue.Status
 	sh.mu.Unlock()
 	now := p.now()
 	gen := p.gen()
-	if !found || e.left || e.gen != gen || now.Sub(e.at) >= p.exactEvery {
+	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every {
 		return queue.Status{}, false
 	}
 	m, ok := p.motion(ctx, item, gen, now)

@@ -17,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/pow"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
@@ -53,6 +54,9 @@ type Config struct {
 	StatusExactEvery time.Duration `env:"WR_STATUS_EXACT_EVERY" envDefault:"60s"`
 	MotionFresh      time.Duration `env:"WR_STATUS_MOTION_FRESH" envDefault:"250ms"`
 	StatusTokens     int           `env:"WR_STATUS_TOKENS" envDefault:"1000000"`
+	// SeenFlush is how often the polls of items with an idleTimeout reach
+	// Redis as signs of life (one ZADD per item).
+	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
 	// PprofAddr serves net/http/pprof of the api process (empty: off); for
 	// profiling under load (bench/ceiling.sh PPROF=1), never public.
 	PprofAddr string `env:"WR_PPROF_ADDR"`
@@ -81,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_STATUS_EXACT_EVERY must not be negative, not %s", c.StatusExactEvery)
 	case c.MotionFresh <= 0 || c.MotionFresh > 10*time.Second:
 		return fmt.Errorf("WR_STATUS_MOTION_FRESH must be in (0, 10s], not %s", c.MotionFresh)
+	case c.SeenFlush < 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case c.StatusTokens <= 0:
 		return fmt.Errorf("WR_STATUS_TOKENS must be positive, not %d", c.StatusTokens)
 	case len(c.Kafka.Brokers) == 0:
@@ -154,11 +160,15 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	line := queue.New(rdb)
 	guard.Spent, guard.Uses = pow.NewSpent(rdb), line
+	seen := liveness.New(line, cfg.SeenFlush, func(item string) bool {
+		it, ok := items.Get(item)
+		return ok && it.IdleTimeoutSeconds > 0
+	}, log.Named("seen"))
 	srv := NewServer(items, prod, line, signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 		Blocks:           blocks,
-		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens,
+		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: seen,
 		Guard: guard,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
@@ -187,6 +197,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return blocks.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
+	g.Go(func() error { seen.Run(gctx); return nil })
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	if pln != nil {
 		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP.ShutdownTimeout, log) })

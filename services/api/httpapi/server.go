@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -64,6 +66,9 @@ type Options struct {
 	StatusTokens     int
 	// Guard holds the proof-of-work and bypass-code checks.
 	Guard Guard
+	// Seen, when set, collects the polls of places of items with an
+	// idleTimeout as signs of life (pkg/liveness; its Run flushes them).
+	Seen *liveness.Tracker
 }
 
 // Server serves the registration routes.
@@ -268,6 +273,9 @@ func (s *Server) status(c *gin.Context) {
 	}
 	it, known := s.items.Get(q.ItemID)
 	a := registration.AnswerOf(st, registration.VerdictOf(it, known), s.now())
+	if it.IdleTimeoutSeconds > 0 && liveness.Counts(a.Status) {
+		s.opt.Seen.Touch(q.ItemID, cmp.Or(a.TokenID, q.TokenID), q.UserID, s.now())
+	}
 	resp := StatusResponse{Status: a.Status, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
 		Position: a.Position, WaitingTotal: a.WaitingTotal}
 	if a.TokenID != "" {
@@ -290,7 +298,7 @@ func (s *Server) status(c *gin.Context) {
 		}
 		resp.AdmissionToken = tok
 	}
-	if d := registration.PollAfter(a); d > 0 {
+	if d := registration.PollAfterIdle(a, it.IdleTimeoutSeconds); d > 0 {
 		resp.PollAfterMs = d.Milliseconds()
 		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 	}
@@ -303,7 +311,7 @@ func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, e
 	if s.pos == nil {
 		return s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
 	}
-	if st, ok := s.pos.status(ctx, q.ItemID, q.UserID); ok {
+	if st, ok := s.pos.status(ctx, q.ItemID, q.UserID, s.exactEvery(q.ItemID)); ok {
 		s.m.statusReads.WithLabelValues("memory").Inc()
 		return st, nil
 	}
@@ -315,6 +323,17 @@ func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, e
 	s.m.statusReads.WithLabelValues("exact").Inc()
 	s.pos.remember(q.ItemID, q.UserID, st, gen)
 	return st, nil
+}
+
+// exactEvery is how long an exact read of item may answer from memory when
+// shorter than Options.StatusExactEvery (0: that): for an item that releases
+// idle places, half its idleTimeout, so a released place reads ABANDONED at
+// its holder's first poll back and the places behind it move up within that.
+func (s *Server) exactEvery(item string) time.Duration {
+	if it, ok := s.items.Get(item); ok && it.IdleTimeoutSeconds > 0 {
+		return time.Duration(it.IdleTimeoutSeconds) * time.Second / 2
+	}
+	return 0
 }
 
 func (s *Server) leave(c *gin.Context) {

@@ -31,7 +31,7 @@
  * expiresAt}: status is PENDING, WAITING (with position, waitingTotal and,
  * unless admission is paused, etaSeconds), ADMITTED (with admissionToken and
  * expiresAt), one of the final SOLD_OUT, CLOSED, EXPIRED, LEFT, COMPLETED,
- * REJECTED, or RECONNECTING while the connection is down. Positions never go
+ * REJECTED, ABANDONED (away longer than the item's idle timeout), or RECONNECTING while the connection is down. Positions never go
  * up: an older update arriving late is dropped. After a final status other
  * than ADMITTED the stored registration is forgotten (the next join
  * registers again); an ADMITTED one is kept, so coming back shows the
@@ -52,8 +52,10 @@
 (function (global) {
   "use strict";
   const FINAL = { ADMITTED: 1, SOLD_OUT: 1, CLOSED: 1, EXPIRED: 1, LEFT: 1, COMPLETED: 1, REJECTED: 1, BLOCKED: 1 };
+  FINAL.ABANDONED = 1; // released idle (the item's idleTimeoutSeconds)
   const EVENTS = [["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
     ["expired", "EXPIRED"], ["left", "LEFT"], ["completed", "COMPLETED"]];
+  EVENTS.push(["abandoned", "ABANDONED"]);
 
   function join(opts) {
     if (!opts || !opts.itemId) throw new Error("Waitroom.join: itemId is required");

@@ -115,11 +115,17 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 			continue
 		}
 		h.m.applied.WithLabelValues(string(r.Outcome)).Inc()
+		if r.Outcome == queue.Released {
+			h.m.abandoned.Inc()
+		}
 	}
 	if err := h.dlq.Send(ctx, letters...); err != nil {
 		return err
 	}
 	sent = true
+	if err := h.markNew(ctx, ops, opRecord, res); err != nil {
+		return err
+	}
 	h.m.batch.Observe(float64(len(ops)))
 	for _, l := range letters {
 		h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(l.Err)).Inc()
@@ -169,6 +175,8 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 			kind = queue.OpLeave
 		case topics.KindComplete:
 			kind = queue.OpComplete
+		case topics.KindAbandon:
+			kind = queue.OpAbandon
 		}
 		op := queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset}
 		if ev.Bypass != nil { // a bypass code's use, counted by the line
@@ -178,6 +186,32 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 		opRecord = append(opRecord, r)
 	}
 	return ops, opRecord, letters, nil
+}
+
+// markNew gives each place a register of the batch made, on an item with an
+// idleTimeout, its first sign of life: the record's time (ZADD NX, so a poll
+// seen before it was applied stands). A waiter who never polls is then
+// released too. It runs for every register, replays included, so a batch
+// retried after a failed write here still marks its places.
+func (h *Registrations) markNew(ctx context.Context, ops []queue.Op, opRecord []*kgo.Record, res []queue.Result) error {
+	var seen []queue.SeenAt
+	for i, op := range ops {
+		if op.Kind != queue.OpRegister || opRecord[i] == nil || res[i].Err != nil {
+			continue
+		}
+		if it, ok := h.items.Get(op.ItemID); !ok || it.IdleTimeoutSeconds <= 0 {
+			continue
+		}
+		tok := op.TokenID
+		if res[i].Outcome == queue.Duplicate && res[i].TokenID != "" {
+			tok = res[i].TokenID // the user's live place
+		}
+		seen = append(seen, queue.SeenAt{Item: op.ItemID, Member: queue.SeenMember(tok, op.UserID), AtMs: opRecord[i].Timestamp.UnixMilli()})
+	}
+	if err := h.line.MarkSeen(ctx, seen, true); err != nil {
+		return fmt.Errorf("first signs of life of %d places: %w", len(seen), err)
+	}
+	return nil
 }
 
 // retryRefused re-runs the ops Redis refused, with back-off, until they pass
@@ -437,6 +471,8 @@ type Metrics struct {
 	// recordRetries counts retries of single records Redis refused.
 	recordRetries *prometheus.CounterVec
 	lag           *prometheus.GaugeVec
+	// abandoned counts idle places released (abandon records applied).
+	abandoned prometheus.Counter
 }
 
 // NewMetrics registers the consumer's metrics on reg.
@@ -462,6 +498,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "waitroom_consumer_lag_records", Help: "Records behind the partition's high watermark after the last batch.",
 		}, []string{"topic", "partition"}),
 	}
-	reg.MustRegister(m.batch, m.applied, m.deadLetters, m.retries, m.recordRetries, m.lag)
+	m.abandoned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_consumer_abandoned_total", Help: "Waiting places released because their holder neither polled nor held a stream for the item's idleTimeout.",
+	})
+	reg.MustRegister(m.batch, m.applied, m.deadLetters, m.retries, m.recordRetries, m.lag, m.abandoned)
 	return m
 }

@@ -57,6 +57,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"items huge rate", []string{"items", "set", "x", "--rate", "1e9"}, "--rate 1e+09"},
 		{"items stock below -1", []string{"items", "set", "x", "--stock", "-2"}, "--stock -2"},
 		{"items ttl fraction", []string{"items", "set", "x", "--session-ttl", "1500ms"}, "--session-ttl 1.5s"},
+		{"items idle fraction", []string{"items", "set", "x", "--idle-timeout", "1500ms"}, "--idle-timeout 1.5s"},
+		{"items idle too long", []string{"items", "set", "x", "--idle-timeout", "48h"}, "--idle-timeout 172800 is not in 0..86400"},
 		{"items bad admin url", []string{"items", "set", "x", "--rate", "1", "--admin-token", "t", "--admin-url", "x"}, `--admin-url "x"`},
 		{"stats without token", []string{"stats"}, "needs the admin token"},
 		{"stats short interval", []string{"stats", "--admin-token", "t", "--interval", "1ms"}, "--interval 1ms"},

@@ -21,13 +21,14 @@ var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
 	"mode": "--mode", "rejectMessage": "--reject-message",
-	"powDifficulty": "--pow-difficulty",
+	"powDifficulty":      "--pow-difficulty",
+	"idleTimeoutSeconds": "--idle-timeout",
 }
 
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
 func checkPatch(c *itempatch.Patch) error {
 	if c.Empty() {
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message")
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --idle-timeout, --pow-difficulty")
 	}
 	if err := c.Check(); err != nil {
 		return usagef("%s %s", flagOf[err.Field], err.Problem)
@@ -49,6 +50,7 @@ func (a *app) itemsCmd() *cobra.Command {
 		mode       string
 		rejectMsg  string
 		powBits    int
+		idle       time.Duration
 	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
@@ -66,6 +68,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --paused=false            # resume at the rate it had
   waitroomctl items set concert-2026 --mode passthrough        # the room off: everyone in, still counted
   waitroomctl items set concert-2026 --mode reject --reject-message "Back at 10:00"
+  waitroomctl items set concert-2026 --idle-timeout 2m         # release places nobody polls or streams for 2m
   waitroomctl items set concert-2026 --stock 0 --enabled=false
   waitroomctl items set concert-2026 --pow-difficulty 18        # ask each registration a proof-of-work
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
@@ -111,6 +114,13 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 			if f.Changed("pow-difficulty") {
 				c.PowDifficulty = &powBits
 			}
+			if f.Changed("idle-timeout") {
+				if idle%time.Second != 0 || idle < 0 {
+					return usagef("--idle-timeout %s: must be whole seconds (0 turns it off)", idle)
+				}
+				secs := int64(idle / time.Second)
+				c.IdleTimeoutSeconds = &secs
+			}
 			if err := checkPatch(&c); err != nil {
 				return err
 			}
@@ -137,6 +147,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted) or reject (new registrations refused)")
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
 	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
+	f.DurationVar(&idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
 	a.adminFlags(set, &ao)
 	g := group("items", "Override item state and admission policy", set)
 	a.kafkaFlags(g, &ko)

@@ -49,6 +49,9 @@ type Options struct {
 	SchedulerAddrs []string
 	// Tick is the schedulers' tick (default 200 ms).
 	Tick time.Duration
+	// SeenFlush, when set, is every service's WR_SEEN_FLUSH (how often signs
+	// of life reach Redis, and the grace the idle sweep allows for them).
+	SeenFlush time.Duration
 	// AdminToken guards the admin API on the schedulers.
 	AdminToken string
 	// AdmissionKey is the base64 Ed25519 seed of admission tokens (empty: dev key).
@@ -263,6 +266,9 @@ func configs(o Options) (serviceConfigs, error) {
 	}
 	if o.Tick > 0 {
 		c.scheduler.Tick = o.Tick
+	}
+	if o.SeenFlush > 0 {
+		c.api.SeenFlush, c.notifier.SeenFlush, c.scheduler.SeenFlush = o.SeenFlush, o.SeenFlush, o.SeenFlush
 	}
 	c.scheduler.AdminToken = or(o.AdminToken, c.scheduler.AdminToken)
 	// Bypass codes: the schedulers sign with the dev key unless configured;

@@ -16,6 +16,8 @@ const (
 	EventLeft      = "left"
 	EventCompleted = "completed"
 	EventRejected  = "rejected"
+	// EventAbandoned: the place was released idle (ABANDONED).
+	EventAbandoned = "abandoned"
 )
 
 // eventOf names the event of each status (registration's vocabulary).
@@ -24,10 +26,11 @@ var eventOf = map[string]string{
 	registration.StatusAdmitted: EventAdmitted, registration.StatusSoldOut: EventSoldOut,
 	registration.StatusClosed: EventClosed, registration.StatusExpired: EventExpired,
 	registration.StatusLeft: EventLeft, registration.StatusCompleted: EventCompleted,
-	registration.StatusRejected: EventRejected,
+	registration.StatusRejected:  EventRejected,
+	registration.StatusAbandoned: EventAbandoned,
 }
 
-var eventTypes = []string{EventPending, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected}
+var eventTypes = []string{EventPending, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned}
 
 // Metrics of the notifier.
 type Metrics struct {

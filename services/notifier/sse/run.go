@@ -16,6 +16,8 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/liveness"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/view"
 	"go.uber.org/zap"
@@ -42,6 +44,10 @@ type Config struct {
 	Redis       config.Redis
 	Log         config.Log
 	HTTP        config.HTTP
+
+	// SeenFlush is how often the open streams of waiting places of items
+	// with an idleTimeout reach Redis as signs of life (one ZADD per item).
+	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
 }
 
 // Validate checks what the environment cannot.
@@ -53,6 +59,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SSE_RETRY must be positive, not %s", c.Retry)
 	case c.WriteTimeout <= 0:
 		return fmt.Errorf("WR_SSE_WRITE_TIMEOUT must be positive, not %s", c.WriteTimeout)
+	case c.SeenFlush < 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case c.IdleRefresh <= 0:
 		return fmt.Errorf("WR_SSE_IDLE_REFRESH must be positive, not %s", c.IdleRefresh)
 	case len(c.Kafka.Brokers) == 0:
@@ -76,6 +84,7 @@ type Notifier struct {
 	follow *kgo.Client
 	rdb    redis.UniversalClient
 	view   *view.Watcher
+	seen   *liveness.Tracker
 	m      *Metrics
 	opt    Options
 	log    *zap.Logger
@@ -128,7 +137,12 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	srv.SetView(watch)
 	srv.SetBlocks(blocks)
-	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, m: m, opt: srv.Options(), log: log}, nil
+	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, func(item string) bool {
+		it, ok := items.Get(item)
+		return ok && it.IdleTimeoutSeconds > 0
+	}, log.Named("seen"))
+	srv.SetSeen(seen)
+	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, seen: seen, m: m, opt: srv.Options(), log: log}, nil
 }
 
 // Routes adds the event stream route to r.
@@ -153,6 +167,7 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	g.Go(func() error { return n.blocks.Run(gctx) })
 	g.Go(func() error { return n.view.Run(gctx) })
 	g.Go(func() error { n.srv.watchView(gctx); return nil })
+	g.Go(func() error { n.seen.Run(gctx); return nil })
 	g.Go(func() error {
 		Follow(gctx, n.follow, n.hub, n.m, n.OnBadRecord, n.log.Named("admissions"))
 		return nil

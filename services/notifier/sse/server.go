@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -98,6 +99,9 @@ type Server struct {
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
 	lost   atomic.Pointer[chan struct{}]
 	blocks Blocks // nil: nobody is blocked (SetBlocks)
+
+	// seen, when set, counts open streams as signs of life (SetSeen).
+	seen *liveness.Tracker
 }
 
 // Blocks is the operator's block list in memory (*blocklist.List).
@@ -123,6 +127,10 @@ func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *
 
 // Options returns the options in force (defaults filled in).
 func (s *Server) Options() Options { return s.opt }
+
+// SetSeen makes every open stream of a waiting place a sign of life for
+// items with an idleTimeout (nil: none). Call before serving.
+func (s *Server) SetSeen(t *liveness.Tracker) { s.seen = t }
 
 // Routes adds the stream route to r, which may be the engine of another
 // service (the API's front door, a page's): the route shares nothing else.

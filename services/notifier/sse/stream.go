@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -87,6 +88,10 @@ type stream struct {
 	// live token watching (see Hub.WatchAdmission).
 	admit    <-chan Admit
 	watching string
+	// alive is the sign of life this stream holds for its waiting place
+	// (pkg/liveness), released when the stream ends or the place changes.
+	alive    func()
+	aliveTok string
 }
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -169,6 +174,9 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		if st.held != nil {
 			st.held.Stop()
 		}
+		if st.alive != nil {
+			st.alive()
+		}
 	}()
 	snap := st.feed.Latest()
 	st.version = snap.Version
@@ -182,6 +190,14 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		}
 		if st.holding {
 			held = st.held.C
+		}
+		// Pending too: a place applied late (consumer lag) is alive from
+		// the first flush, not only from when the stream learns its seq.
+		if tok := cmp.Or(st.tok, st.q.TokenID); tok != st.aliveTok && st.s.seen != nil {
+			if st.alive != nil {
+				st.alive()
+			}
+			st.aliveTok, st.alive = tok, st.s.seen.Hold(st.q.ItemID, tok, st.q.UserID)
 		}
 		if st.tok != st.watching && st.seq > 0 {
 			if st.admit != nil {

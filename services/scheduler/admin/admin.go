@@ -69,8 +69,8 @@ type Server struct {
 
 	leading func() bool // this replica leads (WithLeader), for the console
 
-	blocks Blocks      // WithBlocks
-	ops    *Operations // WithOperations: DLQ sizes, lag, shard leaders for the console
+	blocks    Blocks             // WithBlocks
+	ops       *Operations        // WithOperations: DLQ sizes, lag, shard leaders for the console
 	bypassKey ed25519.PrivateKey // signs bypass codes (WithBypass); nil: off
 }
 

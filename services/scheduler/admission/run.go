@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
+	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap"
@@ -44,6 +46,12 @@ type Config struct {
 	Redis     config.Redis
 	Log       config.Log
 	HTTP      config.HTTP
+
+	// IdleSweep is how often the places of items with an idleTimeout are
+	// checked for signs of life; SeenFlush how late the api and the
+	// notifiers may write those signs (theirs), allowed for before a release.
+	IdleSweep time.Duration `env:"WR_IDLE_SWEEP" envDefault:"1s"`
+	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -60,6 +68,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
 	case c.MaxEventBytes != 0 && (c.MaxEventBytes < 1000 || c.MaxEventBytes > 1_000_000):
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
+	case c.IdleSweep < 0:
+		return fmt.Errorf("WR_IDLE_SWEEP must not be negative (0: the default 1s), not %s", c.IdleSweep)
+	case c.SeenFlush < 0:
+		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -117,6 +129,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
+	sweep := NewSweeper(s, items, cfg.IdleSweep, cmp.Or(cfg.SeenFlush, liveness.DefaultFlush), reg, log.Named("idle"))
 	if cfg.AdminToken == "" {
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
@@ -132,6 +145,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return blocks.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
+	g.Go(func() error { sweep.Run(gctx); return nil })
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
