@@ -216,9 +216,12 @@ func (s *Scheduler) share(ctx context.Context, held map[int]*lease) {
 	live := s.heartbeat(ctx)
 	for sh, l := range held {
 		if ok, err := l.mu.ExtendContext(ctx); !ok || err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("lost a shard's lock", zap.Int("shard", sh), zap.Int64("epoch", l.epoch), zap.Error(err))
+			if ctx.Err() != nil {
+				// Stopping, not lost: the lock is still ours, and stop
+				// releases it so the others take the shard at once.
+				return
 			}
+			s.log.Warn("lost a shard's lock", zap.Int("shard", sh), zap.Int64("epoch", l.epoch), zap.Error(err))
 			s.drop(ctx, held, sh, false)
 		}
 	}
