@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -97,8 +96,8 @@ type Server struct {
 	open   sync.WaitGroup // streams running off their handler (hijacked)
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
-	lost   atomic.Pointer[chan struct{}]
-	blocks Blocks // nil: nobody is blocked (SetBlocks)
+	lost   lostView       // ends the open streams when the view is lost
+	blocks Blocks         // nil: nobody is blocked (SetBlocks)
 
 	// seen, when set, counts open streams as signs of life (SetSeen).
 	seen *liveness.Tracker

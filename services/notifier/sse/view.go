@@ -2,6 +2,7 @@ package sse
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,16 +16,44 @@ import (
 // until the view is back). Call before serving.
 func (s *Server) SetView(w *view.Watcher) {
 	s.view = w
-	c := make(chan struct{})
-	s.lost.Store(&c)
+	s.lost.regain()
 }
 
 // viewLost is closed when the view stops being trusted (nil: never).
-func (s *Server) viewLost() <-chan struct{} {
-	if c := s.lost.Load(); c != nil {
-		return *c
+func (s *Server) viewLost() <-chan struct{} { return s.lost.current() }
+
+// lostView is the channel open streams watch: closed when the view is
+// lost, replaced by an open one once it is trusted again. Both the watcher
+// (at its interval) and the gate (on a request that found the view
+// trusted, which may be sooner) may replace it, so a stream opened right
+// after the view came back never watches the closed one.
+type lostView struct {
+	mu     sync.Mutex
+	c      chan struct{}
+	closed bool
+}
+
+func (l *lostView) current() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c // nil before SetView: never closed
+}
+
+func (l *lostView) lose() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil && !l.closed {
+		close(l.c)
+		l.closed = true
 	}
-	return nil
+}
+
+func (l *lostView) regain() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c == nil || l.closed {
+		l.c, l.closed = make(chan struct{}), false
+	}
 }
 
 // watchView ends the open streams when the view stops being trusted, until
@@ -35,22 +64,16 @@ func (s *Server) watchView(ctx context.Context) {
 	}
 	t := time.NewTicker(s.view.Interval())
 	defer t.Stop()
-	closed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ok, _ := s.view.Trusted()
-		switch {
-		case !ok && !closed:
-			close(*s.lost.Load())
-			closed = true
-		case ok && closed:
-			c := make(chan struct{})
-			s.lost.Store(&c)
-			closed = false
+		if ok, _ := s.view.Trusted(); ok {
+			s.lost.regain()
+		} else {
+			s.lost.lose()
 		}
 	}
 }
@@ -64,5 +87,7 @@ func (s *Server) gateView(c *gin.Context) {
 	}
 	if err := s.view.Confirm(c.Request.Context()); err != nil {
 		view.AbortWith(c, "the Redis view changed a moment ago: "+err.Error())
+		return
 	}
+	s.lost.regain() // trusted now: the watcher may not have seen it come back yet
 }
