@@ -105,6 +105,8 @@ type Op struct {
 	UserID    string
 	Partition int32
 	Offset    int64
+	// Window is a register's draw window (topics.RegistrationEvent.Window).
+	Window int64
 }
 
 // Outcome of applying one Op.
@@ -119,6 +121,8 @@ const (
 	Marked    Outcome = "MARKED"      // offset recorded, line unchanged
 	Ended     Outcome = "ENDED"       // an admission was ended (or had ended already)
 	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
+	PooledOne Outcome = "POOLED"      // pre-queued for its window's draw (Seq: the window)
+	LateOne   Outcome = "LATE"        // queued behind a pending draw (Seq: the offset)
 )
 
 // Result of applying one Op.
@@ -218,9 +222,10 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
-				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn},
+					part, off, op.TokenID, op.UserID, strconv.FormatInt(op.Window, 10))
 			case OpLeave:
-				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
 			case OpMark:
 				cmds[i] = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
@@ -303,6 +308,8 @@ const (
 	Completed State = "COMPLETED" // the admission was used and ended
 	Gone      State = "GONE"      // the admission expired
 	Rejected  State = "REJECTED"  // applied but never placed (sent to the DLQ)
+	Pooled    State = "POOLED"    // pre-queued: placed by its window's draw (Status.DrawAt)
+	Late      State = "LATE"      // queued behind a pending draw, placed right after it
 )
 
 // Status is where a token stands.
@@ -322,14 +329,17 @@ type Status struct {
 	// item's head read with it (when Waiting): every waiting seq is above the
 	// head, so the head's moves tell how the line moved (registration.Moved).
 	Seq, Head int64
-	TokenID   string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+	// DrawAt is the window (unix ms) of the draw that places a Pooled or
+	// Late token, InDraw how many that draw places (when Pooled or Late).
+	DrawAt, InDraw int64
+	TokenID        string // the user's live token (another of the user's tokens holds the place after a repeat registration)
 }
 
 // Status reads where the registration at (partition, offset) of user stands,
 // in one round trip.
 func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Pool, k.Late},
 		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
@@ -361,6 +371,8 @@ func (l *Line) Status(ctx context.Context, item, user string, partition int32, o
 		}
 	case Admitted:
 		s.ExpiresAtMs = a
+	case Pooled, Late:
+		s.DrawAt, s.InDraw = a, b
 	}
 	return s, nil
 }

@@ -1,0 +1,129 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/testenv"
+)
+
+func pooled(item, tok, user string, off, window int64) queue.Op {
+	op := reg(item, tok, user, off)
+	op.Window = window
+	return op
+}
+
+// A pre-queue: pooled registers wait for the draw, a register without a
+// window after the sale opened queues behind it, the draw places the pool in
+// the seed's order (chunked: more than DrawChunk people) and then the late
+// ones in record order; a second draw of the window changes nothing.
+func TestDrawPlacesThePoolInSeedOrderThenTheLateOnes(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	const item, window, n = "d1", int64(1_000_000), 2500
+	var ops []queue.Op
+	var ids []string
+	for i := range n {
+		tok := fmt.Sprintf("t%04d", i)
+		ids = append(ids, tok)
+		ops = append(ops, pooled(item, tok, "u"+tok, int64(i), window))
+	}
+	ops = append(ops, reg(item, "late1", "ul1", n), reg(item, "late2", "ul2", n+1),
+		pooled(item, "dupe", "ut0007", n+2, window), // a second token of a pooled user
+		pooled(item, "left", "uleft", n+3, window),
+		queue.Op{Kind: queue.OpLeave, ItemID: item, TokenID: "left", UserID: "uleft", Offset: n + 4})
+	res, err := l.Apply(ctx, ops)
+	require.NoError(t, err)
+	require.Equal(t, queue.PooledOne, res[0].Outcome)
+	require.Equal(t, queue.LateOne, res[n].Outcome)
+	require.Equal(t, queue.Duplicate, res[n+2].Outcome)
+	require.Equal(t, queue.Left, res[n+4].Outcome)
+
+	st, err := l.Status(ctx, item, "ut0001", 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, queue.Status{State: queue.Pooled, DrawAt: window, InDraw: n, TokenID: "t0001"}, st)
+	st, err = l.Status(ctx, item, "ul2", 0, n+1)
+	require.NoError(t, err)
+	require.Equal(t, queue.Status{State: queue.Late, DrawAt: window, InDraw: n, TokenID: "late2"}, st)
+	due, err := l.DueDraws(ctx, []string{item, "nothing"}, window-1)
+	require.NoError(t, err)
+	require.Empty(t, due, "the window has not closed")
+	due, err = l.DueDraws(ctx, []string{item, "nothing"}, window)
+	require.NoError(t, err)
+	require.Equal(t, []queue.DueDraw{{Item: item, Window: window}}, due)
+
+	root := draw.Root([]byte("k"), item, "s")
+	seed, err := draw.Seed(root, 3, 1)
+	require.NoError(t, err)
+	op := queue.DrawOp{ItemID: item, Offset: n + 5, Window: window, Round: 1, Seed: seed, Commit: draw.Commit(root, 3)}
+	dr, err := l.Draw(ctx, op)
+	require.NoError(t, err)
+	require.Equal(t, queue.DrawResult{Outcome: queue.Drawn, Placed: n, Late: 2}, dr)
+	want := slices.Clone(ids)
+	require.NoError(t, draw.Order(seed, want))
+	require.NotEqual(t, ids, want)
+	line, err := l.Waiting(ctx, item, 0)
+	require.NoError(t, err)
+	require.Equal(t, append(want, "late1", "late2"), line)
+
+	dr, err = l.Draw(ctx, op)
+	require.NoError(t, err)
+	require.Equal(t, queue.Replay, dr.Outcome)
+	op.Offset++
+	dr, err = l.Draw(ctx, op)
+	require.NoError(t, err)
+	require.Equal(t, queue.Stale, dr.Outcome)
+	w, r, c, err := l.LastDraw(ctx, item)
+	require.NoError(t, err)
+	require.Equal(t, []any{window, int64(1), op.Commit}, []any{w, r, c})
+
+	// After the draw: a register of the drawn window or none queues at the back.
+	res, err = l.Apply(ctx, []queue.Op{pooled(item, "after1", "ua1", n+7, window), reg(item, "after2", "ua2", n+8)})
+	require.NoError(t, err)
+	require.Equal(t, []queue.Outcome{queue.Added, queue.Added}, []queue.Outcome{res[0].Outcome, res[1].Outcome})
+}
+
+// A draw cut short (its first chunk applied, then a crash) resumes to the
+// same line.
+func TestDrawResumesToTheSameLine(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	const item, window, n = "d2", int64(5000), 1500
+	var ops []queue.Op
+	for i := range n {
+		ops = append(ops, pooled(item, fmt.Sprintf("t%d", i), fmt.Sprintf("u%d", i), int64(i), window))
+	}
+	_, err := l.Apply(ctx, ops)
+	require.NoError(t, err)
+	root := draw.Root([]byte("k"), item, "")
+	seed, _ := draw.Seed(root, 1, 1)
+	op := queue.DrawOp{ItemID: item, Offset: n, Window: window, Round: 1, Seed: seed, Commit: draw.Commit(root, 1)}
+
+	// What a crash after the first chunk leaves: its tokens placed, nothing recorded.
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("t%d", i))
+	}
+	require.NoError(t, draw.Order(seed, all))
+	k := queue.KeysFor(item)
+	for i, id := range all[:queue.DrawChunk] {
+		require.NoError(t, rdb.Incr(ctx, k.Seq).Err())
+		require.NoError(t, rdb.ZAdd(ctx, k.Waiting, redisZ(float64(i+1), id)).Err())
+		require.NoError(t, rdb.ZRem(ctx, k.Pool, id).Err())
+	}
+	dr, err := l.Draw(ctx, op)
+	require.NoError(t, err)
+	require.Equal(t, queue.DrawResult{Outcome: queue.Drawn, Placed: n - queue.DrawChunk}, dr)
+	line, err := l.Waiting(ctx, item, 0)
+	require.NoError(t, err)
+	require.Equal(t, all, line)
+}
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
