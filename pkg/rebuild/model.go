@@ -19,6 +19,9 @@ type token struct {
 	seq   int64
 	user  string
 	ended byte // 0 live, 'L' left, 'C' completed
+	// pool is the draw window of a pooled token, late the offset of one
+	// queued behind a pending draw (0: placed, seq set).
+	pool, late int64
 }
 
 // item is one item's line as the replay builds it.
@@ -31,6 +34,7 @@ type item struct {
 	registered bool              // a register record was applied: the item is active
 	epoch      int64             // highest leader epoch in its admission events
 	ticks      []tick            // its admission events, in topic order
+	fair                         // its pre-queue and draws (draw.go)
 }
 
 type tick struct {
@@ -136,6 +140,8 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 	}
 	it := m.item(ev.ItemID)
 	switch ev.Kind {
+	case topics.KindDraw:
+		m.draw(it, ev, partition, offset)
 	case topics.KindRegister:
 		it.applied[partition] = max(it.applied[partition], offset)
 		it.registered = true
@@ -146,6 +152,9 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 			if _, admitted := m.adm[it.id][ev.TokenID]; !admitted {
 				return // DUPLICATE: the same token is waiting
 			}
+		}
+		if it.waitsForDraw(ev.TokenID, ev.UserID, ev.Window, offset) {
+			return // POOLED or LATE
 		}
 		it.seq++
 		it.tokens[ev.TokenID] = &token{seq: it.seq, user: ev.UserID}
@@ -158,6 +167,7 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 		}
 		if t := it.tokens[cur]; t != nil {
 			t.ended = 'L'
+			it.unpool(t)
 		}
 		it.users[ev.UserID] = "!L" + cur
 	case topics.KindComplete:
@@ -199,6 +209,12 @@ type Line struct {
 	Active   bool
 	Paced    []string // "ms:n", oldest first: admissions of the last minute
 	Sum60    int64
+	// Pool (scored by window) and Late (scored by offset) wait for a draw;
+	// DrawnWindow, DrawnRound and DrawnCommit are the last draw (0: none).
+	Pool, Late  []Member
+	DrawnWindow int64
+	DrawnRound  int64
+	DrawnCommit string
 }
 
 // Member of a sorted set.
@@ -238,6 +254,14 @@ func (m *Model) Finish(now int64) Result {
 			if t.ended != 0 {
 				continue
 			}
+			if t.pool > 0 {
+				ln.Pool = append(ln.Pool, Member{tok, t.pool})
+				continue
+			}
+			if t.seq == 0 {
+				ln.Late = append(ln.Late, Member{tok, t.late})
+				continue
+			}
 			a, admitted := adm[tok]
 			if !admitted {
 				ln.Waiting = append(ln.Waiting, Member{tok, t.seq})
@@ -254,6 +278,12 @@ func (m *Model) Finish(now int64) Result {
 			}
 		}
 		sort.Slice(ln.Waiting, func(i, j int) bool { return ln.Waiting[i].Score < ln.Waiting[j].Score })
+		sort.Slice(ln.Late, func(i, j int) bool { return ln.Late[i].Score < ln.Late[j].Score })
+		sort.Slice(ln.Pool, func(i, j int) bool {
+			a, b := ln.Pool[i], ln.Pool[j]
+			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token
+		})
+		ln.DrawnWindow, ln.DrawnRound, ln.DrawnCommit = it.drawnWindow, it.drawnRound, it.drawnCommit
 		sort.Slice(ln.Admitted, func(i, j int) bool {
 			a, b := ln.Admitted[i], ln.Admitted[j]
 			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token

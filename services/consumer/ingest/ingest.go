@@ -75,6 +75,26 @@ func NewRegistrations(rdb redis.UniversalClient, items Items, dl DeadLetters, m 
 // the runner, which the applied-offset guard makes safe: while Redis is down
 // nothing is dead-lettered.
 func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
+	// A draw is applied alone, after the records before it and before those
+	// after it (draw.go).
+	for len(recs) > 0 {
+		d := firstDraw(recs)
+		if err := h.handle(ctx, partition, recs[:d]); err != nil {
+			return err
+		}
+		if d == len(recs) {
+			return nil
+		}
+		if err := h.draw(ctx, recs[d]); err != nil {
+			return err
+		}
+		recs = recs[d+1:]
+	}
+	return nil
+}
+
+// handle applies records none of which is a draw.
+func (h *Registrations) handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -169,7 +189,8 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 		case topics.KindComplete:
 			kind = queue.OpComplete
 		}
-		ops = append(ops, queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset})
+		ops = append(ops, queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset,
+			Window: ev.Window})
 		opRecord = append(opRecord, r)
 	}
 	return ops, opRecord, letters, nil
