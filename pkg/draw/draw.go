@@ -110,3 +110,8 @@ func Order(seed string, tokenIDs []string) error {
 	}
 	return nil
 }
+
+// DefaultRounds is the length of a new chain: a pre-queue and, in random
+// mode, a week of one-minute windows. Deriving a seed costs up to this many
+// hashes (a few milliseconds).
+const DefaultRounds = 10_000

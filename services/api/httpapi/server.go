@@ -124,6 +124,10 @@ type RegisterResponse struct {
 	Token     string `json:"token"`
 	StatusURL string `json:"statusUrl"`
 	EventsURL string `json:"eventsUrl"`
+	// DrawAt (unix ms) is when the draw that places a PRE_QUEUE registration
+	// is due; OpensAt the sale's opening, when it is scheduled.
+	DrawAt  int64 `json:"drawAt,omitempty"`
+	OpensAt int64 `json:"opensAt,omitempty"`
 }
 
 func (s *Server) register(c *gin.Context) {
@@ -156,8 +160,9 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, registration.RateLimited("user", wait))
 		return
 	}
-	if st, ok := s.items.Get(item); registration.Decide(item, st, ok) != nil {
-		registration.Abort(c, registration.Decide(item, st, ok))
+	it, known := s.items.Get(item)
+	if err := registration.Decide(item, it, known); err != nil {
+		registration.Abort(c, err)
 		return
 	}
 	user := req.UserID
@@ -168,6 +173,8 @@ func (s *Server) register(c *gin.Context) {
 		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
 		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c),
 	}
+	window, pre := registration.DrawWindow(it, time.UnixMilli(ev.RequestedAt))
+	ev.Window = window
 	rec, ok := s.produce(c, &ev)
 	if !ok {
 		return
@@ -182,6 +189,9 @@ func (s *Server) register(c *gin.Context) {
 	resp := RegisterResponse{
 		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
 		StatusURL: base, EventsURL: base + "/events",
+	}
+	if pre {
+		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, it.OpensAt
 	}
 	writeJSON(c, http.StatusAccepted, resp.appendJSON)
 }
@@ -227,6 +237,10 @@ type StatusResponse struct {
 	// PollAfterMs is when to read the status again (registration.PollAfter),
 	// also sent as Retry-After in seconds; absent once it cannot change.
 	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
+	// DrawAt (unix ms) is when the draw that places a PRE_QUEUE registration
+	// is due, InDraw how many it places so far.
+	DrawAt int64 `json:"drawAt,omitempty"`
+	InDraw int64 `json:"inDraw,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context) {
@@ -267,7 +281,12 @@ func (s *Server) status(c *gin.Context) {
 		}
 		resp.AdmissionToken = tok
 	}
-	if d := registration.PollAfter(a); d > 0 {
+	d := registration.PollAfter(a)
+	if a.Status == registration.StatusPreQueue {
+		resp.DrawAt, resp.InDraw = a.DrawAt.UnixMilli(), a.InDraw
+		d = registration.PreQueuePollAfter(a.DrawAt, s.now())
+	}
+	if d > 0 {
 		resp.PollAfterMs = d.Milliseconds()
 		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 	}

@@ -8,6 +8,7 @@ import (
 // Event types a stream sends.
 const (
 	EventPending   = "pending"
+	EventPreQueue  = "pre_queue"
 	EventPosition  = "position"
 	EventAdmitted  = "admitted"
 	EventSoldOut   = "sold_out"
@@ -24,10 +25,10 @@ var eventOf = map[string]string{
 	registration.StatusAdmitted: EventAdmitted, registration.StatusSoldOut: EventSoldOut,
 	registration.StatusClosed: EventClosed, registration.StatusExpired: EventExpired,
 	registration.StatusLeft: EventLeft, registration.StatusCompleted: EventCompleted,
-	registration.StatusRejected: EventRejected,
+	registration.StatusRejected: EventRejected, registration.StatusPreQueue: EventPreQueue,
 }
 
-var eventTypes = []string{EventPending, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected}
+var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected}
 
 // Metrics of the notifier.
 type Metrics struct {

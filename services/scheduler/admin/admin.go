@@ -67,6 +67,7 @@ type Server struct {
 	replaying sync.Mutex
 
 	leading func() bool // this replica leads (WithLeader), for the console
+	drawKey []byte      // WithDrawKey: makes the draw commitments
 }
 
 // New returns a Server that accepts requests bearing token; an empty token
@@ -277,6 +278,13 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		return
 	}
 	next.V, next.ItemID, next.Version, next.UpdatedAt = topics.Version, item, cur.Version+1, s.now().UnixMilli()
+	ctx, cancel = context.WithTimeout(c.Request.Context(), callTimeout)
+	next, code, rerr := s.commit(ctx, next)
+	cancel()
+	if rerr != nil {
+		httpserver.Abort(c, code, rerr.Code, rerr.Message)
+		return
+	}
 	if err := next.Validate(); err != nil {
 		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
 		return

@@ -29,11 +29,14 @@ type Config struct {
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
-	View          view.Config
-	Kafka         config.Kafka
-	Redis         config.Redis
-	Log           config.Log
-	HTTP          config.HTTP
+	// DrawKey derives the draw seeds of pre-queues and random mode (the
+	// same on every replica; empty: such items cannot be scheduled).
+	DrawKey string `env:"WR_DRAW_KEY" secret:"true"`
+	View    view.Config
+	Kafka   config.Kafka
+	Redis   config.Redis
+	Log     config.Log
+	HTTP    config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -50,6 +53,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SCHEDULER_BURST must not be negative, not %s", c.Burst)
 	case c.MaxEventBytes != 0 && (c.MaxEventBytes < 1000 || c.MaxEventBytes > 1_000_000):
 		return fmt.Errorf("WR_SCHEDULER_MAX_EVENT_BYTES must be in 1000..1000000 (Kafka's default message size is 1 MB), not %d", c.MaxEventBytes)
+	case c.DrawKey != "" && len(c.DrawKey) < 16:
+		return errors.New("WR_DRAW_KEY must be at least 16 bytes")
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -85,7 +90,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
-	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards}, reg, log)
+	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
+		DrawKey: []byte(cfg.DrawKey)}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
@@ -96,7 +102,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
 	engine := httpserver.New(log, reg, ready)
-	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).Routes(engine)
+	admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithDrawKey([]byte(cfg.DrawKey)).WithKafka(base).WithLeader(s.Leading).Routes(engine)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
