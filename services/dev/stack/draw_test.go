@@ -1,0 +1,358 @@
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// adminPost changes item through the admin API (POST .../items/:itemId) and
+// returns the answer's body.
+func adminPost(t *testing.T, e *env, item, body string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.stack.SchedulerURLs[0]+"/internal/admin/v1/items/"+item, jsonBody(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := e.http.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	return b
+}
+
+// records reads every record of topic off the brokers, in partition order.
+func records(t *testing.T, e *env, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(e.kcl).ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s", topic)
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset < end {
+				out = append(out, r)
+				if r.Offset == end-1 {
+					delete(want, r.Partition)
+				}
+			}
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Partition < out[j].Partition || out[i].Partition == out[j].Partition && out[i].Offset < out[j].Offset
+	})
+	return out
+}
+
+// audit is this test's own recomputation of an item's line from the records
+// (not the consumer's code, nor pkg/draw): registrations pooled for a window
+// are placed by the first draw record of a window at or above theirs, in
+// ascending sha256(seed bytes || tokenId bytes); the others queue in record
+// order. It checks each revealed seed against the item's commitment on
+// waitroom.items: sha256 applied round times gives drawCommit.
+type audit struct {
+	line  []string           // placed, in order
+	pool  map[string]int64   // tokenId -> window, not drawn yet
+	late  []string           // waiting for a pending draw, in record order
+	draws []auditDraw        // the draws applied, in record order
+	arriv map[string]int     // tokenId -> rank of arrival (record order)
+	users map[string]bool    // users holding a place or a pool entry
+	drawn map[string][]string // window -> the tokens it placed, in order
+}
+
+type auditDraw struct {
+	Window, Round int64
+	Seed, Commit  string
+}
+
+func recompute(t *testing.T, e *env, item string) *audit {
+	t.Helper()
+	var commit string
+	for _, r := range records(t, e, topics.Items) {
+		var s struct {
+			ItemID     string `json:"itemId"`
+			DrawCommit string `json:"drawCommit"`
+		}
+		if string(r.Key) == item && json.Unmarshal(r.Value, &s) == nil && s.DrawCommit != "" {
+			commit = s.DrawCommit
+		}
+	}
+	require.NotEmpty(t, commit, "the item's draw commitment is on %s", topics.Items)
+	a := &audit{pool: map[string]int64{}, arriv: map[string]int{}, users: map[string]bool{}, drawn: map[string][]string{}}
+	var lastWindow int64
+	for _, r := range records(t, e, topics.Registrations) {
+		if string(r.Key) != item {
+			continue
+		}
+		var ev struct {
+			Kind    string `json:"kind"`
+			TokenID string `json:"tokenId"`
+			UserID  string `json:"userId"`
+			Window  int64  `json:"window"`
+			Draw    *auditDraw
+		}
+		require.NoError(t, json.Unmarshal(r.Value, &ev))
+		switch ev.Kind {
+		case "register":
+			require.False(t, a.users[ev.UserID], "this test registers each user once")
+			a.users[ev.UserID] = true
+			a.arriv[ev.TokenID] = len(a.arriv)
+			switch {
+			case ev.Window > lastWindow:
+				a.pool[ev.TokenID] = ev.Window
+			case len(a.late) > 0 || ev.Window == 0 && len(a.pool) > 0:
+				a.late = append(a.late, ev.TokenID)
+			default:
+				a.line = append(a.line, ev.TokenID)
+			}
+		case "draw":
+			d := *ev.Draw
+			if d.Window <= lastWindow {
+				continue // a second copy of a draw
+			}
+			require.Equal(t, commit, d.Commit, "the draw reveals a seed of the committed chain")
+			h, err := hex.DecodeString(d.Seed)
+			require.NoError(t, err)
+			for range d.Round {
+				s := sha256.Sum256(h)
+				h = s[:]
+			}
+			require.Equal(t, commit, hex.EncodeToString(h), "sha256^%d(seed) is the commitment", d.Round)
+			seed, _ := hex.DecodeString(d.Seed)
+			type keyed struct {
+				k  []byte
+				id string
+			}
+			var ks []keyed
+			for tok, w := range a.pool {
+				if w <= d.Window {
+					k := sha256.Sum256(append(append([]byte{}, seed...), tok...))
+					ks = append(ks, keyed{k[:], tok})
+				}
+			}
+			sort.Slice(ks, func(i, j int) bool {
+				if c := bytes.Compare(ks[i].k, ks[j].k); c != 0 {
+					return c < 0
+				}
+				return ks[i].id < ks[j].id
+			})
+			var placed []string
+			for _, k := range ks {
+				placed = append(placed, k.id)
+				delete(a.pool, k.id)
+			}
+			a.drawn[fmt.Sprint(d.Window)] = placed
+			a.line = append(a.line, placed...)
+			if len(a.pool) == 0 {
+				a.line = append(a.line, a.late...)
+				a.late = nil
+			}
+			lastWindow = d.Window
+			a.draws = append(a.draws, d)
+		case "leave": // a probe that came before the api knew of the sale
+			delete(a.pool, ev.TokenID)
+			a.line = slices.DeleteFunc(a.line, func(id string) bool { return id == ev.TokenID })
+			a.late = slices.DeleteFunc(a.late, func(id string) bool { return id == ev.TokenID })
+			delete(a.users, ev.UserID)
+		default:
+			t.Fatalf("this test publishes no %s record", ev.Kind)
+		}
+	}
+	return a
+}
+
+// spearman is the rank correlation of the draw order of ids with their
+// arrival order: near 0 for a draw independent of arrival.
+func spearman(ids []string, arrival map[string]int) float64 {
+	type pair struct{ drawn, arrived int }
+	ps := make([]pair, len(ids))
+	for i, id := range ids {
+		ps[i] = pair{drawn: i, arrived: arrival[id]}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].arrived < ps[j].arrived })
+	n := float64(len(ps))
+	var d2 float64
+	for rank, p := range ps {
+		d := float64(p.drawn - rank)
+		d2 += d * d
+	}
+	return 1 - 6*d2/(n*(n*n-1))
+}
+
+// The issue's pre-queue: a sale scheduled through the admin API (which
+// commits it to a hash chain on waitroom.items); 2,000 registrations from 20
+// concurrent clients before opensAt, each answered PRE_QUEUE with the
+// countdown; at opensAt the scheduler reveals the seed and the line is the
+// permutation this test recomputes on its own from the records; it is not
+// the arrival order; registrations after opensAt are behind all of them; a
+// rebuild of the view gives the same line; admission then follows it.
+func TestPreQueueDrawIsRecomputableFromTheRecords(t *testing.T) {
+	const sale, clients, per = "sale", 20, 100
+	e := newEnv(t, item(sale))
+	e.start()
+	opensAt := time.Now().Add(20 * time.Second).UnixMilli()
+	adminPost(t, e, sale, fmt.Sprintf(`{"opensAt":%d}`, opensAt))
+
+	// Wait until the api knows the sale is scheduled: a probe answered
+	// QUEUED (the api had the old state) leaves again.
+	probe := 0
+	require.Eventually(t, func() bool {
+		probe++
+		r, _ := e.register(sale, fmt.Sprintf("probe%d", probe))
+		if r.Status == "PRE_QUEUE" {
+			return true
+		}
+		a := e.do(http.MethodDelete, "/api/v1/items/"+sale+"/registrations/"+r.Token, nil)
+		require.Equal(t, http.StatusAccepted, a.Code)
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+
+	var mu sync.Mutex
+	var regs []token.Queue
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				if c == 0 && i == 0 {
+					continue // the probe is this client's first
+				}
+				r, q := e.register(sale, fmt.Sprintf("c%02d-u%03d", c, i))
+				require.Equal(t, "PRE_QUEUE", r.Status)
+				require.Equal(t, opensAt, r.DrawAt)
+				require.Equal(t, opensAt, r.OpensAt)
+				mu.Lock()
+				regs = append(regs, q)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Less(t, time.Now().UnixMilli(), opensAt, "the 2,000 registrations took longer than the countdown: raise it")
+
+	// Before the draw: a status answers PRE_QUEUE with the draw time and the
+	// size of the draw, and nobody has a place.
+	var st httpapi.StatusResponse
+	require.Eventually(t, func() bool {
+		a := e.do(http.MethodGet, "/api/v1/items/"+sale+"/registrations/"+e.tokenOf(regs[0]), nil)
+		require.Equal(t, http.StatusOK, a.Code)
+		a.decode(t, &st)
+		return st.InDraw == clients*per
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, "PRE_QUEUE", st.Status)
+	require.Equal(t, opensAt, st.DrawAt)
+	require.Positive(t, st.PollAfterMs)
+	ids, err := queue.New(e.rdb).Waiting(context.Background(), sale, 0)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+
+	// After opensAt: later arrivals.
+	time.Sleep(time.Until(time.UnixMilli(opensAt)))
+	const later = 30
+	for i := range later {
+		r, q := e.register(sale, fmt.Sprintf("later%02d", i))
+		require.Equal(t, "QUEUED", r.Status)
+		regs = append(regs, q)
+	}
+	line := e.waitLine(sale, clients*per+later)
+
+	a := recompute(t, e, sale)
+	require.Len(t, a.draws, 1)
+	require.Equal(t, opensAt, a.draws[0].Window)
+	require.Equal(t, int64(1), a.draws[0].Round)
+	require.Empty(t, a.pool)
+	require.Equal(t, a.line, line, "the live line is the recomputed one")
+	drawn := a.drawn[fmt.Sprint(opensAt)]
+	require.Len(t, drawn, clients*per)
+	require.ElementsMatch(t, drawn, line[:clients*per], "everyone registered before opensAt is ahead of every later arrival")
+	rho := spearman(drawn, a.arriv)
+	t.Logf("rank correlation of the draw with the arrival order: %.4f (n=%d)", rho, len(drawn))
+	require.Less(t, math.Abs(rho), 0.1, "the draw follows the arrival order") // 1/sqrt(n) ≈ 0.022: 0.1 is 4.5 sigma
+
+	// Once placed, a status answers the position.
+	st = e.status(sale, e.tokenOf(regs[0]))
+	require.Equal(t, "WAITING", st.Status)
+	pos := 0
+	for i, id := range line {
+		if id == regs[0].TokenID {
+			pos = i + 1
+		}
+	}
+	require.Equal(t, int64(pos), st.Position)
+
+	// A rebuild of the view from the topics gives the same line.
+	e.flushAll()
+	require.Eventually(t, func() bool {
+		m, ok, err := view.Read(context.Background(), e.rdb)
+		if err != nil || !ok || m.State != view.Ready {
+			return false
+		}
+		ids, err := queue.New(e.rdb).Waiting(context.Background(), sale, 0)
+		return err == nil && len(ids) == len(line)
+	}, 60*time.Second, 50*time.Millisecond, "the view is rebuilt")
+	rebuilt, err := queue.New(e.rdb).Waiting(context.Background(), sale, 0)
+	require.NoError(t, err)
+	require.Equal(t, line, rebuilt, "the rebuilt line is the drawn one")
+
+	// Admission follows the drawn order.
+	adminPut(t, e, sale, `{"ratePerSecond":5,"maxActive":3}`)
+	require.Eventually(t, func() bool {
+		s, code := e.seen(sale, e.tokenOfID(regs, line[0]))
+		return code == http.StatusOK && s.Status == "ADMITTED"
+	}, 30*time.Second, 50*time.Millisecond, "the first drawn is admitted first")
+	st = e.status(sale, e.tokenOfID(regs, line[len(line)-1]))
+	require.Equal(t, "WAITING", st.Status)
+}
+
+// tokenOf signs q's queue token again (the test holds the key).
+func (e *env) tokenOf(q token.Queue) string {
+	e.t.Helper()
+	tok, err := e.signer.IssueQueue(q, time.Hour)
+	require.NoError(e.t, err)
+	return tok
+}
+
+func (e *env) tokenOfID(regs []token.Queue, id string) string {
+	e.t.Helper()
+	for _, q := range regs {
+		if q.TokenID == id {
+			return e.tokenOf(q)
+		}
+	}
+	e.t.Fatalf("no registration holds token %s", id)
+	return ""
+}
