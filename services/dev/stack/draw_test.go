@@ -356,3 +356,71 @@ func (e *env) tokenOfID(regs []token.Queue, id string) string {
 	e.t.Fatalf("no registration holds token %s", id)
 	return ""
 }
+
+// Random mode end to end: registrations over several windows are each
+// answered PRE_QUEUE with their window's end; each window is drawn in turn
+// (consecutive rounds of one committed chain), placed behind the windows
+// before it, in the order this test recomputes from the records; over the
+// draws the order is not the arrival order.
+func TestRandomModeDrawsEachWindow(t *testing.T) {
+	const it = "lottery"
+	e := newEnv(t, item(it))
+	e.start()
+	adminPost(t, e, it, `{"mode":"random","drawWindowSeconds":1}`)
+	probe := 0
+	require.Eventually(t, func() bool {
+		probe++
+		r, _ := e.register(it, fmt.Sprintf("probe%d", probe))
+		if r.Status == "PRE_QUEUE" {
+			return true
+		}
+		a := e.do(http.MethodDelete, "/api/v1/items/"+it+"/registrations/"+r.Token, nil)
+		require.Equal(t, http.StatusAccepted, a.Code)
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+
+	var mu sync.Mutex
+	n := 1
+	var wg sync.WaitGroup
+	stop := time.Now().Add(5 * time.Second)
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				before := time.Now().UnixMilli()
+				r, _ := e.register(it, fmt.Sprintf("c%d-u%04d", c, i))
+				require.Equal(t, "PRE_QUEUE", r.Status)
+				require.Zero(t, r.OpensAt)
+				require.Greater(t, r.DrawAt, before, "the window ends after the registration")
+				require.Zero(t, r.DrawAt%1000, "windows of 1 s aligned to the epoch")
+				mu.Lock()
+				n++
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond) // a few hundred a second: the machine is shared
+			}
+		}()
+	}
+	wg.Wait()
+	line := e.waitLine(it, n)
+	a := recompute(t, e, it)
+	require.Equal(t, a.line, line, "the live line is the recomputed one")
+	require.GreaterOrEqual(t, len(a.draws), 4, "a draw per window")
+	var sum float64
+	k := 0
+	for i, d := range a.draws {
+		require.Equal(t, int64(i+1), d.Round, "consecutive rounds of the chain")
+		if i > 0 {
+			require.Greater(t, d.Window, a.draws[i-1].Window)
+		}
+		if ids := a.drawn[fmt.Sprint(d.Window)]; len(ids) >= 20 {
+			rho := spearman(ids, a.arriv)
+			t.Logf("window %d: %d drawn, rank correlation with arrival %.3f", d.Window, len(ids), rho)
+			require.Less(t, math.Abs(rho), 4/math.Sqrt(float64(len(ids)-1)), "window %d's draw follows the arrival order", d.Window)
+			sum += rho
+			k++
+		}
+	}
+	require.GreaterOrEqual(t, k, 3)
+	require.Less(t, math.Abs(sum/float64(k)), 0.2, "over the draws the order follows the arrival order")
+}
