@@ -135,6 +135,12 @@ type ItemView struct {
 	Seq                int64                  `json:"seq"`      // registrations accepted so far
 	AdmittedLastMinute int64                  `json:"admittedLastMinute"`
 	Active             bool                   `json:"active"` // in the scheduler's registry of live lines
+	// The scheduled sale and random mode's draws (see pkg/draw).
+	OpensAt           int64  `json:"opensAt,omitempty"`
+	DrawWindowSeconds int64  `json:"drawWindowSeconds,omitempty"`
+	DrawCommit        string `json:"drawCommit,omitempty"`
+	DrawRounds        int64  `json:"drawRounds,omitempty"`
+	DrawSalt          string `json:"drawSalt,omitempty"`
 }
 
 // ItemsResponse is the answer to GET .../items.
@@ -387,7 +393,8 @@ func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: !it.Policy.Admitting(),
 		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Version: it.Version, UpdatedAt: it.UpdatedAt,
 		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
-		Active: active,
+		Active:  active,
+		OpensAt: it.OpensAt, DrawWindowSeconds: it.DrawWindowSeconds, DrawCommit: it.DrawCommit, DrawRounds: it.DrawRounds, DrawSalt: it.DrawSalt,
 	}
 }
 

@@ -40,8 +40,9 @@ type env struct {
 
 // fakes replace a dependency of the admin server in one test.
 type fakes struct {
-	prod  admin.Producer
-	items admin.Items
+	prod    admin.Producer
+	items   admin.Items
+	drawKey []byte
 }
 
 func newEnv(t *testing.T, f fakes) *env {
@@ -69,7 +70,7 @@ func newEnv(t *testing.T, f fakes) *env {
 		items = f.items
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
-	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).Routes(engine)
+	admin.New(e.line, items, prod, token, log).WithDrawKey(f.drawKey).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
