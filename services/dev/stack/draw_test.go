@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,12 +86,12 @@ func records(t *testing.T, e *env, topic string) []*kgo.Record {
 // order. It checks each revealed seed against the item's commitment on
 // waitroom.items: sha256 applied round times gives drawCommit.
 type audit struct {
-	line  []string           // placed, in order
-	pool  map[string]int64   // tokenId -> window, not drawn yet
-	late  []string           // waiting for a pending draw, in record order
-	draws []auditDraw        // the draws applied, in record order
-	arriv map[string]int     // tokenId -> rank of arrival (record order)
-	users map[string]bool    // users holding a place or a pool entry
+	line  []string            // placed, in order
+	pool  map[string]int64    // tokenId -> window, not drawn yet
+	late  []string            // waiting for a pending draw, in record order
+	draws []auditDraw         // the draws applied, in record order
+	arriv map[string]int      // tokenId -> rank of arrival (record order)
+	users map[string]bool     // users holding a place or a pool entry
 	drawn map[string][]string // window -> the tokens it placed, in order
 }
 
@@ -423,4 +425,78 @@ func TestRandomModeDrawsEachWindow(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, k, 3)
 	require.Less(t, math.Abs(sum/float64(k)), 0.2, "over the draws the order follows the arrival order")
+}
+
+// The page through a scheduled sale in a real browser: a countdown while
+// the registration is pre-queued, then, once the sale opens and the draw
+// places everyone, the drawn position (the one the line holds), then the
+// admission. Screenshots of the countdown and the position are saved.
+func TestPreQueuePageInBrowser(t *testing.T) {
+	ctx := browser(t)
+	const it = "premiere"
+	e := newEnv(t, item(it))
+	e.start()
+	opensAt := time.Now().Add(12 * time.Second).UnixMilli()
+	adminPost(t, e, it, fmt.Sprintf(`{"opensAt":%d}`, opensAt))
+	require.Eventually(t, func() bool {
+		r, _ := e.register(it, "early-0")
+		if r.Status == "PRE_QUEUE" {
+			return true
+		}
+		e.do(http.MethodDelete, "/api/v1/items/"+it+"/registrations/"+r.Token, nil)
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+	for i := 1; i < 15; i++ {
+		r, _ := e.register(it, fmt.Sprintf("early-%d", i))
+		require.Equal(t, "PRE_QUEUE", r.Status)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/"+it+"/wait?userId=browser-user")))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "PRE_QUEUE"`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the page shows the pre-queue")
+	remaining := func() int {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("countdown").dataset.remaining || ""`))
+		require.NoError(t, err)
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "countdown %q", s)
+		return n
+	}
+	r1 := remaining()
+	require.Greater(t, r1, 0)
+	require.LessOrEqual(t, r1, 12)
+	visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("prequeue")).display === "block" &&
+		getComputedStyle(document.getElementById("position")).display === "none"`))
+	require.NoError(t, err)
+	require.True(t, visible, "the countdown shows, no position yet")
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond)
+	require.Less(t, remaining(), r1, "the countdown counts down")
+
+	// The sale opens: the page shows the drawn position, which is the line's.
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
+		chromedp.WithPollingTimeout(40*time.Second)))
+	require.NoError(t, err, "the page shows the position after the draw")
+	require.GreaterOrEqual(t, time.Now().UnixMilli(), opensAt)
+	line := e.waitLine(it, 16)
+	pos, err := chromedp.Run(ctx, chromedp.Text("#position"))
+	require.NoError(t, err)
+	n, err := strconv.Atoi(pos)
+	require.NoError(t, err, "position %q", pos)
+	var tok string
+	st := e.rdb.HGet(context.Background(), queue.KeysFor(it).Users, "browser-user").Val()
+	tok = st
+	require.Equal(t, tok, line[n-1], "the page's position is the browser's place in the drawn line")
+	shot2, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+
+	adminPut(t, e, it, `{"ratePerSecond":20,"maxActive":20}`)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "ADMITTED"`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err, "the page shows the admission")
+	t.Logf("screenshots: %s %s (drawn position %d of 16)", saveArtefact(t, "prequeue-countdown.png", shot),
+		saveArtefact(t, "prequeue-drawn.png", shot2), n)
 }
