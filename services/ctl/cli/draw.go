@@ -258,4 +258,3 @@ func (a *app) runDrawVerify(ctx context.Context, o *drawOpts) error {
 	}
 	return nil
 }
-

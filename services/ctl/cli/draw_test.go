@@ -77,3 +77,17 @@ func TestDrawVerify(t *testing.T) {
 	require.Equal(t, ExitFailure, code, "%s", out)
 	require.Contains(t, out, "NO: the seed does not hash to the commitment")
 }
+
+func TestParseOpensAt(t *testing.T) {
+	ms, err := parseOpensAt("2026-12-01T10:00:00Z")
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixMilli(), ms)
+	ms, err = parseOpensAt("0")
+	require.NoError(t, err)
+	require.Zero(t, ms)
+	_, err = parseOpensAt("tomorrow")
+	require.ErrorContains(t, err, "RFC 3339")
+	code, _, stderr := run(t, "items", "set", "x", "--opens-at", "-5", "--admin-token", "t")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, "--opens-at")
+}
