@@ -131,7 +131,7 @@ func pair(v []any) (string, int64, error) {
 // DueDraw is an item whose pool holds a window that has closed.
 type DueDraw struct {
 	Item   string
-	Window int64 // the pool's lowest window
+	Window int64 // the pool's latest window that has closed: the draw places every window up to it
 	// LastRound and LastCommit are of the item's last draw (0, "": none).
 	LastRound  int64
 	LastCommit string
@@ -143,7 +143,10 @@ type DueDraw struct {
 
 // DueDraws returns the items whose pool's lowest window is at or before
 // nowMs, with what a draw of it needs: one pipelined read of every item's
-// pool head, and one more of the due ones' last draw and commitment.
+// pool head, and one more of the due ones' latest closed window, last draw
+// and commitment. An item whose sale opens after nowMs (opensAt moved later
+// while people were pooled) is not due: its whole pre-queue is drawn at the
+// new opening.
 func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]DueDraw, error) {
 	heads := make([]*redis.ZSliceCmd, len(items))
 	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -164,13 +167,16 @@ func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]Due
 	if len(due) == 0 {
 		return nil, nil
 	}
+	latest := make([]*redis.ZSliceCmd, len(due))
 	drawn := make([]*redis.SliceCmd, len(due))
 	state := make([]*redis.SliceCmd, len(due))
+	now := strconv.FormatInt(nowMs, 10)
 	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, d := range due {
 			k := KeysFor(d.Item)
+			latest[i] = p.ZRevRangeByScoreWithScores(ctx, k.Pool, &redis.ZRangeBy{Min: "-inf", Max: now, Count: 1})
 			drawn[i] = p.HMGet(ctx, k.Drawn, "round", "commit")
-			state[i] = p.HMGet(ctx, k.State, "drawCommit", "drawRounds", "drawSalt")
+			state[i] = p.HMGet(ctx, k.State, "drawCommit", "drawRounds", "drawSalt", "opensAt")
 		}
 		return nil
 	})
@@ -178,15 +184,23 @@ func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]Due
 		return nil, fmt.Errorf("read draws: %w", err)
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
-	for i := range due {
-		d, s := drawn[i].Val(), state[i].Val()
-		due[i].LastRound, _ = strconv.ParseInt(str(d[0]), 10, 64)
-		due[i].LastCommit = str(d[1])
-		due[i].Commit = str(s[0])
-		due[i].Rounds, _ = strconv.ParseInt(str(s[1]), 10, 64)
-		due[i].Salt = str(s[2])
+	out := due[:0]
+	for i, d := range due {
+		dr, s := drawn[i].Val(), state[i].Val()
+		if opens, _ := strconv.ParseInt(str(s[3]), 10, 64); opens > nowMs {
+			continue
+		}
+		if z := latest[i].Val(); len(z) == 1 {
+			d.Window = max(d.Window, int64(z[0].Score))
+		}
+		d.LastRound, _ = strconv.ParseInt(str(dr[0]), 10, 64)
+		d.LastCommit = str(dr[1])
+		d.Commit = str(s[0])
+		d.Rounds, _ = strconv.ParseInt(str(s[1]), 10, 64)
+		d.Salt = str(s[2])
+		out = append(out, d)
 	}
-	return due, nil
+	return out, nil
 }
 
 // LastDraw is item's last draw: its window, round and commit (0, 0, "": none).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -11,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/topics"
 )
 
 func pooled(item, tok, user string, off, window int64) queue.Op {
@@ -57,6 +59,17 @@ func TestDrawPlacesThePoolInSeedOrderThenTheLateOnes(t *testing.T) {
 	due, err = l.DueDraws(ctx, []string{item, "nothing"}, window)
 	require.NoError(t, err)
 	require.Equal(t, []queue.DueDraw{{Item: item, Window: window}}, due)
+
+	// A sale moved later while people were pooled is not due before it opens.
+	_, err = l.ApplyItem(ctx, topics.ItemState{V: 1, ItemID: item, Name: item, Stock: -1, Enabled: true, Version: 1,
+		OpensAt: window + 500, DrawCommit: strings.Repeat("a", 64), DrawRounds: 3})
+	require.NoError(t, err)
+	due, err = l.DueDraws(ctx, []string{item}, window+499)
+	require.NoError(t, err)
+	require.Empty(t, due, "postponed")
+	due, err = l.DueDraws(ctx, []string{item}, window+500)
+	require.NoError(t, err)
+	require.Equal(t, []queue.DueDraw{{Item: item, Window: window, Commit: strings.Repeat("a", 64), Rounds: 3}}, due)
 
 	root := draw.Root([]byte("k"), item, "s")
 	seed, err := draw.Seed(root, 3, 1)
@@ -127,3 +140,16 @@ func TestDrawResumesToTheSameLine(t *testing.T) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// A scheduler that was away for several windows draws them in one: the
+// latest closed window, never one still open.
+func TestDueDrawTakesTheLatestClosedWindow(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	_, err := l.Apply(ctx, []queue.Op{pooled("w", "a", "ua", 0, 10), pooled("w", "b", "ub", 1, 20), pooled("w", "c", "uc", 2, 30)})
+	require.NoError(t, err)
+	due, err := l.DueDraws(ctx, []string{"w"}, 25)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	require.Equal(t, int64(20), due[0].Window)
+}
