@@ -497,6 +497,9 @@ func TestPreQueuePageInBrowser(t *testing.T) {
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "ADMITTED"`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err, "the page shows the admission")
+	transport, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
+	require.NoError(t, err)
+	require.Equal(t, "sse", transport, "the stream carried the pre-queue, the position and the admission")
 	t.Logf("screenshots: %s %s (drawn position %d of 16)", saveArtefact(t, "prequeue-countdown.png", shot),
 		saveArtefact(t, "prequeue-drawn.png", shot2), n)
 }
