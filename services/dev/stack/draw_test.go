@@ -228,22 +228,9 @@ func TestPreQueueDrawIsRecomputableFromTheRecords(t *testing.T) {
 	opensAt := time.Now().Add(20 * time.Second).UnixMilli()
 	adminPost(t, e, sale, fmt.Sprintf(`{"opensAt":%d}`, opensAt))
 
-	// Wait until the api knows the sale is scheduled: a probe answered
-	// QUEUED (the api had the old state) leaves again.
-	probe := 0
-	require.Eventually(t, func() bool {
-		probe++
-		r, _ := e.register(sale, fmt.Sprintf("probe%d", probe))
-		if r.Status == "PRE_QUEUE" {
-			return true
-		}
-		a := e.do(http.MethodDelete, "/api/v1/items/"+sale+"/registrations/"+r.Token, nil)
-		require.Equal(t, http.StatusAccepted, a.Code)
-		return false
-	}, 10*time.Second, 50*time.Millisecond)
+	regs := []token.Queue{e.firstPreQueued(sale, "c00-u000")} // the first of client 0's
 
 	var mu sync.Mutex
-	var regs []token.Queue
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Add(1)
@@ -251,7 +238,7 @@ func TestPreQueueDrawIsRecomputableFromTheRecords(t *testing.T) {
 			defer wg.Done()
 			for i := range per {
 				if c == 0 && i == 0 {
-					continue // the probe is this client's first
+					continue // registered above
 				}
 				r, q := e.register(sale, fmt.Sprintf("c%02d-u%03d", c, i))
 				require.Equal(t, "PRE_QUEUE", r.Status)
@@ -340,6 +327,30 @@ func TestPreQueueDrawIsRecomputableFromTheRecords(t *testing.T) {
 	require.Equal(t, "WAITING", st.Status)
 }
 
+// firstPreQueued registers user for item once the api knows the item takes
+// a pre-queue (the admin API answered; the api's item cache follows): a
+// registration answered QUEUED meanwhile (a probe user) leaves again.
+func (e *env) firstPreQueued(item, user string) token.Queue {
+	e.t.Helper()
+	var q token.Queue
+	probe := 0
+	require.Eventually(e.t, func() bool {
+		probe++
+		r, _ := e.register(item, fmt.Sprintf("probe%d", probe))
+		if r.Status != "PRE_QUEUE" {
+			a := e.do(http.MethodDelete, "/api/v1/items/"+item+"/registrations/"+r.Token, nil)
+			require.Equal(e.t, http.StatusAccepted, a.Code)
+			return false
+		}
+		a := e.do(http.MethodDelete, "/api/v1/items/"+item+"/registrations/"+r.Token, nil)
+		require.Equal(e.t, http.StatusAccepted, a.Code)
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+	r, q := e.register(item, user)
+	require.Equal(e.t, "PRE_QUEUE", r.Status)
+	return q
+}
+
 // tokenOf signs q's queue token again (the test holds the key).
 func (e *env) tokenOf(q token.Queue) string {
 	e.t.Helper()
@@ -369,17 +380,7 @@ func TestRandomModeDrawsEachWindow(t *testing.T) {
 	e := newEnv(t, item(it))
 	e.start()
 	adminPost(t, e, it, `{"mode":"random","drawWindowSeconds":1}`)
-	probe := 0
-	require.Eventually(t, func() bool {
-		probe++
-		r, _ := e.register(it, fmt.Sprintf("probe%d", probe))
-		if r.Status == "PRE_QUEUE" {
-			return true
-		}
-		a := e.do(http.MethodDelete, "/api/v1/items/"+it+"/registrations/"+r.Token, nil)
-		require.Equal(t, http.StatusAccepted, a.Code)
-		return false
-	}, 10*time.Second, 50*time.Millisecond)
+	e.firstPreQueued(it, "first")
 
 	var mu sync.Mutex
 	n := 1
@@ -438,14 +439,7 @@ func TestPreQueuePageInBrowser(t *testing.T) {
 	e.start()
 	opensAt := time.Now().Add(12 * time.Second).UnixMilli()
 	adminPost(t, e, it, fmt.Sprintf(`{"opensAt":%d}`, opensAt))
-	require.Eventually(t, func() bool {
-		r, _ := e.register(it, "early-0")
-		if r.Status == "PRE_QUEUE" {
-			return true
-		}
-		e.do(http.MethodDelete, "/api/v1/items/"+it+"/registrations/"+r.Token, nil)
-		return false
-	}, 10*time.Second, 50*time.Millisecond)
+	e.firstPreQueued(it, "early-0")
 	for i := 1; i < 15; i++ {
 		r, _ := e.register(it, fmt.Sprintf("early-%d", i))
 		require.Equal(t, "PRE_QUEUE", r.Status)
