@@ -153,3 +153,32 @@ func TestDueDrawTakesTheLatestClosedWindow(t *testing.T) {
 	require.Len(t, due, 1)
 	require.Equal(t, int64(20), due[0].Window)
 }
+
+// BenchmarkDraw100k places a pre-queue of 100,000 (pooled first, not
+// timed): the read of the pool, the sort by the seed and 100 chunked script
+// calls. Run with -benchtime=1x.
+func BenchmarkDraw100k(b *testing.B) {
+	ctx := context.Background()
+	rdb := testenv.Redis(b)
+	l := queue.New(rdb)
+	const n = 100_000
+	root := draw.Root([]byte("k"), "big", "")
+	seed, _ := draw.Seed(root, 1, 1)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		item := fmt.Sprintf("big%d", i)
+		ops := make([]queue.Op, n)
+		for j := range ops {
+			ops[j] = pooled(item, fmt.Sprintf("tok-%07d", j), fmt.Sprintf("u%07d", j), int64(j), 1000)
+		}
+		if _, err := l.Apply(ctx, ops); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := l.Draw(ctx, queue.DrawOp{ItemID: item, Offset: n, Window: 1000, Round: 1, Seed: seed, Commit: draw.Commit(root, 1)})
+		if err != nil || res.Placed != n {
+			b.Fatalf("draw: %+v %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "placed/s")
+}
