@@ -1,6 +1,8 @@
 -- draw_finish: after a draw's pooled registrations are placed, place the late
--- ones (queued behind the draw, in record order) once nobody is left in the
--- pool, then record the draw and its offset.
+-- ones (in record order) once every window that was pooled when they began to
+-- queue (drawn.lateAfter) is drawn, then record the draw and its offset.
+-- Windows pooled after that (random mode switched on meanwhile) come behind
+-- them, so the late ones never wait for ever.
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
 -- KEYS[2] wr:{item}:drawn     HASH window, round, commit of the last draw
 -- KEYS[3] wr:{item}:pool      ZSET tokenId scored by draw window
@@ -34,7 +36,8 @@ if not seq or seq ~= math.floor(seq) then
 end
 redis.call('ZCARD', KEYS[6])
 local moved = 0
-if redis.call('ZCARD', KEYS[3]) == 0 then
+local lateAfter = redis.call('HGET', KEYS[2], 'lateAfter') or '+inf'
+if redis.call('ZCOUNT', KEYS[3], '-inf', lateAfter) == 0 then
   local late = redis.call('ZRANGE', KEYS[4], 0, 999)
   for _, tok in ipairs(late) do
     seq = redis.call('INCR', KEYS[5])

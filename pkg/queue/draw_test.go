@@ -182,3 +182,32 @@ func BenchmarkDraw100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "placed/s")
 }
+
+// Late ones wait for the windows pooled when they began to queue, not for
+// windows pooled after (random mode switched on meanwhile), so they never
+// wait for ever behind a pool that keeps filling.
+func TestLateOnesWaitOnlyForTheWindowsBeforeThem(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	root := draw.Root([]byte("k"), "m", "")
+	commit := draw.Commit(root, 3)
+	s1, _ := draw.Seed(root, 3, 1)
+	s2, _ := draw.Seed(root, 3, 2)
+	_, err := l.Apply(ctx, []queue.Op{
+		pooled("m", "p1", "u1", 0, 100), pooled("m", "p2", "u2", 1, 100),
+		reg("m", "late1", "u3", 2), // the sale opened, the draw is pending
+		pooled("m", "r1", "u4", 3, 200),
+		reg("m", "late2", "u5", 4),
+	})
+	require.NoError(t, err)
+	dr, err := l.Draw(ctx, queue.DrawOp{ItemID: "m", Offset: 5, Window: 100, Round: 1, Seed: s1, Commit: commit})
+	require.NoError(t, err)
+	require.Equal(t, queue.DrawResult{Outcome: queue.Drawn, Placed: 2, Late: 2}, dr)
+	_, err = l.Draw(ctx, queue.DrawOp{ItemID: "m", Offset: 6, Window: 200, Round: 2, Seed: s2, Commit: commit})
+	require.NoError(t, err)
+	line, err := l.Waiting(ctx, "m", 0)
+	require.NoError(t, err)
+	first := []string{"p1", "p2"}
+	require.NoError(t, draw.Order(s1, first))
+	require.Equal(t, append(first, "late1", "late2", "r1"), line)
+}

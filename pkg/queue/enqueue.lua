@@ -7,7 +7,8 @@
 -- KEYS[5] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[6] wr:{item}:pool      ZSET tokenId scored by draw window (pre-queued, not drawn yet)
 -- KEYS[7] wr:{item}:late      ZSET tokenId scored by offset (placed after the pending draw)
--- KEYS[8] wr:{item}:drawn     HASH window, round, commit of the last draw
+-- KEYS[8] wr:{item}:drawn     HASH window, round, commit of the last draw; lateAfter: the
+--                             highest pooled window when the late set last began
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
 -- ARGV[5] draw window of the register (unix ms; 0: first come, first served)
 -- Returns {outcome, seq, tokenId}: ADDED with the new seq; DUPLICATE with the live
@@ -63,7 +64,13 @@ if window > drawn then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   return {'POOLED', window, ARGV[3]}
 end
-if redis.call('ZCARD', KEYS[7]) > 0 or (window == 0 and redis.call('ZCARD', KEYS[6]) > 0) then
+local lateNow = redis.call('ZCARD', KEYS[7])
+if lateNow > 0 or (window == 0 and redis.call('ZCARD', KEYS[6]) > 0) then
+  if lateNow == 0 then
+    -- The late ones queue behind every window pooled so far (draw_finish.lua).
+    local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+    redis.call('HSET', KEYS[8], 'lateAfter', top[2])
+  end
   redis.call('ZADD', KEYS[7], tonumber(ARGV[2]), ARGV[3])
   redis.call('HSET', KEYS[2], ARGV[4], ARGV[3])
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])

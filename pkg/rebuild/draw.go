@@ -15,6 +15,9 @@ type fair struct {
 	drawnWindow int64
 	drawnRound  int64
 	drawnCommit string
+	// lateAfter is the highest pooled window when the late ones last began
+	// to queue: they are placed once every window up to it is drawn (0: never set).
+	lateAfter int64
 }
 
 // waitsForDraw pools or queues-late a new register as enqueue.lua does, and
@@ -25,6 +28,14 @@ func (it *item) waitsForDraw(tok, user string, window, offset int64) bool {
 		it.tokens[tok] = &token{user: user, pool: window}
 		it.pooled++
 	case it.lateLive > 0 || window == 0 && it.pooled > 0:
+		if it.lateLive == 0 {
+			it.lateAfter = 0
+			for _, t := range it.tokens {
+				if t.ended == 0 && t.pool > 0 {
+					it.lateAfter = max(it.lateAfter, t.pool)
+				}
+			}
+		}
 		it.tokens[tok] = &token{user: user, late: offset}
 		it.late = append(it.late, tok)
 		it.lateLive++
@@ -49,7 +60,7 @@ func (it *item) unpool(t *token) {
 // to its commitment, or a round of the chain drawn already, is dead-lettered
 // (offset only); a window drawn already changes nothing; else the pooled
 // tokens of windows up to the draw's take seqs in the seed's order, then,
-// once nobody is pooled, the late ones in record order.
+// once no window up to lateAfter is pooled, the late ones in record order.
 func (m *Model) draw(it *item, ev *topics.RegistrationEvent, partition int32, offset int64) {
 	it.applied[partition] = max(it.applied[partition], offset)
 	d := ev.Draw
@@ -74,7 +85,7 @@ func (m *Model) draw(it *item, ev *topics.RegistrationEvent, partition int32, of
 		t.seq, t.pool = it.seq, 0
 		it.pooled--
 	}
-	if it.pooled == 0 {
+	if !it.pooledUpTo(it.lateAfter) {
 		for _, tok := range it.late {
 			if t := it.tokens[tok]; t.ended == 0 && t.seq == 0 {
 				it.seq++
@@ -84,4 +95,17 @@ func (m *Model) draw(it *item, ev *topics.RegistrationEvent, partition int32, of
 		it.late, it.lateLive = nil, 0
 	}
 	it.drawnWindow, it.drawnRound, it.drawnCommit = d.Window, d.Round, d.Commit
+}
+
+// pooledUpTo reports a live pooled token of a window up to w (w 0: any).
+func (it *item) pooledUpTo(w int64) bool {
+	if it.pooled == 0 {
+		return false
+	}
+	for _, t := range it.tokens {
+		if t.ended == 0 && t.pool > 0 && (w == 0 || t.pool <= w) {
+			return true
+		}
+	}
+	return false
 }

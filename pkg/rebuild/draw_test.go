@@ -77,3 +77,41 @@ func TestRebuildReproducesADraw(t *testing.T) {
 		t.Fatalf("the scenario left no pool, late or draw to compare: %v", before)
 	}
 }
+
+// Late ones queued behind a pre-queue while random mode's windows keep
+// pooling: placed after the pre-queue's draw, before the later windows; the
+// rebuild agrees at every step.
+func TestRebuildReproducesLateOnesBetweenWindows(t *testing.T) {
+	w := newWorld(t)
+	w.item("m", 0, 60)
+	root := draw.Root([]byte("k"), "m", "")
+	commit := draw.Commit(root, 3)
+	s1, _ := draw.Seed(root, 3, 1)
+	for i := range 20 {
+		w.pooled("m", "p"+strconv.Itoa(i), "tp"+strconv.Itoa(i), 100)
+	}
+	w.reg(topics.KindRegister, "m", "l1", "tl1")
+	w.pooled("m", "r1", "tr1", 200)
+	w.reg(topics.KindRegister, "m", "l2", "tl2")
+	before := w.snapshot("m")
+	w.rdb.FlushAll(w.ctx)
+	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, before, w.snapshot("m"))
+	w.draw("m", 100, 1, s1, commit)
+	w.promote("m", 3, time.Now()) // rate 0: nobody admitted, the pace kept as a rebuild writes it
+	line, err := w.line.Waiting(w.ctx, "m", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(line) != 22 || line[20] != "tl1" || line[21] != "tl2" {
+		t.Fatalf("the late ones are not right behind the pre-queue's draw: %v", line)
+	}
+	before = w.snapshot("m")
+	w.rdb.FlushAll(w.ctx)
+	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, before, w.snapshot("m"))
+}

@@ -215,6 +215,7 @@ type Line struct {
 	DrawnWindow int64
 	DrawnRound  int64
 	DrawnCommit string
+	LateAfter   int64
 }
 
 // Member of a sorted set.
@@ -283,7 +284,7 @@ func (m *Model) Finish(now int64) Result {
 			a, b := ln.Pool[i], ln.Pool[j]
 			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token
 		})
-		ln.DrawnWindow, ln.DrawnRound, ln.DrawnCommit = it.drawnWindow, it.drawnRound, it.drawnCommit
+		ln.DrawnWindow, ln.DrawnRound, ln.DrawnCommit, ln.LateAfter = it.drawnWindow, it.drawnRound, it.drawnCommit, it.lateAfter
 		sort.Slice(ln.Admitted, func(i, j int) bool {
 			a, b := ln.Admitted[i], ln.Admitted[j]
 			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token

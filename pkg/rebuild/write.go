@@ -129,6 +129,11 @@ func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) (rerr
 			return err
 		}
 	}
+	if ln.LateAfter > 0 {
+		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Drawn, "lateAfter", itoa(ln.LateAfter)) }, 2); err != nil {
+			return err
+		}
+	}
 	// The users map goes over a second connection meanwhile: the client's
 	// encoding and the round trips overlap with the sorted sets'.
 	if err := w.flush(); err != nil { // the DEL above goes first

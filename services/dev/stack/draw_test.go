@@ -82,8 +82,9 @@ func records(t *testing.T, e *env, topic string) []*kgo.Record {
 // audit is this test's own recomputation of an item's line from the records
 // (not the consumer's code, nor pkg/draw): registrations pooled for a window
 // are placed by the first draw record of a window at or above theirs, in
-// ascending sha256(seed bytes || tokenId bytes); the others queue in record
-// order. It checks each revealed seed against the item's commitment on
+// ascending sha256(seed bytes || tokenId bytes); registrations without a
+// window while some are pooled queue behind the windows pooled then, in
+// record order; the others queue in record order. It checks each revealed seed against the item's commitment on
 // waitroom.items: sha256 applied round times gives drawCommit.
 type audit struct {
 	line  []string            // placed, in order
@@ -114,7 +115,7 @@ func recompute(t *testing.T, e *env, item string) *audit {
 	}
 	require.NotEmpty(t, commit, "the item's draw commitment is on %s", topics.Items)
 	a := &audit{pool: map[string]int64{}, arriv: map[string]int{}, users: map[string]bool{}, drawn: map[string][]string{}}
-	var lastWindow int64
+	var lastWindow, lateAfter int64
 	for _, r := range records(t, e, topics.Registrations) {
 		if string(r.Key) != item {
 			continue
@@ -136,6 +137,12 @@ func recompute(t *testing.T, e *env, item string) *audit {
 			case ev.Window > lastWindow:
 				a.pool[ev.TokenID] = ev.Window
 			case len(a.late) > 0 || ev.Window == 0 && len(a.pool) > 0:
+				if len(a.late) == 0 { // the late ones wait for every window pooled so far
+					lateAfter = 0
+					for _, w := range a.pool {
+						lateAfter = max(lateAfter, w)
+					}
+				}
 				a.late = append(a.late, ev.TokenID)
 			default:
 				a.line = append(a.line, ev.TokenID)
@@ -178,7 +185,11 @@ func recompute(t *testing.T, e *env, item string) *audit {
 			}
 			a.drawn[fmt.Sprint(d.Window)] = placed
 			a.line = append(a.line, placed...)
-			if len(a.pool) == 0 {
+			waits := false
+			for _, w := range a.pool {
+				waits = waits || w <= lateAfter
+			}
+			if !waits {
 				a.line = append(a.line, a.late...)
 				a.late = nil
 			}
