@@ -50,9 +50,9 @@ type DrawResult struct {
 
 // Draw applies a draw record: it reads the pool's registrations of windows up
 // to op.Window, orders them by the seed (pkg/draw.Order) and gives each a seq
-// in that order, DrawChunk per script call; then, once the windows pooled before them are drawn, the
-// late registrations in record order; then it records the draw and its
-// offset. Each chunk moves only tokens still pooled, and the order of the
+// in that order, DrawChunk per script call; then the late registrations in
+// record order, once the windows pooled before them are drawn; then it
+// records the draw and its offset. Each chunk moves only tokens still pooled, and the order of the
 // rest of a set is the rest of its order, so a draw cut short by a crash
 // resumes to the same line when the record comes again. The caller applies
 // no later record of the partition before Draw returned.
