@@ -160,6 +160,9 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 		if err == nil && string(r.Key) != ev.ItemID {
 			err = fmt.Errorf("%w: record key %q differs from itemId %q", topics.ErrInvalid, r.Key, ev.ItemID)
 		}
+		if err == nil && ev.Kind == topics.KindDraw { // Handle applies draws alone (firstDraw): never here
+			err = fmt.Errorf("draw record at offset %d reached the batch path", r.Offset)
+		}
 		if err == nil && ev.Kind == topics.KindRegister {
 			if _, ok := h.items.Get(ev.ItemID); !ok && !synced {
 				// The item may be newer than our cache: catch up once per batch before judging.
