@@ -146,12 +146,17 @@ type DueDraw struct {
 // pool head, and one more of the due ones' latest closed window, last draw
 // and commitment. An item whose sale opens after nowMs (opensAt moved later
 // while people were pooled) is not due: its whole pre-queue is drawn at the
-// new opening.
+// new opening. An item with late registrations whose windows were all left
+// (everyone pooled before them left) is due too, with Window the last of
+// those windows: a draw placing nobody, then them.
 func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]DueDraw, error) {
 	heads := make([]*redis.ZSliceCmd, len(items))
+	lates := make([]*redis.IntCmd, len(items))
 	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, it := range items {
-			heads[i] = p.ZRangeWithScores(ctx, KeysFor(it).Pool, 0, 0)
+			k := KeysFor(it)
+			heads[i] = p.ZRangeWithScores(ctx, k.Pool, 0, 0)
+			lates[i] = p.ZCard(ctx, k.Late)
 		}
 		return nil
 	})
@@ -159,9 +164,17 @@ func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]Due
 		return nil, fmt.Errorf("read pools: %w", err)
 	}
 	var due []DueDraw
+	head := map[string]int64{} // the pool's lowest window of a candidate (0: empty pool)
 	for i, h := range heads {
-		if z := h.Val(); len(z) == 1 && int64(z[0].Score) <= nowMs {
+		z := h.Val()
+		switch {
+		case len(z) == 1 && int64(z[0].Score) <= nowMs:
 			due = append(due, DueDraw{Item: items[i], Window: int64(z[0].Score)})
+		case lates[i].Val() > 0: // may be stranded: decided below
+			if len(z) == 1 {
+				head[items[i]] = int64(z[0].Score)
+			}
+			due = append(due, DueDraw{Item: items[i]})
 		}
 	}
 	if len(due) == 0 {
@@ -175,7 +188,7 @@ func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]Due
 		for i, d := range due {
 			k := KeysFor(d.Item)
 			latest[i] = p.ZRevRangeByScoreWithScores(ctx, k.Pool, &redis.ZRangeBy{Min: "-inf", Max: now, Count: 1})
-			drawn[i] = p.HMGet(ctx, k.Drawn, "round", "commit")
+			drawn[i] = p.HMGet(ctx, k.Drawn, "round", "commit", "lateAfter")
 			state[i] = p.HMGet(ctx, k.State, "drawCommit", "drawRounds", "drawSalt", "opensAt")
 		}
 		return nil
@@ -189,6 +202,13 @@ func (l *Line) DueDraws(ctx context.Context, items []string, nowMs int64) ([]Due
 		dr, s := drawn[i].Val(), state[i].Val()
 		if opens, _ := strconv.ParseInt(str(s[3]), 10, 64); opens > nowMs {
 			continue
+		}
+		if d.Window == 0 { // late ones: due only when no window before them is pooled any more
+			lateAfter, _ := strconv.ParseInt(str(dr[2]), 10, 64)
+			if h, pooled := head[d.Item]; lateAfter <= 0 || pooled && h <= lateAfter {
+				continue
+			}
+			d.Window = lateAfter // no pooled window is closed: the head is beyond nowMs
 		}
 		if z := latest[i].Val(); len(z) == 1 {
 			d.Window = max(d.Window, int64(z[0].Score))

@@ -211,3 +211,43 @@ func TestLateOnesWaitOnlyForTheWindowsBeforeThem(t *testing.T) {
 	require.NoError(t, draw.Order(s1, first))
 	require.Equal(t, append(first, "late1", "late2", "r1"), line)
 }
+
+// Everyone pooled before the late ones left: the late ones are not left
+// waiting for a draw that would never come; a draw of their window (placing
+// nobody) places them.
+func TestLateOnesStrandedByLeavesAreDue(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	root := draw.Root([]byte("k"), "s", "")
+	commit := draw.Commit(root, 2)
+	_, err := l.ApplyItem(ctx, topics.ItemState{V: 1, ItemID: "s", Name: "s", Stock: -1, Enabled: true, Version: 1,
+		OpensAt: 100, DrawCommit: commit, DrawRounds: 2})
+	require.NoError(t, err)
+	_, err = l.Apply(ctx, []queue.Op{
+		pooled("s", "p1", "u1", 0, 100),
+		reg("s", "late1", "u2", 1),
+		pooled("s", "r1", "u3", 2, 5000), // a later window, still open
+	})
+	require.NoError(t, err)
+	due, err := l.DueDraws(ctx, []string{"s"}, 150)
+	require.NoError(t, err)
+	require.Len(t, due, 1, "the pre-queue's window closed")
+	require.Equal(t, int64(100), due[0].Window)
+
+	_, err = l.Apply(ctx, []queue.Op{{Kind: queue.OpLeave, ItemID: "s", TokenID: "p1", UserID: "u1", Offset: 3}})
+	require.NoError(t, err)
+	due, err = l.DueDraws(ctx, []string{"s"}, 150)
+	require.NoError(t, err)
+	require.Len(t, due, 1, "the late one is due though its window is empty")
+	require.Equal(t, int64(100), due[0].Window)
+	seed, _ := draw.Seed(root, 2, 1)
+	dr, err := l.Draw(ctx, queue.DrawOp{ItemID: "s", Offset: 4, Window: due[0].Window, Round: 1, Seed: seed, Commit: commit})
+	require.NoError(t, err)
+	require.Equal(t, queue.DrawResult{Outcome: queue.Drawn, Placed: 0, Late: 1}, dr)
+	line, err := l.Waiting(ctx, "s", 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"late1"}, line)
+	due, err = l.DueDraws(ctx, []string{"s"}, 150)
+	require.NoError(t, err)
+	require.Empty(t, due, "nothing more until the next window closes")
+}
