@@ -194,6 +194,9 @@ type ItemState struct {
 	// opens (see Draw). Required with OpensAt or ModeRandom.
 	DrawCommit string `json:"drawCommit,omitempty"`
 	DrawRounds int64  `json:"drawRounds,omitempty"`
+	// DrawSalt is the public salt of the commitment (new with each), so a
+	// new chain never reuses an old root (pkg/draw.Root).
+	DrawSalt string `json:"drawSalt,omitempty"`
 	// IdleTimeoutSeconds (0: off) releases a waiting place whose holder
 	// neither polled nor held a stream for that long (status ABANDONED).
 	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
@@ -275,6 +278,8 @@ func (s *ItemState) Validate() error {
 		return fmt.Errorf("%w: drawWindowSeconds %d is not in 0..86400", ErrInvalid, s.DrawWindowSeconds)
 	case (s.OpensAt > 0 || s.Mode == ModeRandom) && (!isHex32(s.DrawCommit) || s.DrawRounds < 1 || s.DrawRounds > MaxDrawRounds):
 		return fmt.Errorf("%w: opensAt or random mode needs drawCommit (64 hex) and drawRounds in 1..%d", ErrInvalid, MaxDrawRounds)
+	case len(s.DrawSalt) > 64:
+		return fmt.Errorf("%w: drawSalt longer than 64 bytes", ErrInvalid)
 	case s.DrawCommit != "" && !isHex32(s.DrawCommit):
 		return fmt.Errorf("%w: drawCommit is not 64 hex characters", ErrInvalid)
 	case s.IdleTimeoutSeconds < 0 || s.IdleTimeoutSeconds > MaxIdleTimeoutSeconds:

@@ -34,6 +34,9 @@ type Entry struct {
 	Position int64 `json:"position,omitempty"`
 	// ExpiresAtMs is when an ADMITTED token's admission ends (unix ms).
 	ExpiresAtMs int64 `json:"expiresAtMs,omitempty"`
+	// Window is a POOLED token's draw window (unix ms); a LATE one waits
+	// for the pending draw.
+	Window int64 `json:"window,omitempty"`
 }
 
 // Snapshot is one item's line at one moment. Entries are sorted by token, so
@@ -98,7 +101,16 @@ func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.
 	if err != nil {
 		return nil, err
 	}
+	pool, err := zscan(ctx, rdb, k.Pool)
+	if err != nil {
+		return nil, err
+	}
+	late, err := zscan(ctx, rdb, k.Late)
+	if err != nil {
+		return nil, err
+	}
 	s.Entries = build(waiting, admitted, users, now.UnixMilli())
+	fair(s.Entries, pool, late)
 	s.Count = len(s.Entries)
 	return s, nil
 }
@@ -152,6 +164,22 @@ func build(waiting, admitted map[string]float64, users map[string]string, now in
 	out := slices.Collect(maps.Values(byToken))
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Token, b.Token) })
 	return out
+}
+
+// fair marks the entries of pre-queued tokens (pool) and of those queued
+// behind a pending draw (late), which build saw as GONE: no set it reads
+// holds them.
+func fair(entries []Entry, pool, late map[string]float64) {
+	for i, e := range entries {
+		if e.State != queue.Gone {
+			continue
+		}
+		if w, ok := pool[e.Token]; ok {
+			entries[i].State, entries[i].Window = queue.Pooled, int64(w)
+		} else if _, ok := late[e.Token]; ok {
+			entries[i].State = queue.Late
+		}
+	}
 }
 
 func compareFloat(a, b float64) int {
@@ -330,6 +358,8 @@ func (e Entry) describe() string {
 		s += fmt.Sprintf(" seq=%d position=%d", e.Seq, e.Position)
 	case queue.Admitted:
 		s += " expiresAt=" + time.UnixMilli(e.ExpiresAtMs).UTC().Format("2006-01-02T15:04:05.000Z")
+	case queue.Pooled:
+		s += fmt.Sprintf(" window=%d", e.Window)
 	}
 	if e.User == "" {
 		return s + " user=(none)"

@@ -174,3 +174,20 @@ func TestLargeLine(t *testing.T) {
 		require.Equal(t, linesnap.Entry{Token: fmt.Sprintf("t%06d", i), User: fmt.Sprint("u", i), State: queue.Waiting, Seq: int64(i + 1), Position: int64(i + 1)}, e)
 	}
 }
+
+func TestSnapshotOfAPreQueue(t *testing.T) {
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	ctx := context.Background()
+	_, err := l.Apply(ctx, []queue.Op{
+		{Kind: queue.OpRegister, ItemID: "sale", TokenID: "p1", UserID: "u1", Offset: 0, Window: 5000},
+		{Kind: queue.OpRegister, ItemID: "sale", TokenID: "l1", UserID: "u2", Offset: 1},
+	})
+	require.NoError(t, err)
+	s, err := linesnap.Take(ctx, rdb, "sale", time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, []linesnap.Entry{
+		{Token: "l1", User: "u2", State: queue.Late},
+		{Token: "p1", User: "u1", State: queue.Pooled, Window: 5000},
+	}, s.Entries)
+}

@@ -213,13 +213,13 @@ func BenchmarkApply1000(b *testing.B) {
 	})
 	b.Run("baseline", func(b *testing.B) {
 		k := queue.KeysFor("base")
-		keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}
+		keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn}
 		for i := 0; i < b.N; i++ {
 			ops := batch("base")
 			if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				p.SAdd(ctx, queue.ActiveItems, "base")
 				for _, op := range ops {
-					enqueue.EvalSha(ctx, p, keys, "0", strconv.FormatInt(op.Offset, 10), op.TokenID, op.UserID)
+					enqueue.EvalSha(ctx, p, keys, "0", strconv.FormatInt(op.Offset, 10), op.TokenID, op.UserID, "0")
 				}
 				return nil
 			}); err != nil {

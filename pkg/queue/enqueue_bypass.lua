@@ -8,6 +8,8 @@
 -- KEYS[5] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[6] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[7] wr:{item}:bypass    HASH code id -> uses so far
+-- KEYS[8] wr:{item}:pool      ZSET pre-queued tokenIds (a place: a duplicate)
+-- KEYS[9] wr:{item}:late      ZSET tokenIds queued behind a draw (a place: a duplicate)
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
 -- ARGV[5] code id    ARGV[6] the code's count (0: the code had expired when the record was made)
 -- Returns {outcome, seq, tokenId}: ADDED (a use counted; the token waits in
@@ -37,7 +39,12 @@ if cur and string.sub(cur, 1, 1) ~= '!' then
     end
   end
 end
-if not dup and redis.call('ZSCORE', KEYS[4], ARGV[3]) then
+if not dup and cur and string.sub(cur, 1, 1) ~= '!' and
+    (redis.call('ZSCORE', KEYS[8], cur) or redis.call('ZSCORE', KEYS[9], cur)) then
+  dup = {'DUPLICATE', 0, cur}
+end
+if not dup and (redis.call('ZSCORE', KEYS[4], ARGV[3]) or redis.call('ZSCORE', KEYS[8], ARGV[3]) or
+    redis.call('ZSCORE', KEYS[9], ARGV[3])) then
   dup = {'DUPLICATE', 0, ARGV[3]}
 end
 redis.call('ZSCORE', KEYS[5], ARGV[3]) -- type-checks the admitted set

@@ -26,6 +26,7 @@ func StateFields(s topics.ItemState) []any {
 		"drawWindowSeconds", strconv.FormatInt(s.DrawWindowSeconds, 10),
 		"drawCommit", s.DrawCommit,
 		"drawRounds", strconv.FormatInt(s.DrawRounds, 10),
+		"drawSalt", s.DrawSalt,
 		"idleTimeoutSeconds", strconv.FormatInt(s.IdleTimeoutSeconds, 10),
 		"powDifficulty", strconv.Itoa(s.PowDifficulty),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
@@ -85,6 +86,7 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	s.DrawWindowSeconds = opt("drawWindowSeconds", 64)
 	s.DrawCommit = m["drawCommit"]
 	s.DrawRounds = opt("drawRounds", 64)
+	s.DrawSalt = m["drawSalt"]
 	s.IdleTimeoutSeconds = opt("idleTimeoutSeconds", 64)
 	s.PowDifficulty = int(opt("powDifficulty", 32))
 	s.Enabled = m["enabled"] == "true"

@@ -4,6 +4,8 @@
 --                             "!C"..tokenId once the admission was completed)
 -- KEYS[3] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[4] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
+-- KEYS[5] wr:{item}:pool      ZSET pre-queued tokenIds (not drawn yet)
+-- KEYS[6] wr:{item}:late      ZSET tokenIds queued behind a pending draw
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
 -- Returns {outcome, 0, tokenId}: LEFT with the tokenId removed; NOT_IN_LINE when the
 -- user holds no place; REPLAY when the offset was applied before.
@@ -20,8 +22,12 @@ if not cur or string.sub(cur, 1, 1) == '!' then
 end
 redis.call('ZSCORE', KEYS[3], cur) -- type-check both sets before writing
 redis.call('ZSCORE', KEYS[4], cur)
+redis.call('ZSCORE', KEYS[5], cur)
+redis.call('ZSCORE', KEYS[6], cur)
 redis.call('ZREM', KEYS[3], cur)
 redis.call('ZREM', KEYS[4], cur)
+redis.call('ZREM', KEYS[5], cur)
+redis.call('ZREM', KEYS[6], cur)
 redis.call('HSET', KEYS[2], ARGV[4], '!L' .. cur)
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'LEFT', 0, cur}

@@ -118,6 +118,8 @@ type Op struct {
 	// Bypass, on a register, is the bypass code it used: the place is
 	// express (admitted at the next tick) while the code has uses left.
 	Bypass *BypassOp
+	// Window is a register's draw window (topics.RegistrationEvent.Window).
+	Window int64
 }
 
 // BypassOp is a bypass code's use: its id and how many registrations it
@@ -141,6 +143,8 @@ const (
 	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
 	Exhausted Outcome = "EXHAUSTED"   // a bypass register whose code had no use left: never placed
 	Released  Outcome = "ABANDONED"   // an idle waiting place was released (abandon)
+	PooledOne Outcome = "POOLED"      // pre-queued for its window's draw (Seq: the window)
+	LateOne   Outcome = "LATE"        // queued behind a pending draw (Seq: the offset)
 )
 
 // Result of applying one Op.
@@ -246,13 +250,14 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
 				if op.Bypass != nil {
-					cmds[i] = eval(enqueueBypassScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Express, k.Bypass},
+					cmds[i] = eval(enqueueBypassScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Express, k.Bypass, k.Pool, k.Late},
 						part, off, op.TokenID, op.UserID, op.Bypass.Code, strconv.FormatInt(op.Bypass.Count, 10))
 					break
 				}
-				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn},
+					part, off, op.TokenID, op.UserID, strconv.FormatInt(op.Window, 10))
 			case OpLeave:
-				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted}, part, off, op.TokenID, op.UserID)
+				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
 			case OpMark:
 				cmds[i] = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
@@ -340,6 +345,8 @@ const (
 	// Abandoned: the place was released after the item's idleTimeout
 	// without a sign of life (a poll or a stream).
 	Abandoned State = "ABANDONED"
+	Pooled    State = "POOLED"    // pre-queued: placed by its window's draw (Status.DrawAt)
+	Late      State = "LATE"      // queued behind a pending draw, placed right after it
 )
 
 // Status is where a token stands.
@@ -359,14 +366,17 @@ type Status struct {
 	// item's head read with it (when Waiting): every waiting seq is above the
 	// head, so the head's moves tell how the line moved (registration.Moved).
 	Seq, Head int64
-	TokenID   string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+	// DrawAt is the window (unix ms) of the draw that places a Pooled or
+	// Late token, InDraw how many that draw places (when Pooled or Late).
+	DrawAt, InDraw int64
+	TokenID        string // the user's live token (another of the user's tokens holds the place after a repeat registration)
 }
 
 // Status reads where the registration at (partition, offset) of user stands,
 // in one round trip.
 func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express, k.Pool, k.Late},
 		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
@@ -398,6 +408,8 @@ func (l *Line) Status(ctx context.Context, item, user string, partition int32, o
 		}
 	case Admitted:
 		s.ExpiresAtMs = a
+	case Pooled, Late:
+		s.DrawAt, s.InDraw = a, b
 	}
 	return s, nil
 }

@@ -8,6 +8,8 @@
 -- KEYS[6] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[7] wr:{item}:head      STRING highest seq admitted so far
 -- KEYS[8] wr:{item}:express   ZSET waiting places of bypass codes (admitted at the next tick)
+-- KEYS[9] wr:{item}:pool      ZSET pre-queued tokenIds scored by draw window
+-- KEYS[10] wr:{item}:late     ZSET tokenIds queued behind a pending draw
 -- ARGV[1] userId  ARGV[2] partition  ARGV[3] offset (of the token's record)
 -- Returns {state, a, b, tokenId}:
 --   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token (only these
@@ -16,6 +18,8 @@
 --            the token's seq and the item's head (all read at once: the api
 --            answers later reads from memory by how far the head moved)
 --   ADMITTED a=expiry ms (may be past: expired)   tokenId=the user's live token
+--   POOLED   a=the draw's window (unix ms) b=how many are in that draw  tokenId=the live token
+--   LATE     a=the pending draw's window  b=how many are in it  tokenId=the live token
 --   PENDING (record not applied yet), LEFT (the user left), ABANDONED (released idle,
 --   "!A"..tokenId in users), COMPLETED (the admission
 --   was used), GONE (the admission expired), REJECTED (applied, never placed)
@@ -30,6 +34,15 @@ if cur and string.sub(cur, 1, 1) ~= '!' then
     return {'WAITING', r + 1, redis.call('ZCARD', KEYS[2]), cur, sum60, redis.call('ZCARD', KEYS[3]),
       redis.call('LINDEX', KEYS[6], 0), redis.call('ZSCORE', KEYS[2], cur),
       tonumber(redis.call('GET', KEYS[7]) or '0')}
+  end
+  local w = redis.call('ZSCORE', KEYS[9], cur)
+  if w then
+    return {'POOLED', tonumber(w), redis.call('ZCOUNT', KEYS[9], '-inf', w), cur}
+  end
+  if redis.call('ZSCORE', KEYS[10], cur) then
+    local first = redis.call('ZRANGE', KEYS[9], 0, 0, 'WITHSCORES')
+    local fw = tonumber(first[2] or '0')
+    return {'LATE', fw, redis.call('ZCOUNT', KEYS[9], '-inf', fw), cur}
   end
   local exp = redis.call('ZSCORE', KEYS[3], cur)
   if exp then

@@ -24,6 +24,9 @@ type token struct {
 	// express: placed by a bypass code (admitted at the next tick; its
 	// admission does not move the head).
 	express bool
+	// pool is the draw window of a pooled token, late the offset of one
+	// queued behind a pending draw (0: placed, seq set).
+	pool, late int64
 }
 
 // item is one item's line as the replay builds it.
@@ -38,6 +41,7 @@ type item struct {
 	ticks      []tick            // its admission events, in topic order
 	bypass     map[string]int64  // bypass code id -> uses (enqueue_bypass.lua)
 	abandoned  int64             // places released idle (the stats' abandoned)
+	fair                         // its pre-queue and draws (draw.go)
 }
 
 type tick struct {
@@ -143,6 +147,8 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 	}
 	it := m.item(ev.ItemID)
 	switch ev.Kind {
+	case topics.KindDraw:
+		m.draw(it, ev, partition, offset)
 	case topics.KindRegister:
 		it.applied[partition] = max(it.applied[partition], offset)
 		it.registered = true
@@ -154,11 +160,13 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 				return // DUPLICATE: the same token is waiting
 			}
 		}
-		if ev.Bypass != nil {
+		if ev.Bypass != nil { // a bypass place skips any pending draw (enqueue_bypass.lua)
 			if it.bypass[ev.Bypass.Code] >= bypass.Allowance(ev) {
 				return // EXHAUSTED: never placed
 			}
 			it.bypass[ev.Bypass.Code]++
+		} else if it.waitsForDraw(ev.TokenID, ev.UserID, ev.Window, offset) {
+			return // POOLED or LATE
 		}
 		it.seq++
 		it.tokens[ev.TokenID] = &token{seq: it.seq, user: ev.UserID, express: ev.Bypass != nil}
@@ -171,6 +179,7 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 		}
 		if t := it.tokens[cur]; t != nil {
 			t.ended = 'L'
+			it.unpool(t)
 		}
 		it.users[ev.UserID] = "!L" + cur
 	case topics.KindAbandon:
@@ -190,6 +199,7 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 			return
 		}
 		t.ended = 'A'
+		it.unpool(t)
 		it.users[ev.UserID] = "!A" + ev.TokenID
 		it.abandoned++
 	case topics.KindComplete:
@@ -239,6 +249,13 @@ type Line struct {
 	// waiting place ("tokenId userId") seen at the rebuild's time, a grace
 	// of one timeout for everyone (the live scores are not on the record).
 	Seen []Member
+	// Pool (scored by window) and Late (scored by offset) wait for a draw;
+	// DrawnWindow, DrawnRound and DrawnCommit are the last draw (0: none).
+	Pool, Late  []Member
+	DrawnWindow int64
+	DrawnRound  int64
+	DrawnCommit string
+	LateAfter   int64
 }
 
 // Member of a sorted set.
@@ -279,6 +296,14 @@ func (m *Model) Finish(now int64) Result {
 			if t.ended != 0 {
 				continue
 			}
+			if t.pool > 0 {
+				ln.Pool = append(ln.Pool, Member{tok, t.pool})
+				continue
+			}
+			if t.seq == 0 {
+				ln.Late = append(ln.Late, Member{tok, t.late})
+				continue
+			}
 			a, admitted := adm[tok]
 			if !admitted {
 				ln.Waiting = append(ln.Waiting, Member{tok, t.seq})
@@ -302,11 +327,19 @@ func (m *Model) Finish(now int64) Result {
 		sort.Slice(ln.Waiting, func(i, j int) bool { return ln.Waiting[i].Score < ln.Waiting[j].Score })
 		sort.Slice(ln.Express, func(i, j int) bool { return ln.Express[i].Score < ln.Express[j].Score })
 		if s := ln.State; s != nil && s.IdleTimeoutSeconds > 0 {
-			ln.Seen = make([]Member, len(ln.Waiting))
-			for i, w := range ln.Waiting {
-				ln.Seen[i] = Member{queue.SeenMember(w.Token, it.tokens[w.Token].user), now}
+			ln.Seen = make([]Member, 0, len(ln.Waiting)+len(ln.Pool)+len(ln.Late))
+			for _, set := range [][]Member{ln.Waiting, ln.Pool, ln.Late} { // every place the sweep may release
+				for _, w := range set {
+					ln.Seen = append(ln.Seen, Member{queue.SeenMember(w.Token, it.tokens[w.Token].user), now})
+				}
 			}
 		}
+		sort.Slice(ln.Late, func(i, j int) bool { return ln.Late[i].Score < ln.Late[j].Score })
+		sort.Slice(ln.Pool, func(i, j int) bool {
+			a, b := ln.Pool[i], ln.Pool[j]
+			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token
+		})
+		ln.DrawnWindow, ln.DrawnRound, ln.DrawnCommit, ln.LateAfter = it.drawnWindow, it.drawnRound, it.drawnCommit, it.lateAfter
 		sort.Slice(ln.Admitted, func(i, j int) bool {
 			a, b := ln.Admitted[i], ln.Admitted[j]
 			return a.Score < b.Score || a.Score == b.Score && a.Token < b.Token

@@ -140,6 +140,9 @@ func (w *world) snapshot(items ...string) map[string]string {
 		out[id+" state"] = hash(k.State)
 		out[id+" sum60"] = w.rdb.HGet(w.ctx, k.Pace, "sum60").Val()
 		out[id+" paced"] = fmt.Sprint(w.rdb.LRange(w.ctx, k.Paced, 0, -1).Val())
+		out[id+" pool"] = fmt.Sprint(w.rdb.ZRangeWithScores(w.ctx, k.Pool, 0, -1).Val())
+		out[id+" late"] = fmt.Sprint(w.rdb.ZRangeWithScores(w.ctx, k.Late, 0, -1).Val())
+		out[id+" drawn"] = hash(k.Drawn)
 	}
 	out["active"] = fmt.Sprint(slices.Sorted(slices.Values(w.rdb.SMembers(w.ctx, queue.ActiveItems).Val())))
 	return out

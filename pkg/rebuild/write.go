@@ -48,7 +48,7 @@ func (w *writer) flush() error {
 func keysOf(item string) []string {
 	k := queue.KeysFor(item)
 	return []string{k.Seq, k.Waiting, k.Admitted, k.Users, k.Head, k.State, k.Applied, k.Epoch, k.Pace, k.Paced, k.Unpublished,
-		k.Express, k.Bypass, k.Seen, k.Stats}
+		k.Express, k.Bypass, k.Seen, k.Stats, k.Pool, k.Late, k.Drawn}
 }
 
 // writeLines replaces every key of the items in r (and of stale, items the
@@ -133,6 +133,24 @@ func writeLine(ctx context.Context, w *writer, ln *Line, fence, now int64) (rerr
 	}
 	if ln.Abandoned > 0 {
 		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Stats, "abandoned", itoa(ln.Abandoned)) }, 2); err != nil {
+			return err
+		}
+	}
+	if err := zadd(ctx, w, k.Pool, ln.Pool); err != nil {
+		return err
+	}
+	if err := zadd(ctx, w, k.Late, ln.Late); err != nil {
+		return err
+	}
+	if ln.DrawnWindow > 0 {
+		if err := w.add(func(p redis.Pipeliner) {
+			p.HSet(ctx, k.Drawn, "window", itoa(ln.DrawnWindow), "round", itoa(ln.DrawnRound), "commit", ln.DrawnCommit)
+		}, 6); err != nil {
+			return err
+		}
+	}
+	if ln.LateAfter > 0 {
+		if err := w.add(func(p redis.Pipeliner) { p.HSet(ctx, k.Drawn, "lateAfter", itoa(ln.LateAfter)) }, 2); err != nil {
 			return err
 		}
 	}

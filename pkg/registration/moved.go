@@ -65,7 +65,13 @@ func PollAfter(a Answer) time.Duration {
 // least 100 ms), below a third of it, so a client that follows pollAfterMs
 // is seen several times per timeout and never loses its place.
 func PollAfterIdle(a Answer, idleTimeoutSeconds int64) time.Duration {
-	d := PollAfter(a)
+	return CapForIdle(PollAfter(a), idleTimeoutSeconds)
+}
+
+// CapForIdle bounds a poll interval d for an item that releases places idle
+// for idleTimeoutSeconds (0: off): at most a quarter of it (at least 100 ms),
+// so a client following the advice is never released.
+func CapForIdle(d time.Duration, idleTimeoutSeconds int64) time.Duration {
 	if d <= 0 || idleTimeoutSeconds <= 0 {
 		return d
 	}

@@ -39,11 +39,16 @@ type Answer struct {
 	Position, WaitingTotal int64
 	// ExpiresAt is when the admission ends (ADMITTED, and EXPIRED after one).
 	ExpiresAt time.Time
+	// DrawAt is when the draw that places a PRE_QUEUE registration is due
+	// (the sale's opensAt, or the end of a random-mode window), InDraw how
+	// many it places.
+	DrawAt time.Time
+	InDraw int64
 }
 
 // Final reports whether the status can no longer change.
 func (a Answer) Final() bool {
-	return a.Status != StatusPending && a.Status != StatusWaiting
+	return a.Status != StatusPending && a.Status != StatusWaiting && a.Status != StatusPreQueue
 }
 
 // AnswerOf maps a line status and the item's verdict at now to the answer:
@@ -56,6 +61,8 @@ func AnswerOf(st queue.Status, v Verdict, now time.Time) Answer {
 		a.Status, a.TokenID, a.Position, a.WaitingTotal = StatusWaiting, st.TokenID, st.Position, st.WaitingTotal
 	case queue.Pending:
 		a.Status = StatusPending
+	case queue.Pooled, queue.Late:
+		a.Status, a.TokenID, a.DrawAt, a.InDraw = StatusPreQueue, st.TokenID, time.UnixMilli(st.DrawAt), st.InDraw
 	case queue.Admitted:
 		a.TokenID, a.ExpiresAt = st.TokenID, time.UnixMilli(st.ExpiresAtMs)
 		a.Status = StatusExpired

@@ -28,6 +28,14 @@ func (r *RegisterResponse) appendJSON(b []byte) []byte {
 	b = httpserver.AppendJSONString(b, r.StatusURL)
 	b = append(b, `,"eventsUrl":`...)
 	b = httpserver.AppendJSONString(b, r.EventsURL)
+	if r.DrawAt != 0 {
+		b = append(b, `,"drawAt":`...)
+		b = strconv.AppendInt(b, r.DrawAt, 10)
+	}
+	if r.OpensAt != 0 {
+		b = append(b, `,"opensAt":`...)
+		b = strconv.AppendInt(b, r.OpensAt, 10)
+	}
 	return append(b, '}')
 }
 
@@ -67,6 +75,14 @@ func (r *StatusResponse) appendJSON(b []byte) []byte {
 	if r.Message != "" {
 		b = append(b, `,"message":`...)
 		b = httpserver.AppendJSONString(b, r.Message)
+	}
+	if r.DrawAt != 0 {
+		b = append(b, `,"drawAt":`...)
+		b = strconv.AppendInt(b, r.DrawAt, 10)
+	}
+	if r.InDraw != 0 {
+		b = append(b, `,"inDraw":`...)
+		b = strconv.AppendInt(b, r.InDraw, 10)
 	}
 	return append(b, '}')
 }

@@ -16,6 +16,7 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 		{},
 		{Status: "QUEUED", ItemID: "concert-2026", UserID: "u-1", TokenID: "T", Token: "a.b.c", StatusURL: "/x/a.b.c", EventsURL: "/x/a.b.c/events"},
 		{Status: odd, ItemID: odd, UserID: odd, TokenID: odd, Token: odd, StatusURL: odd, EventsURL: odd},
+		{Status: "PRE_QUEUE", ItemID: "i", DrawAt: 1_800_000_000_000, OpensAt: 1_800_000_000_000},
 	} {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
@@ -26,6 +27,7 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 		{Status: "WAITING", ItemID: "i", UserID: "u", TokenID: "t", Position: 3, WaitingTotal: 9, EtaSeconds: &eta, PollAfterMs: 1000},
 		{Status: "WAITING", EtaSeconds: &zero, Position: -1},
 		{Status: "ADMITTED", ItemID: "i", UserID: odd, TokenID: "t", AdmissionToken: "x.y.z", ExpiresAt: "2026-11-24T21:00:00.123Z"},
+		{Status: "PRE_QUEUE", ItemID: "i", PollAfterMs: 3000, DrawAt: 1_800_000_000_000, InDraw: 2000},
 	} {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)

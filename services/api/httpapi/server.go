@@ -136,6 +136,10 @@ type RegisterResponse struct {
 	Token     string `json:"token"`
 	StatusURL string `json:"statusUrl"`
 	EventsURL string `json:"eventsUrl"`
+	// DrawAt (unix ms) is when the draw that places a PRE_QUEUE registration
+	// is due; OpensAt the sale's opening, when it is scheduled.
+	DrawAt  int64 `json:"drawAt,omitempty"`
+	OpensAt int64 `json:"opensAt,omitempty"`
 }
 
 func (s *Server) register(c *gin.Context) {
@@ -188,6 +192,12 @@ func (s *Server) register(c *gin.Context) {
 		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
 		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c), Bypass: use,
 	}
+	// A bypass code's place skips any draw (admitted at the next tick).
+	window, pre := int64(0), false
+	if use == nil {
+		window, pre = registration.DrawWindow(st, time.UnixMilli(ev.RequestedAt))
+	}
+	ev.Window = window
 	rec, ok := s.produce(c, &ev)
 	if !ok {
 		return
@@ -202,6 +212,9 @@ func (s *Server) register(c *gin.Context) {
 	resp := RegisterResponse{
 		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
 		StatusURL: base, EventsURL: base + "/events",
+	}
+	if pre {
+		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, st.OpensAt
 	}
 	writeJSON(c, http.StatusAccepted, resp.appendJSON)
 }
@@ -249,6 +262,10 @@ type StatusResponse struct {
 	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
 	// Message says why, for BLOCKED.
 	Message string `json:"message,omitempty"`
+	// DrawAt (unix ms) is when the draw that places a PRE_QUEUE registration
+	// is due, InDraw how many it places so far.
+	DrawAt int64 `json:"drawAt,omitempty"`
+	InDraw int64 `json:"inDraw,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context) {
@@ -298,7 +315,12 @@ func (s *Server) status(c *gin.Context) {
 		}
 		resp.AdmissionToken = tok
 	}
-	if d := registration.PollAfterIdle(a, it.IdleTimeoutSeconds); d > 0 {
+	d := registration.PollAfterIdle(a, it.IdleTimeoutSeconds)
+	if a.Status == registration.StatusPreQueue {
+		resp.DrawAt, resp.InDraw = a.DrawAt.UnixMilli(), a.InDraw
+		d = registration.CapForIdle(registration.PreQueuePollAfter(a.DrawAt, s.now()), it.IdleTimeoutSeconds)
+	}
+	if d > 0 {
 		resp.PollAfterMs = d.Milliseconds()
 		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 	}

@@ -31,7 +31,10 @@
  * expiresAt}: status is PENDING, WAITING (with position, waitingTotal and,
  * unless admission is paused, etaSeconds), ADMITTED (with admissionToken and
  * expiresAt), one of the final SOLD_OUT, CLOSED, EXPIRED, LEFT, COMPLETED,
- * REJECTED, ABANDONED (away longer than the item's idle timeout), or RECONNECTING while the connection is down. Positions never go
+ * REJECTED, ABANDONED (away longer than the item's idle timeout), BLOCKED, or RECONNECTING while the connection is down; PRE_QUEUE (with
+ * drawAt, unix ms, and inDraw) while the registration waits for the draw of
+ * a scheduled sale or a random-mode window: count down to drawAt, the next
+ * update after it gives the drawn position. Positions never go
  * up: an older update arriving late is dropped. After a final status other
  * than ADMITTED the stored registration is forgotten (the next join
  * registers again); an ADMITTED one is kept, so coming back shows the
@@ -53,7 +56,7 @@
   "use strict";
   const FINAL = { ADMITTED: 1, SOLD_OUT: 1, CLOSED: 1, EXPIRED: 1, LEFT: 1, COMPLETED: 1, REJECTED: 1, BLOCKED: 1 };
   FINAL.ABANDONED = 1; // released idle (the item's idleTimeoutSeconds)
-  const EVENTS = [["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
+  const EVENTS = [["pre_queue", "PRE_QUEUE"], ["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
     ["expired", "EXPIRED"], ["left", "LEFT"], ["completed", "COMPLETED"]];
   EVENTS.push(["abandoned", "ABANDONED"]);
 

@@ -76,6 +76,26 @@ func NewRegistrations(rdb redis.UniversalClient, items Items, dl DeadLetters, m 
 // the runner, which the applied-offset guard makes safe: while Redis is down
 // nothing is dead-lettered.
 func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
+	// A draw is applied alone, after the records before it and before those
+	// after it (draw.go).
+	for len(recs) > 0 {
+		d := firstDraw(recs)
+		if err := h.handle(ctx, partition, recs[:d]); err != nil {
+			return err
+		}
+		if d == len(recs) {
+			return nil
+		}
+		if err := h.draw(ctx, recs[d]); err != nil {
+			return err
+		}
+		recs = recs[d+1:]
+	}
+	return nil
+}
+
+// handle applies records none of which is a draw.
+func (h *Registrations) handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -147,6 +167,9 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 		if err == nil && string(r.Key) != ev.ItemID {
 			err = fmt.Errorf("%w: record key %q differs from itemId %q", topics.ErrInvalid, r.Key, ev.ItemID)
 		}
+		if err == nil && ev.Kind == topics.KindDraw { // Handle applies draws alone (firstDraw): never here
+			err = fmt.Errorf("draw record at offset %d reached the batch path", r.Offset)
+		}
 		if err == nil && ev.Kind == topics.KindRegister {
 			if _, ok := h.items.Get(ev.ItemID); !ok && !synced {
 				// The item may be newer than our cache: catch up once per batch before judging.
@@ -178,7 +201,8 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 		case topics.KindAbandon:
 			kind = queue.OpAbandon
 		}
-		op := queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset}
+		op := queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.UserID, Partition: r.Partition, Offset: r.Offset,
+			Window: ev.Window}
 		if ev.Bypass != nil { // a bypass code's use, counted by the line
 			op.Bypass = &queue.BypassOp{Code: ev.Bypass.Code, Count: bypass.Allowance(&ev)}
 		}

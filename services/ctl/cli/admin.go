@@ -72,6 +72,10 @@ type itemView struct {
 	Seq                int64        `json:"seq"`
 	AdmittedLastMinute int64        `json:"admittedLastMinute"`
 	Active             bool         `json:"active"`
+	OpensAt            int64        `json:"opensAt"`
+	DrawWindowSeconds  int64        `json:"drawWindowSeconds"`
+	DrawCommit         string       `json:"drawCommit"`
+	DrawRounds         int64        `json:"drawRounds"`
 }
 
 type policyFields struct {

@@ -120,7 +120,7 @@ Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing wa
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd(), a.lineCmd(), a.blocksCmd(), a.bypassCmd())
+	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd(), a.lineCmd(), a.blocksCmd(), a.bypassCmd(), a.drawCmd())
 	return root
 }
 

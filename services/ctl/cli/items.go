@@ -23,12 +23,13 @@ var flagOf = map[string]string{
 	"mode": "--mode", "rejectMessage": "--reject-message",
 	"powDifficulty":      "--pow-difficulty",
 	"idleTimeoutSeconds": "--idle-timeout",
+	"opensAt": "--opens-at", "drawWindowSeconds": "--draw-window",
 }
 
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
 func checkPatch(c *itempatch.Patch) error {
 	if c.Empty() {
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --idle-timeout, --pow-difficulty")
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --idle-timeout, --pow-difficulty, --opens-at, --draw-window")
 	}
 	if err := c.Check(); err != nil {
 		return usagef("%s %s", flagOf[err.Field], err.Problem)
@@ -51,6 +52,8 @@ func (a *app) itemsCmd() *cobra.Command {
 		rejectMsg  string
 		powBits    int
 		idle       time.Duration
+		opensAt    string
+		drawWindow time.Duration
 	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
@@ -69,6 +72,8 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --mode passthrough        # the room off: everyone in, still counted
   waitroomctl items set concert-2026 --mode reject --reject-message "Back at 10:00"
   waitroomctl items set concert-2026 --idle-timeout 2m         # release places nobody polls or streams for 2m
+  waitroomctl items set concert-2026 --opens-at 2026-12-01T10:00:00Z   # pre-queue until then, then a draw
+  waitroomctl items set concert-2026 --mode random --draw-window 1m    # a lottery every minute
   waitroomctl items set concert-2026 --stock 0 --enabled=false
   waitroomctl items set concert-2026 --pow-difficulty 18        # ask each registration a proof-of-work
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
@@ -121,6 +126,20 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 				secs := int64(idle / time.Second)
 				c.IdleTimeoutSeconds = &secs
 			}
+			if f.Changed("opens-at") {
+				ms, err := parseOpensAt(opensAt)
+				if err != nil {
+					return err
+				}
+				c.OpensAt = &ms
+			}
+			if f.Changed("draw-window") {
+				if drawWindow%time.Second != 0 {
+					return usagef("--draw-window %s: must be whole seconds", drawWindow)
+				}
+				secs := int64(drawWindow / time.Second)
+				c.DrawWindowSeconds = &secs
+			}
 			if err := checkPatch(&c); err != nil {
 				return err
 			}
@@ -148,10 +167,24 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
 	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
 	f.DurationVar(&idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
+	f.StringVar(&opensAt, "opens-at", "", "schedule the sale (RFC 3339 time or unix ms; 0: open now): registrations before it are pre-queued and placed by a committed-seed draw at that time (needs the admin API: it makes the commitment)")
+	f.DurationVar(&drawWindow, "draw-window", 0, "random mode's lottery window (whole seconds; 0: 60s)")
 	a.adminFlags(set, &ao)
 	g := group("items", "Override item state and admission policy", set)
 	a.kafkaFlags(g, &ko)
 	return g
+}
+
+// parseOpensAt reads --opens-at: an RFC 3339 time or unix milliseconds.
+func parseOpensAt(v string) (int64, error) {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return 0, usagef("--opens-at %q: want an RFC 3339 time (2026-12-01T10:00:00Z) or unix milliseconds", v)
+	}
+	return t.UnixMilli(), nil
 }
 
 // setItemKafka publishes the changed state of item to waitroom.items as the
@@ -219,6 +252,7 @@ func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *it
 	}
 	s := topics.ItemState{V: topics.Version, ItemID: v.ItemID, Name: v.Name, Stock: v.Stock, Enabled: v.Enabled, Version: v.Version, UpdatedAt: v.UpdatedAt,
 		Mode: v.Mode, RejectMessage: v.RejectMessage,
+		OpensAt: v.OpensAt, DrawWindowSeconds: v.DrawWindowSeconds, DrawCommit: v.DrawCommit, DrawRounds: v.DrawRounds,
 		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds, Paused: v.Policy.Paused}}
 	return a.printItem(s, "admin", "applied through the admin API at "+o.url+" (published to "+topics.Items+" and in Redis now)")
 }
@@ -249,6 +283,12 @@ func (a *app) printItem(s topics.ItemState, via, how string) error {
 		{"session-ttl", (time.Duration(s.Policy.SessionTTLSeconds) * time.Second).String()},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	if s.OpensAt > 0 {
+		fmt.Fprintf(tw, "opens-at:\t%s\n", time.UnixMilli(s.OpensAt).UTC().Format(time.RFC3339))
+	}
+	if s.DrawCommit != "" {
+		fmt.Fprintf(tw, "draw-commit:\t%s (%d rounds)\n", s.DrawCommit, s.DrawRounds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -54,6 +54,9 @@ type Options struct {
 	SeenFlush time.Duration
 	// AdminToken guards the admin API on the schedulers.
 	AdminToken string
+	// DrawKey is the schedulers' WR_DRAW_KEY (empty: the config's, else a
+	// development key, so a dev stack can schedule sales).
+	DrawKey string
 	// AdmissionKey is the base64 Ed25519 seed of admission tokens (empty: dev key).
 	AdmissionKey string
 	// AdmissionKID and AdmissionKeysExtra, when set, are the api's and the
@@ -281,8 +284,13 @@ func configs(o Options) (serviceConfigs, error) {
 		}
 		c.api.BypassPublicKey = pub
 	}
+	c.scheduler.DrawKey = or(o.DrawKey, or(c.scheduler.DrawKey, DevDrawKey))
 	return c, nil
 }
+
+// DevDrawKey is the development stack's WR_DRAW_KEY: not a secret, so its
+// draws are predictable to anyone who reads this; never use it in production.
+const DevDrawKey = "waitroom-dev-draw-key-not-secret"
 
 // Stop stops every service and waits for them to drain.
 func (s *Stack) Stop() error {

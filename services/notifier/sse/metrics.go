@@ -8,6 +8,7 @@ import (
 // Event types a stream sends.
 const (
 	EventPending   = "pending"
+	EventPreQueue  = "pre_queue"
 	EventPosition  = "position"
 	EventAdmitted  = "admitted"
 	EventSoldOut   = "sold_out"
@@ -28,9 +29,10 @@ var eventOf = map[string]string{
 	registration.StatusLeft: EventLeft, registration.StatusCompleted: EventCompleted,
 	registration.StatusRejected:  EventRejected,
 	registration.StatusAbandoned: EventAbandoned,
+	registration.StatusPreQueue:  EventPreQueue,
 }
 
-var eventTypes = []string{EventPending, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned}
+var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned}
 
 // Metrics of the notifier.
 type Metrics struct {

@@ -38,6 +38,13 @@ type (
 	Terminal struct {
 		Status string `json:"status"`
 	}
+	// PreQueue is the data of a pre_queue event: the registration waits for
+	// the draw due at DrawAt (unix ms), which places InDraw people so far.
+	PreQueue struct {
+		Status string `json:"status"`
+		DrawAt int64  `json:"drawAt"`
+		InDraw int64  `json:"inDraw"`
+	}
 )
 
 // stream is one open SSE response and what it knows of its registration. It
@@ -70,6 +77,7 @@ type stream struct {
 	sentTot int64
 	sentEta int64 // -1: none
 	pending bool  // told "pending", polling until the line has the registration
+	drawAt  int64 // told "pre_queue" for the draw due then (unix ms), polling until it placed the registration
 	// pendingWaits are the delays of the pending re-reads: 25 ms, doubling up
 	// to Options.PendingPoll (a registration is usually applied within tens of
 	// ms); nil while the registration is not pending.
@@ -302,6 +310,15 @@ func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapsho
 			st.pendingWaits = retry.Policy{Initial: min(25*time.Millisecond, st.s.opt.PendingPoll), Max: st.s.opt.PendingPoll}.Waits()
 		}
 		st.arm(st.pendingWaits.NextBackOff())
+		return false
+	case registration.StatusPreQueue:
+		if d := a.DrawAt.UnixMilli(); d != st.drawAt {
+			st.drawAt = d
+			if st.send(EventPreQueue, mustJSON(PreQueue{Status: a.Status, DrawAt: d, InDraw: a.InDraw}), 0) != nil {
+				return true
+			}
+		}
+		st.arm(registration.PreQueuePollAfter(a.DrawAt, st.s.now()))
 		return false
 	case registration.StatusWaiting:
 		st.pending, st.pendingWaits = false, nil

@@ -72,6 +72,7 @@ type Server struct {
 	blocks    Blocks             // WithBlocks
 	ops       *Operations        // WithOperations: DLQ sizes, lag, shard leaders for the console
 	bypassKey ed25519.PrivateKey // signs bypass codes (WithBypass); nil: off
+	drawKey   []byte             // WithDrawKey: makes the draw commitments
 }
 
 // New returns a Server that accepts requests bearing token; an empty token
@@ -148,9 +149,14 @@ type ItemView struct {
 	EtaLastSeconds     int64 `json:"etaLastSeconds,omitempty"`
 	Abandoned          int64 `json:"abandoned"`
 	Rejected           int64 `json:"rejected"`
-	OpensAt            int64 `json:"opensAt,omitempty"`
 	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
 	PowDifficulty      int   `json:"powDifficulty,omitempty"`
+	// The scheduled sale and random mode's draws (see pkg/draw).
+	OpensAt           int64  `json:"opensAt,omitempty"`
+	DrawWindowSeconds int64  `json:"drawWindowSeconds,omitempty"`
+	DrawCommit        string `json:"drawCommit,omitempty"`
+	DrawRounds        int64  `json:"drawRounds,omitempty"`
+	DrawSalt          string `json:"drawSalt,omitempty"`
 }
 
 // ItemsResponse is the answer to GET .../items.
@@ -294,6 +300,13 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		return
 	}
 	next.V, next.ItemID, next.Version, next.UpdatedAt = topics.Version, item, cur.Version+1, s.now().UnixMilli()
+	ctx, cancel = context.WithTimeout(c.Request.Context(), callTimeout)
+	next, code, rerr := s.commit(ctx, next)
+	cancel()
+	if rerr != nil {
+		httpserver.Abort(c, code, rerr.Code, rerr.Message)
+		return
+	}
 	if err := next.Validate(); err != nil {
 		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
 		return
@@ -408,7 +421,8 @@ func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: !it.Policy.Admitting(),
 		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Version: it.Version, UpdatedAt: it.UpdatedAt,
 		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
-		Active: active,
+		Active:  active,
+		OpensAt: it.OpensAt, DrawWindowSeconds: it.DrawWindowSeconds, DrawCommit: it.DrawCommit, DrawRounds: it.DrawRounds, DrawSalt: it.DrawSalt,
 	}
 }
 

@@ -49,6 +49,7 @@ type fakes struct {
 	items   admin.Items
 	leaders func(context.Context) ([]admin.ShardLeader, error)
 	bypass  ed25519.PrivateKey // signs bypass codes (nil: off)
+	drawKey []byte
 }
 
 func newEnv(t *testing.T, f fakes) *env {
@@ -82,7 +83,7 @@ func newEnv(t *testing.T, f fakes) *env {
 		items = f.items
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
-	admin.New(e.line, items, prod, token, log).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).WithBlocks(e.blocks).
+	admin.New(e.line, items, prod, token, log).WithDrawKey(f.drawKey).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).WithBlocks(e.blocks).
 		WithOperations(admin.NewOperations(e.prod, []string{"waitroom-consumer"}, f.leaders)).WithBypass(f.bypass).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)

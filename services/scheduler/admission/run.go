@@ -41,11 +41,14 @@ type Config struct {
 	// BypassKey signs operators' bypass codes (base64 Ed25519 seed; empty:
 	// the admin API issues none). The api verifies them with its public half.
 	BypassKey string `env:"WR_BYPASS_KEY" secret:"true"`
-	View      view.Config
-	Kafka     config.Kafka
-	Redis     config.Redis
-	Log       config.Log
-	HTTP      config.HTTP
+	// DrawKey derives the draw seeds of pre-queues and random mode (the
+	// same on every replica; empty: such items cannot be scheduled).
+	DrawKey string `env:"WR_DRAW_KEY" secret:"true"`
+	View    view.Config
+	Kafka   config.Kafka
+	Redis   config.Redis
+	Log     config.Log
+	HTTP    config.HTTP
 
 	// IdleSweep is how often the places of items with an idleTimeout are
 	// checked for signs of life; SeenFlush how late the api and the
@@ -72,6 +75,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_IDLE_SWEEP must not be negative (0: the default 1s), not %s", c.IdleSweep)
 	case c.SeenFlush < 0:
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
+	case c.DrawKey != "" && len(c.DrawKey) < 16:
+		return errors.New("WR_DRAW_KEY must be at least 16 bytes")
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -118,7 +123,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		addr = ln.Addr().String()
 	}
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + addr}, reg, log)
+		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey)}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
@@ -134,7 +139,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
 	engine := httpserver.New(log, reg, ready)
-	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithKafka(base).WithLeader(s.Leading).
+	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithDrawKey([]byte(cfg.DrawKey)).WithKafka(base).WithLeader(s.Leading).
 		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders))
 	if cfg.BypassKey != "" {
 		key, _ := bypass.ParsePrivate(cfg.BypassKey) // checked by Validate

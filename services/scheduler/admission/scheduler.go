@@ -100,6 +100,9 @@ type Options struct {
 	// Describe is what the replica says about itself to the console (its
 	// host and admin address); empty: nothing.
 	Describe string
+	// DrawKey derives the items' draw seeds (pkg/draw.Root): WR_DRAW_KEY.
+	// Without it, a pre-queue or random-mode pool is never drawn (logged).
+	DrawKey []byte
 }
 
 // lease is one shard this replica leads.
@@ -122,6 +125,7 @@ type Scheduler struct {
 	id   string
 
 	leading atomic.Uint64 // bit i: leads shard i (Shards <= 64), or any for more
+	draws   draws
 }
 
 // Leading reports whether this replica leads any shard right now.
@@ -435,6 +439,7 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu *redsync.Mute
 	var due []dueItem
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
+		s.drawDue(ctx, batch, start)
 		ticks, errs, err := s.line.PromoteMany(ctx, batch, epoch, start, s.opt.Burst)
 		if err != nil {
 			s.log.Warn("promote", zap.Int("items", len(batch)), zap.Error(err))
@@ -571,6 +576,7 @@ type Metrics struct {
 	publishErrors             prometheus.Counter
 	viewSkipped               prometheus.Counter
 	perItem                   *itemMetrics
+	draws, drawErrors         prometheus.Counter
 }
 
 // NewMetrics registers the scheduler's metrics on reg.
@@ -592,6 +598,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.viewSkipped = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_view_skipped_ticks_total", Help: "Ticks that admitted nobody because the Redis view was not trusted (being rebuilt)."})
 	reg.MustRegister(m.viewSkipped)
 	reg.MustRegister(m.leader, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)
+	m.draws = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_draws_total", Help: "Draw records published (pre-queue and random-mode windows)."})
+	m.drawErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_draw_errors_total", Help: "Draws that could not be made or published (no key, no commitment, chain used up, Kafka)."})
+	reg.MustRegister(m.draws, m.drawErrors)
 	m.perItem = newItemMetrics(reg)
 	return m
 }

@@ -1,0 +1,115 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/dlq"
+	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/retry"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// firstDraw is the index of the first draw record of recs (len(recs): none).
+// Only a record whose bytes could name the draw kind is decoded here.
+func firstDraw(recs []*kgo.Record) int {
+	for i, r := range recs {
+		if !mayBeDraw(r.Value) {
+			continue
+		}
+		if ev, err := topics.DecodeRegistration(r.Value); err == nil && ev.Kind == topics.KindDraw {
+			return i
+		}
+	}
+	return len(recs)
+}
+
+// mayBeDraw reports bytes that hold "draw" in any case, or an escape (JSON
+// could spell the kind with one): every draw record does.
+func mayBeDraw(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '\\':
+			return true
+		case v[i]|0x20 == 'd' && i+3 < len(v) && v[i+1]|0x20 == 'r' && v[i+2]|0x20 == 'a' && v[i+3]|0x20 == 'w':
+			return true
+		}
+	}
+	return false
+}
+
+// draw applies a draw record: its revealed seed must hash to its commitment
+// in its round, and must not reuse a round of the chain already drawn, else
+// the record is dead-lettered (VALIDATION_ERROR). A draw of a window already
+// drawn (a second scheduler published it too) only records its offset.
+func (h *Registrations) draw(ctx context.Context, r *kgo.Record) error {
+	ev, err := topics.DecodeRegistration(r.Value)
+	if err == nil && string(r.Key) != ev.ItemID {
+		err = fmt.Errorf("%w: record key %q differs from itemId %q", topics.ErrInvalid, r.Key, ev.ItemID)
+	}
+	if err == nil {
+		if verr := draw.Verify(ev.Draw.Seed, ev.Draw.Round, ev.Draw.Commit); verr != nil {
+			err = fmt.Errorf("%w: draw of window %d: %w", topics.ErrInvalid, ev.Draw.Window, verr)
+		}
+	}
+	if err == nil {
+		w, round, commit, rerr := h.line.LastDraw(ctx, ev.ItemID)
+		if rerr != nil {
+			return rerr // Redis trouble: the runner retries the batch
+		}
+		if ev.Draw.Window > w && ev.Draw.Commit == commit && ev.Draw.Round <= round {
+			err = fmt.Errorf("%w: draw of window %d reuses round %d of the chain (round %d was drawn)", topics.ErrInvalid, ev.Draw.Window, ev.Draw.Round, round)
+		}
+	}
+	if err != nil {
+		return h.deadLetterDraw(ctx, r, err, 1)
+	}
+	d := ev.Draw
+	op := queue.DrawOp{ItemID: ev.ItemID, Partition: r.Partition, Offset: r.Offset, Window: d.Window, Round: d.Round, Seed: d.Seed, Commit: d.Commit}
+	var res queue.DrawResult
+	tries := 0
+	err = retry.Do(ctx, h.retry.policy(), func(ctx context.Context) error {
+		tries++
+		var err error
+		res, err = h.line.Draw(ctx, op)
+		if err != nil && !queue.IsRecordError(err) {
+			return retry.Permanent(err)
+		}
+		return err
+	}, func(int, error, time.Duration) { h.m.recordRetries.WithLabelValues(topics.Registrations).Inc() })
+	switch {
+	case err == nil:
+	case ctx.Err() != nil || !queue.IsRecordError(err):
+		return fmt.Errorf("draw of %s at offset %d: %w", ev.ItemID, r.Offset, err)
+	default:
+		h.log.Error("draw refused by Redis; the line may hold part of it", zap.String("item", ev.ItemID), zap.Error(err))
+		return h.deadLetterDraw(ctx, r, err, tries)
+	}
+	h.m.applied.WithLabelValues(string(res.Outcome)).Inc()
+	h.log.Info("draw applied", zap.String("item", ev.ItemID), zap.Int64("window", d.Window), zap.Int64("round", d.Round),
+		zap.String("outcome", string(res.Outcome)), zap.Int64("placed", res.Placed), zap.Int64("late", res.Late))
+	return nil
+}
+
+// deadLetterDraw records r's offset as handled and sends r to the DLQ.
+func (h *Registrations) deadLetterDraw(ctx context.Context, r *kgo.Record, cause error, tries int) error {
+	if item := string(r.Key); topics.ValidID(item) {
+		res, err := h.line.Apply(ctx, []queue.Op{{Kind: queue.OpMark, ItemID: item, Partition: r.Partition, Offset: r.Offset}})
+		if err != nil {
+			return fmt.Errorf("mark dead-lettered draw: %w", err)
+		}
+		if res[0].Err != nil {
+			return fmt.Errorf("mark dead-lettered draw: %w", res[0].Err)
+		}
+	}
+	if err := h.dlq.Send(ctx, dlq.Letter{Record: r, Err: cause, Attempts: tries}); err != nil {
+		return err
+	}
+	h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(cause)).Inc()
+	h.log.Warn("draw dead-lettered", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(cause))
+	return nil
+}
