@@ -345,8 +345,8 @@ const (
 	// Abandoned: the place was released after the item's idleTimeout
 	// without a sign of life (a poll or a stream).
 	Abandoned State = "ABANDONED"
-	Pooled    State = "POOLED"    // pre-queued: placed by its window's draw (Status.DrawAt)
-	Late      State = "LATE"      // queued behind a pending draw, placed right after it
+	Pooled    State = "POOLED" // pre-queued: placed by its window's draw (Status.DrawAt)
+	Late      State = "LATE"   // queued behind a pending draw, placed right after it
 )
 
 // Status is where a token stands.

@@ -23,7 +23,7 @@ var flagOf = map[string]string{
 	"mode": "--mode", "rejectMessage": "--reject-message",
 	"powDifficulty":      "--pow-difficulty",
 	"idleTimeoutSeconds": "--idle-timeout",
-	"opensAt": "--opens-at", "drawWindowSeconds": "--draw-window",
+	"opensAt":            "--opens-at", "drawWindowSeconds": "--draw-window",
 }
 
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
