@@ -27,3 +27,25 @@ func TestCountersReadTheStatsHash(t *testing.T) {
 	assert.Equal(t, map[string]int64{"abandoned": 7, "rejected": 2}, c.Counts)
 	assert.Equal(t, int64(1700000000000), c.PacedSinceMs)
 }
+
+// The api's refusal counts add up per item and code, and the console reads
+// them back with how many wait for a draw.
+func TestCountersAddRefusedAndPreQueued(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	l := queue.New(rdb)
+	require.NoError(t, l.AddRefused(ctx, map[string]map[string]int64{
+		"r1": {"BLOCKED": 2, "RATE_LIMITED": 5}, "r2": {"REGISTRATION_REJECTED": 1}}))
+	require.NoError(t, l.AddRefused(ctx, map[string]map[string]int64{"r1": {"BLOCKED": 1}}))
+	require.NoError(t, l.AddRefused(ctx, nil))
+	_, err := l.Apply(ctx, []queue.Op{pooled("r1", "p1", "u1", 0, 1000), pooled("r1", "p2", "u2", 1, 1000), reg("r1", "l1", "u3", 2)})
+	require.NoError(t, err)
+	c, err := l.Counters(ctx, "r1")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"BLOCKED": 3, "RATE_LIMITED": 5}, c.Refused)
+	assert.Equal(t, int64(3), c.PreQueued, "two pooled, one late behind them")
+	c, err = l.Counters(ctx, "r2")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"REGISTRATION_REJECTED": 1}, c.Refused)
+	assert.Zero(t, c.PreQueued)
+}

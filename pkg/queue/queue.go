@@ -25,8 +25,10 @@ type Keys struct {
 	// last draw; Seen ZSET "tokenId userId" scored by last sign of life (ms);
 	// Express ZSET tokenId scored by seq (bypass codes: admitted at the next
 	// tick); Bypass HASH code id -> uses; Stats HASH counters the record
-	// also gives (abandoned: places released idle).
-	Pool, Late, Drawn, Seen, Express, Bypass, Stats string
+	// also gives (abandoned: places released idle); Refused HASH error code
+	// -> registrations the api refused for the item (telemetry, not the
+	// view: counted since the key was made, kept by a rebuild).
+	Pool, Late, Drawn, Seen, Express, Bypass, Stats, Refused string
 }
 
 // KeysFor returns the keys of item.
@@ -37,7 +39,7 @@ func KeysFor(item string) Keys {
 		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
 		Pace: p + "pace", Paced: p + "paced", Unpublished: p + "unpublished",
 		Pool: p + "pool", Late: p + "late", Drawn: p + "drawn", Seen: p + "seen",
-		Express: p + "express", Bypass: p + "bypass", Stats: p + "stats",
+		Express: p + "express", Bypass: p + "bypass", Stats: p + "stats", Refused: p + "refused",
 	}
 }
 

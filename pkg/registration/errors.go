@@ -83,5 +83,10 @@ func Abort(c *gin.Context, err error) {
 	if e.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	c.Set(ErrorCodeKey, e.Code)
 	httpserver.Abort(c, e.Status, e.Code, e.Message)
 }
+
+// ErrorCodeKey is the gin context key under which Abort leaves the error
+// code it answered, for middleware that counts refusals.
+const ErrorCodeKey = "waitroom.error-code"

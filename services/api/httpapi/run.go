@@ -57,6 +57,9 @@ type Config struct {
 	// SeenFlush is how often the polls of items with an idleTimeout reach
 	// Redis as signs of life (one ZADD per item).
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
+	// RefusedFlush is how often the counts of refused registrations (per
+	// item and error code, for the console) reach Redis.
+	RefusedFlush time.Duration `env:"WR_REFUSED_FLUSH" envDefault:"5s"`
 	// PprofAddr serves net/http/pprof of the api process (empty: off); for
 	// profiling under load (bench/ceiling.sh PPROF=1), never public.
 	PprofAddr string `env:"WR_PPROF_ADDR"`
@@ -85,6 +88,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_STATUS_EXACT_EVERY must not be negative, not %s", c.StatusExactEvery)
 	case c.MotionFresh <= 0 || c.MotionFresh > 10*time.Second:
 		return fmt.Errorf("WR_STATUS_MOTION_FRESH must be in (0, 10s], not %s", c.MotionFresh)
+	case c.RefusedFlush < 0:
+		return fmt.Errorf("WR_REFUSED_FLUSH must not be negative (0: the default 5s), not %s", c.RefusedFlush)
 	case c.SeenFlush < 0:
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case c.StatusTokens <= 0:
@@ -164,12 +169,13 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		it, ok := items.Get(item)
 		return ok && it.IdleTimeoutSeconds > 0
 	}, log.Named("seen"))
+	refusals := NewRefusals(line, cfg.RefusedFlush, log.Named("refusals"))
 	srv := NewServer(items, prod, line, signer, admit, Options{
 		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: seen,
-		Guard: guard,
+		Guard: guard, Refusals: refusals,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
 	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -198,6 +204,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return blocks.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { seen.Run(gctx); return nil })
+	g.Go(func() error { refusals.Run(gctx); return nil })
 	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
 	if pln != nil {
 		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP.ShutdownTimeout, log) })

@@ -69,6 +69,9 @@ type Options struct {
 	// Seen, when set, collects the polls of places of items with an
 	// idleTimeout as signs of life (pkg/liveness; its Run flushes them).
 	Seen *liveness.Tracker
+	// Refusals, when set, counts refused registrations per item and code
+	// for the console (its Run flushes them).
+	Refusals *Refusals
 }
 
 // Server serves the registration routes.
@@ -118,7 +121,7 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 // Routes adds the API's routes to r.
 func (s *Server) Routes(r gin.IRouter) {
 	g := r.Group("/api/v1/items/:itemId/registrations")
-	g.POST("", s.register)
+	g.POST("", s.countRefusal, s.register)
 	g.GET("/:token", s.gateView, s.status)
 	g.DELETE("/:token", s.leave)
 	r.GET("/api/v1/items/:itemId/challenge", s.challenge)

@@ -159,6 +159,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		return refused.Code == http.StatusConflict
 	}, 15*time.Second, 50*time.Millisecond, "the api refuses in reject mode")
 	assert.Contains(t, string(refused.Body), "back at noon")
+	waitFor(`Number(document.querySelector('tr[data-item="drop"] .refused').textContent) >= 1 && document.querySelector('tr[data-item="drop"] .refused').title.startsWith("REGISTRATION_REJECTED ")`,
+		"the refusal counted on the console", 20*time.Second)
 
 	// opensAt: the admin adds the draw commitment (the stack's schedulers
 	// hold a draw key) and the api pre-queues registrations until then.
@@ -182,6 +184,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		pre = e.do(http.MethodPost, "/api/v1/items/drop/registrations", []byte(`{"userId":"early-bird"}`))
 		return pre.Code == http.StatusAccepted && strings.Contains(string(pre.Body), `"PRE_QUEUE"`)
 	}, 15*time.Second, 50*time.Millisecond, "the api pre-queues registrations before opensAt")
+	waitFor(`Number(document.querySelector('tr[data-item="drop"] .prequeued').textContent) >= 1`, "the pre-queue's size on the console", 15*time.Second)
 	var blocked answer
 	require.Eventually(t, func() bool {
 		blocked = e.do(http.MethodPost, "/api/v1/items/drop/registrations", []byte(`{"userId":"mallory"}`))

@@ -146,11 +146,17 @@ type ItemView struct {
 	// The console's fields (console.go): the ETA of the last in line
 	// (0 while nobody waits or admission is paused), the stats hash's
 	// counters (0 when never counted), and the schedule and guards of the item.
-	EtaLastSeconds     int64 `json:"etaLastSeconds,omitempty"`
-	Abandoned          int64 `json:"abandoned"`
-	Rejected           int64 `json:"rejected"`
-	IdleTimeoutSeconds int64 `json:"idleTimeoutSeconds,omitempty"`
-	PowDifficulty      int   `json:"powDifficulty,omitempty"`
+	EtaLastSeconds int64 `json:"etaLastSeconds,omitempty"`
+	Abandoned      int64 `json:"abandoned"`
+	// Refused counts the registrations the api replicas refused (reject
+	// mode, blocks, throttles, proof-of-work...), RefusedBy the same by
+	// error code ("BLOCKED 2, RATE_LIMITED 40"); PreQueued how many wait
+	// for a draw (pooled or late).
+	Refused            int64  `json:"refused"`
+	RefusedBy          string `json:"refusedBy,omitempty"`
+	PreQueued          int64  `json:"preQueued"`
+	IdleTimeoutSeconds int64  `json:"idleTimeoutSeconds,omitempty"`
+	PowDifficulty      int    `json:"powDifficulty,omitempty"`
 	// The scheduled sale and random mode's draws (see pkg/draw).
 	OpensAt           int64  `json:"opensAt,omitempty"`
 	DrawWindowSeconds int64  `json:"drawWindowSeconds,omitempty"`

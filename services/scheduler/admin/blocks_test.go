@@ -186,7 +186,8 @@ func TestItemViewCounters(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.Zero(t, v.EtaLastSeconds, "nobody waits")
 	assert.Zero(t, v.Abandoned)
-	assert.Zero(t, v.Rejected)
+	assert.Zero(t, v.Refused)
+	assert.Zero(t, v.PreQueued)
 
 	e.register("cnt", 10)
 	require.NoError(t, e.rdb.HSet(e.ctx(), queue.KeysFor("cnt").Stats, "abandoned", 3).Err())
@@ -194,6 +195,11 @@ func TestItemViewCounters(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, int64(5), v.EtaLastSeconds, "10 waiting at 2/s")
 	assert.Equal(t, int64(3), v.Abandoned)
+	require.NoError(t, queue.New(e.rdb).AddRefused(e.ctx(), map[string]map[string]int64{"cnt": {"RATE_LIMITED": 40, "BLOCKED": 2}}))
+	code, _ = e.do(http.MethodGet, admin.Prefix+"/items/cnt", "", &v)
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, int64(42), v.Refused)
+	assert.Equal(t, "BLOCKED 2, RATE_LIMITED 40", v.RefusedBy)
 
 	code, _ = e.do(http.MethodPut, admin.Prefix+"/items/cnt/admission", `{"paused":true}`, nil)
 	require.Equal(t, http.StatusOK, code)

@@ -12,6 +12,8 @@ import (
 	"html/template"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -158,7 +160,19 @@ func (s *Server) addCounters(ctx context.Context, v *ItemView, it topics.ItemSta
 	if err != nil {
 		return err
 	}
-	v.Abandoned, v.Rejected = c.Counts["abandoned"], c.Counts["rejected"]
+	v.Abandoned, v.PreQueued = c.Counts["abandoned"], c.PreQueued
+	codes := make([]string, 0, len(c.Refused))
+	for code, n := range c.Refused {
+		v.Refused += n
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	for i, code := range codes {
+		if i > 0 {
+			v.RefusedBy += ", "
+		}
+		v.RefusedBy += code + " " + strconv.FormatInt(c.Refused[code], 10)
+	}
 	if st.Waiting > 0 {
 		p := registration.Pace{AdmittedLastMinute: st.AdmittedLastMinute, Active: st.Admitted}
 		if c.PacedSinceMs > 0 {
