@@ -10,7 +10,7 @@ import (
 )
 
 // BypassUses reads how many registrations bypass code id of item placed so
-// far (enqueue_bypass.lua counts them; the record replays them).
+// far (enqueue.lua counts them; the record replays them).
 func (l *Line) BypassUses(ctx context.Context, item, id string) (int64, error) {
 	n, err := l.rdb.HGet(ctx, KeysFor(item).Bypass, id).Int64()
 	if errors.Is(err, redis.Nil) {

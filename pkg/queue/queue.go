@@ -68,8 +68,6 @@ var (
 	completeSrc string
 	//go:embed ack.lua
 	ackSrc string
-	//go:embed enqueue_bypass.lua
-	enqueueBypassSrc string
 	//go:embed abandon.lua
 	abandonSrc string
 
@@ -85,9 +83,8 @@ var (
 	ackScript       = redis.NewScript(ackSrc)
 	abandonScript   = redis.NewScript(abandonSrc)
 
-	enqueueBypassScript = redis.NewScript(enqueueBypassSrc)
 
-	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, enqueueBypassScript, abandonScript}
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, abandonScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.
 	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc}
 )
@@ -218,7 +215,6 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	cmds := make([]*redis.Cmd, len(ops))
 	seen := make(map[string]struct{}, 4)
 	var loaded [len(opScripts)]bool
-	loadedBypass := false
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
 	if cluster {
@@ -232,10 +228,6 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	}
 	_, err := run(ctx, func(p redis.Pipeliner) error {
 		for _, op := range ops {
-			if !cluster && op.Kind == OpRegister && op.Bypass != nil && !loadedBypass {
-				loadedBypass = true
-				p.ScriptLoad(ctx, enqueueBypassSrc)
-			}
 			if cluster || op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
 				continue
 			}
@@ -251,13 +243,12 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
+				code, count := "", "0"
 				if op.Bypass != nil {
-					cmds[i] = eval(enqueueBypassScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Express, k.Bypass, k.Pool, k.Late},
-						part, off, op.TokenID, op.UserID, op.Bypass.Code, strconv.FormatInt(op.Bypass.Count, 10))
-					break
+					code, count = op.Bypass.Code, strconv.FormatInt(op.Bypass.Count, 10)
 				}
-				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn},
-					part, off, op.TokenID, op.UserID, strconv.FormatInt(op.Window, 10))
+				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass},
+					part, off, op.TokenID, op.UserID, strconv.FormatInt(op.Window, 10), code, count)
 			case OpLeave:
 				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
 			case OpMark:

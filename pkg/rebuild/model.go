@@ -39,7 +39,7 @@ type item struct {
 	registered bool              // a register record was applied: the item is active
 	epoch      int64             // highest leader epoch in its admission events
 	ticks      []tick            // its admission events, in topic order
-	bypass     map[string]int64  // bypass code id -> uses (enqueue_bypass.lua)
+	bypass     map[string]int64  // bypass code id -> uses (enqueue.lua)
 	abandoned  int64             // places released idle (the stats' abandoned)
 	fair                         // its pre-queue and draws (draw.go)
 }
@@ -160,7 +160,7 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 				return // DUPLICATE: the same token is waiting
 			}
 		}
-		if ev.Bypass != nil { // a bypass place skips any pending draw (enqueue_bypass.lua)
+		if ev.Bypass != nil { // a bypass place skips any pending draw (enqueue.lua)
 			if it.bypass[ev.Bypass.Code] >= bypass.Allowance(ev) {
 				return // EXHAUSTED: never placed
 			}
