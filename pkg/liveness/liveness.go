@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/periodic"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"go.uber.org/zap"
@@ -158,21 +159,11 @@ func (t *Tracker) Flush(ctx context.Context) error {
 // Run flushes every interval until ctx ends, then once more (briefly), so a
 // graceful stop loses no sign of life.
 func (t *Tracker) Run(ctx context.Context) {
-	tk := time.NewTicker(t.every)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			if err := t.Flush(fctx); err != nil {
-				t.log.Warn("flush signs of life at stop", zap.Error(err))
-			}
-			return
-		case <-tk.C:
-			if err := t.Flush(ctx); err != nil && ctx.Err() == nil {
-				t.log.Warn("flush signs of life; kept for the next flush", zap.Error(err))
-			}
+	periodic.Every(ctx, t.every, true, t.Flush, func(err error, last bool) {
+		if last {
+			t.log.Warn("flush signs of life at stop", zap.Error(err))
+		} else {
+			t.log.Warn("flush signs of life; kept for the next flush", zap.Error(err))
 		}
-	}
+	})
 }

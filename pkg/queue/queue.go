@@ -83,7 +83,6 @@ var (
 	ackScript       = redis.NewScript(ackSrc)
 	abandonScript   = redis.NewScript(abandonSrc)
 
-
 	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, abandonScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.
 	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc}

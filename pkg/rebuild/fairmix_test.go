@@ -28,7 +28,7 @@ func TestRebuildReproducesDrawsBypassesAndAbandonsTogether(t *testing.T) {
 		w.pooled("m", "u"+strconv.Itoa(i), "t"+strconv.Itoa(i), win)
 	}
 	w.reg(topics.KindRegister, "m", "late", "t-late")
-	w.regBypass("m", "u3", "t3-b", "code", 5, exp)     // pooled: duplicate
+	w.regBypass("m", "u3", "t3-b", "code", 5, exp)       // pooled: duplicate
 	w.regBypass("m", "late", "t-late-b", "code", 5, exp) // late: duplicate
 	w.regBypass("m", "staff", "t-staff", "code", 5, exp) // express at once
 	w.reg(topics.KindAbandon, "m", "u9", "t9")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/periodic"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"go.uber.org/zap"
 )
@@ -78,23 +79,9 @@ func (r *Refusals) Flush(ctx context.Context) error {
 
 // Run flushes every interval until ctx ends, then once more.
 func (r *Refusals) Run(ctx context.Context) {
-	t := time.NewTicker(r.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			if err := r.Flush(fctx); err != nil {
-				r.log.Warn("last flush of refusal counts", zap.Error(err))
-			}
-			return
-		case <-t.C:
-			if err := r.Flush(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("flush refusal counts", zap.Error(err))
-			}
-		}
-	}
+	periodic.Every(ctx, r.every, true, r.Flush, func(err error, last bool) {
+		r.log.Warn("flush refusal counts; kept for the next flush", zap.Bool("stopping", last), zap.Error(err))
+	})
 }
 
 // countRefusal runs the registration and counts it when it was refused for

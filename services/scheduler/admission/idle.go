@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/periodic"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -49,18 +50,12 @@ func NewSweeper(s *Scheduler, items Items, every, grace time.Duration, reg prome
 
 // Run sweeps every interval until ctx ends.
 func (w *Sweeper) Run(ctx context.Context) {
-	t := time.NewTicker(w.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("idle sweep; the rest at the next one", zap.Error(err))
-			}
-		}
-	}
+	periodic.Every(ctx, w.every, false, func(ctx context.Context) error {
+		_, err := w.Sweep(ctx)
+		return err
+	}, func(err error, _ bool) {
+		w.log.Warn("idle sweep; the rest at the next one", zap.Error(err))
+	})
 }
 
 // Sweep makes one pass and returns how many abandon records it published.
