@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -87,6 +88,10 @@ func runChild() error {
 		cpu := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 		c.JSON(http.StatusOK, memReport{HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, RSS: rss(), CPU: cpu, Goroutines: runtime.NumGoroutine()})
 	})
+	// Profiles of the notifier alone, fetched by BenchmarkStreams when
+	// WR_BENCH_PROFILE names a directory.
+	engine.GET("/debug/pprof/profile", gin.WrapF(pprof.Profile))
+	engine.GET("/debug/pprof/trace", gin.WrapF(pprof.Trace))
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
@@ -279,7 +284,29 @@ func BenchmarkStreams(b *testing.B) {
 		defer close(schedDone)
 		w.schedulerRun(sctx, 200*time.Millisecond)
 	}()
+	var profs sync.WaitGroup
+	if dir := os.Getenv("WR_BENCH_PROFILE"); dir != "" {
+		secs := strconv.Itoa(max(1, int(admitFor.Seconds())))
+		for _, p := range []string{"profile", "trace"} {
+			profs.Go(func() {
+				resp, err := http.Get(base + "/debug/pprof/" + p + "?seconds=" + secs)
+				if err != nil {
+					b.Logf("%s: %v", p, err)
+					return
+				}
+				defer resp.Body.Close()
+				f, err := os.Create(dir + "/notifier." + p)
+				if err != nil {
+					b.Logf("%s: %v", p, err)
+					return
+				}
+				defer f.Close()
+				_, _ = io.Copy(f, resp.Body)
+			})
+		}
+	}
 	time.Sleep(admitFor)
+	profs.Wait()
 	stopSched()
 	<-schedDone
 	time.Sleep(time.Second) // the last tick's updates reach the clients

@@ -53,6 +53,9 @@ type Feed struct {
 	dirty bool
 	pubAt time.Time
 	flush *time.Timer
+	// waves wakes the item's streams for a new snapshot slice by slice
+	// (the generation is the snapshot's Version).
+	waves waves
 }
 
 // Admit tells a waiting stream that an admission event admitted its token,
@@ -93,7 +96,11 @@ type Hub struct {
 	mu    sync.Mutex
 	feeds map[string]*Feed
 
-	beat     atomic.Pointer[chan struct{}] // closed and replaced at every heartbeat
+	beat atomic.Pointer[chan struct{}] // closed and replaced at every heartbeat
+	// beats wakes the streams for the heartbeat slice by slice; beatGen
+	// counts the heartbeats (the generation streams compare).
+	beats    waves
+	beatGen  atomic.Uint64
 	stop     chan struct{}
 	stopOnce sync.Once
 
@@ -148,15 +155,37 @@ func (h *Hub) Stop() { h.stopOnce.Do(func() { close(h.stop) }) }
 // Stopped is closed once the hub stopped.
 func (h *Hub) Stopped() <-chan struct{} { return h.stop }
 
-// Beat wakes every stream to write a heartbeat.
+// Beat wakes every stream to write a heartbeat, slice by slice (waves).
 func (h *Hub) Beat() {
 	b := make(chan struct{})
 	old := h.beat.Swap(&b)
 	close(*old)
+	h.beats.wake(h.beatGen.Add(1))
 }
 
-// Heartbeat is closed at the next heartbeat.
+// Heartbeat is closed at the next heartbeat (at once; the streams
+// themselves are woken slice by slice: waitBeat).
 func (h *Hub) Heartbeat() <-chan struct{} { return *h.beat.Load() }
+
+// waitBeat returns what the stream of beat slot slot, which saw heartbeat
+// gen, waits on for the next one (closed: one came already) and the gate to
+// leave once the wait ends.
+func (h *Hub) waitBeat(slot int, gen uint64) (<-chan struct{}, *gate) {
+	g := h.beats.enter(slot)
+	if h.beatGen.Load() != gen {
+		return closedCh, g
+	}
+	return g.ch, g
+}
+
+// waitSnapshot is waitBeat for f's snapshots: version is the one the stream saw.
+func (f *Feed) waitSnapshot(slot int, version uint64) (<-chan struct{}, *gate) {
+	g := f.waves.enter(slot)
+	if f.cur.Load().Version != version {
+		return closedCh, g
+	}
+	return g.ch, g
+}
 
 // Subscribe registers a stream of item and returns its feed; the caller must
 // Unsubscribe it.
@@ -361,14 +390,15 @@ func (h *Hub) newest(f *Feed) Snapshot {
 	return *f.cur.Load()
 }
 
-// publishNow makes s f's snapshot and wakes the watchers of the old one.
-// Callers hold h.mu.
+// publishNow makes s f's snapshot and wakes the watchers of the old one (its
+// Next at once, the streams slice by slice: waves). Callers hold h.mu.
 func (h *Hub) publishNow(f *Feed, s Snapshot) {
 	old := f.cur.Load()
 	s.Version = old.Version + 1
 	s.next = make(chan struct{})
 	f.cur.Store(&s)
 	close(old.next)
+	f.waves.wake(s.Version)
 	f.dirty, f.want = false, Snapshot{}
 	f.pubAt = time.Now()
 	if f.flush != nil {

@@ -92,6 +92,23 @@ type stream struct {
 	// (pkg/liveness), released when the stream ends or the place changes.
 	alive    func()
 	aliveTok string
+	// The slices of the item's and the heartbeat's waves this stream is woken
+	// in, the heartbeat it saw, and the gates it waits on (left once woken).
+	slot, beatSlot int
+	beatGen        uint64
+	gate, beatGate *gate
+}
+
+// leave ends the stream's waits on its wave gates.
+func (st *stream) leave() {
+	if st.gate != nil {
+		st.gate.leave()
+		st.gate = nil
+	}
+	if st.beatGate != nil {
+		st.beatGate.leave()
+		st.beatGate = nil
+	}
 }
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -159,7 +176,9 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 	// Subscribe before the first exact read, so no event between the two is lost.
 	st.feed = st.s.hub.Subscribe(st.q.ItemID)
 	defer st.s.hub.Unsubscribe(st.feed)
+	st.slot, st.beatSlot, st.beatGen = st.feed.waves.slot(), st.s.hub.beats.slot(), st.s.hub.beatGen.Load()
 	defer func() {
+		st.leave()
 		if st.admit != nil {
 			st.s.hub.UnwatchAdmission(st.feed, st.watching, st.admit)
 			select {
@@ -210,11 +229,15 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 			}
 			st.watching, st.admit = st.tok, st.s.hub.WatchAdmission(st.feed, st.tok)
 		}
-		beat := st.s.hub.Heartbeat()
+		// Woken slice by slice (waves): a new snapshot of the item, a heartbeat.
+		var next, beat <-chan struct{}
+		next, st.gate = st.feed.waitSnapshot(st.slot, st.version)
+		beat, st.beatGate = st.s.hub.waitBeat(st.beatSlot, st.beatGen)
 		select {
 		case <-ctx.Done():
 			return
 		case a := <-st.admit:
+			st.leave()
 			// The event that admitted this token, before the item's other
 			// streams hear of it: no Redis read between the two.
 			st.admitted(a.Until, a.At)
@@ -224,12 +247,21 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 			return
 		case <-st.s.viewLost():
 			return // the view is lost: the client reconnects and is told VIEW_REBUILDING
-		case <-snap.Next():
-			snap = st.feed.Latest()
-			if st.onSnapshot(ctx, snap) {
-				return
-			}
+		case <-next:
+			st.leave()
+			if s := st.feed.Latest(); s.Version != st.version {
+				snap = s
+				if st.onSnapshot(ctx, snap) {
+					return
+				}
+			} // else: a later pass of a wave this stream had seen
 		case <-beat:
+			st.leave()
+			gen := st.s.hub.beatGen.Load()
+			if gen == st.beatGen {
+				continue // a later pass of a heartbeat this stream had seen
+			}
+			st.beatGen = gen
 			if st.conn != nil && peerClosed(st.conn) {
 				return // nobody reads a hijacked stream to notice the close: look
 			}
@@ -242,11 +274,13 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 				}
 			}
 		case <-held:
+			st.leave()
 			st.holding = false
 			if st.position(snap, snap.At) {
 				return
 			}
 		case <-recheck:
+			st.leave()
 			st.armed = false
 			if st.full(ctx, snap) {
 				return

@@ -1,0 +1,130 @@
+package sse
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// wakeSlices is how many slices a wave wakes a set of streams in (an item's
+// streams for a new snapshot, or every stream for the heartbeat): a stream
+// joins slice n % wakeSlices, n counting the set's streams as they come, so
+// at 19,800 streams on one item a slice holds ~77.
+const wakeSlices = 256
+
+// sliceWait bounds how long a wave waits for one slice's woken streams to be
+// scheduled before it wakes the next one (reached only when the CPU is
+// starved; normally a slice is scheduled within a few milliseconds).
+const sliceWait = 20 * time.Millisecond
+
+// closedCh is a closed channel: a select on it goes on at once.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// gate is one slice's wake-up for one wave: the streams of the slice wait on
+// ch, and the wave closes it, then waits until every stream that waited left
+// the wait (they were scheduled) before it wakes the next slice.
+type gate struct {
+	ch      chan struct{}
+	waiting atomic.Int32 // streams that entered and have not left
+	shut    atomic.Bool
+	drained chan struct{} // closed once shut and nobody waits any more
+	once    sync.Once
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{}), drained: make(chan struct{})} }
+
+// leave ends a stream's wait on g (woken or not).
+func (g *gate) leave() {
+	if g.waiting.Add(-1) == 0 && g.shut.Load() {
+		g.once.Do(func() { close(g.drained) })
+	}
+}
+
+// waves wakes a set of streams slice by slice instead of all at once. Closing
+// one channel that 19,800 streams wait on puts all of them in the Go
+// scheduler's run queue at once, and a goroutine that becomes runnable behind
+// them (the admissions follower reading the next admission event, an admitted
+// stream told first) waits until every one of them ran: hundreds of
+// milliseconds on two cores. A wave wakes one slice, waits until its streams
+// were scheduled, then wakes the next, so whatever else becomes runnable waits
+// behind one or two slices, never the whole set. Streams that are not waiting
+// when their slice's turn comes (busy writing) see the newer generation when
+// they next look (enter, then compare generations), so none is missed.
+type waves struct {
+	slices [wakeSlices]atomic.Pointer[gate]
+	joined atomic.Uint32
+
+	mu      sync.Mutex
+	want    uint64 // the newest generation asked for (guarded by mu)
+	running bool   // a wave goroutine runs (guarded by mu)
+}
+
+// slot returns the slice of a stream joining the set.
+func (w *waves) slot() int { return int((w.joined.Add(1) - 1) % wakeSlices) }
+
+// enter returns the gate the stream of slot waits on; the stream must then
+// compare the generation it saw with the newest (the wave may have passed its
+// slice already) and call leave on the gate once its wait ends.
+func (w *waves) enter(slot int) *gate {
+	p := &w.slices[slot]
+	g := p.Load()
+	if g == nil {
+		ng := newGate()
+		if p.CompareAndSwap(nil, ng) {
+			g = ng
+		} else {
+			g = p.Load()
+		}
+	}
+	g.waiting.Add(1)
+	return g
+}
+
+// wake wakes every waiting stream of the set, slice by slice, for generation
+// gen (stored where the streams look before this call). A wave under way goes
+// on and then passes again for the newer generation.
+func (w *waves) wake(gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.want = max(w.want, gen)
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
+}
+
+func (w *waves) run() {
+	var done uint64
+	t := time.NewTimer(sliceWait)
+	t.Stop()
+	for {
+		w.mu.Lock()
+		gen := w.want
+		if gen <= done {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		for i := range w.slices {
+			p := &w.slices[i]
+			g := p.Load()
+			if g == nil || g.waiting.Load() == 0 {
+				continue // nobody waits: whoever enters later sees gen
+			}
+			p.Store(newGate())
+			g.shut.Store(true)
+			close(g.ch)
+			if g.waiting.Load() == 0 {
+				continue
+			}
+			t.Reset(sliceWait)
+			select {
+			case <-g.drained:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		done = gen
+	}
+}
