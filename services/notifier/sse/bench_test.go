@@ -92,6 +92,7 @@ func runChild() error {
 	// WR_BENCH_PROFILE names a directory.
 	engine.GET("/debug/pprof/profile", gin.WrapF(pprof.Profile))
 	engine.GET("/debug/pprof/trace", gin.WrapF(pprof.Trace))
+	engine.GET("/debug/pprof/heap", gin.WrapH(pprof.Handler("heap")))
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
@@ -263,6 +264,9 @@ func BenchmarkStreams(b *testing.B) {
 	b.Logf("%d streams open in %s", streams, time.Since(openStart).Round(time.Millisecond))
 	time.Sleep(time.Second)
 	open := mem()
+	if dir := os.Getenv("WR_BENCH_PROFILE"); dir != "" {
+		fetch(b, base+"/debug/pprof/heap", dir+"/notifier.heap")
+	}
 	perStream := (float64(open.HeapInuse+open.StackInuse) - float64(before.HeapInuse+before.StackInuse)) / float64(streams)
 	rssPerStream := (float64(open.RSS) - float64(before.RSS)) / float64(streams)
 	b.Logf("notifier: heap %d -> %d MiB, stacks %d -> %d MiB, RSS %d -> %d MiB, goroutines %d -> %d",
@@ -288,21 +292,7 @@ func BenchmarkStreams(b *testing.B) {
 	if dir := os.Getenv("WR_BENCH_PROFILE"); dir != "" {
 		secs := strconv.Itoa(max(1, int(admitFor.Seconds())))
 		for _, p := range []string{"profile", "trace"} {
-			profs.Go(func() {
-				resp, err := http.Get(base + "/debug/pprof/" + p + "?seconds=" + secs)
-				if err != nil {
-					b.Logf("%s: %v", p, err)
-					return
-				}
-				defer resp.Body.Close()
-				f, err := os.Create(dir + "/notifier." + p)
-				if err != nil {
-					b.Logf("%s: %v", p, err)
-					return
-				}
-				defer f.Close()
-				_, _ = io.Copy(f, resp.Body)
-			})
+			profs.Go(func() { fetch(b, base+"/debug/pprof/"+p+"?seconds="+secs, dir+"/notifier."+p) })
 		}
 	}
 	time.Sleep(admitFor)
@@ -349,6 +339,23 @@ func BenchmarkStreams(b *testing.B) {
 	b.ReportMetric(q(adm, .99), "admitted-p99-ms")
 	b.ReportMetric(q(pos, .99), "position-p99-ms")
 	b.Logf("notifier's own histogram (event time -> written, bucket bounds): p50 <= %s, p99 <= %s", srvP50, srvP99)
+}
+
+// fetch saves what url answers to path (a profile of the notifier child).
+func fetch(b *testing.B, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Logf("%s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Logf("%s: %v", path, err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
 }
 
 // positionOf reads "position" from a position event's data without a JSON
