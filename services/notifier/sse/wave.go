@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,8 @@ func (g *gate) leave() {
 type waves struct {
 	slices [wakeSlices]atomic.Pointer[gate]
 	joined atomic.Uint32
+	// patience is how long a wave waits for a slice (0: sliceWait).
+	patience time.Duration
 
 	mu      sync.Mutex
 	want    uint64 // the newest generation asked for (guarded by mu)
@@ -95,7 +98,8 @@ func (w *waves) wake(gen uint64) {
 
 func (w *waves) run() {
 	var done uint64
-	t := time.NewTimer(sliceWait)
+	patience := cmp.Or(w.patience, sliceWait)
+	t := time.NewTimer(patience)
 	t.Stop()
 	for {
 		w.mu.Lock()
@@ -118,7 +122,7 @@ func (w *waves) run() {
 			if g.waiting.Load() == 0 {
 				continue
 			}
-			t.Reset(sliceWait)
+			t.Reset(patience)
 			select {
 			case <-g.drained:
 			case <-t.C:
