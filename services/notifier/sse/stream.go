@@ -166,7 +166,7 @@ func (st *stream) send(event string, data []byte, at int64) error {
 	}
 	st.s.m.delivered[event].Inc()
 	if at > 0 {
-		st.s.m.latency.Observe(max(0, float64(st.s.now().UnixMilli()-at)/1000))
+		st.s.m.latency[event].Observe(max(0, float64(st.s.now().UnixMilli()-at)/1000))
 	}
 	return nil
 }
