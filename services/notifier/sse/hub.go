@@ -160,7 +160,7 @@ func (h *Hub) Beat() {
 	b := make(chan struct{})
 	old := h.beat.Swap(&b)
 	close(*old)
-	h.beats.wake(h.beatGen.Add(1))
+	h.beats.wake(h.beatGen.Add(1), false)
 }
 
 // Heartbeat is closed at the next heartbeat (at once; the streams
@@ -195,6 +195,7 @@ func (h *Hub) Subscribe(item string) *Feed {
 	f := h.feeds[item]
 	if f == nil {
 		f = &Feed{item: item}
+		f.waves.gap = h.every // a stream's positions are paced as the hub's publishes
 		f.cur.Store(&Snapshot{Verdict: h.verdict(item), next: make(chan struct{})})
 		h.feeds[item] = f
 	}
@@ -352,7 +353,7 @@ func (h *Hub) publish(f *Feed, change func(*Snapshot) bool) bool {
 	if !change(&s) {
 		return false
 	}
-	h.publishNow(f, s)
+	h.publishNow(f, s, true)
 	return true
 }
 
@@ -366,7 +367,7 @@ func (h *Hub) publishPaced(f *Feed, change func(*Snapshot) bool) bool {
 	}
 	wait := h.every - time.Since(f.pubAt)
 	if h.every <= 0 || wait <= 0 {
-		h.publishNow(f, s)
+		h.publishNow(f, s, false)
 		return true
 	}
 	f.want, f.dirty = s, true
@@ -375,7 +376,7 @@ func (h *Hub) publishPaced(f *Feed, change func(*Snapshot) bool) bool {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			if f.dirty && h.feeds[f.item] == f {
-				h.publishNow(f, f.want)
+				h.publishNow(f, f.want, false)
 			}
 		})
 	}
@@ -391,14 +392,15 @@ func (h *Hub) newest(f *Feed) Snapshot {
 }
 
 // publishNow makes s f's snapshot and wakes the watchers of the old one (its
-// Next at once, the streams slice by slice: waves). Callers hold h.mu.
-func (h *Hub) publishNow(f *Feed, s Snapshot) {
+// Next at once, the streams slice by slice: waves; urgent: an item state
+// change, which does not wait for the waves' gap). Callers hold h.mu.
+func (h *Hub) publishNow(f *Feed, s Snapshot, urgent bool) {
 	old := f.cur.Load()
 	s.Version = old.Version + 1
 	s.next = make(chan struct{})
 	f.cur.Store(&s)
 	close(old.next)
-	f.waves.wake(s.Version)
+	f.waves.wake(s.Version, urgent)
 	f.dirty, f.want = false, Snapshot{}
 	f.pubAt = time.Now()
 	if f.flush != nil {

@@ -98,6 +98,7 @@ type stream struct {
 	beatGen        uint64
 	gate, beatGate *gate
 	snap           *Snapshot // the item's snapshot the stream acted on last
+	wokeAt         time.Time // when the wave being acted on woke the stream (zero: not woken by one)
 }
 
 // leave ends the stream's waits on its wave gates.
@@ -202,7 +203,7 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		case <-st.s.viewLost():
 			return // the view is lost: the client reconnects and is told VIEW_REBUILDING
 		case <-next:
-			over = st.onWake(ctx)
+			over = st.onWake(ctx, next == closedCh)
 		case <-beat:
 			over = st.onBeat(ctx)
 		case <-held:
@@ -298,17 +299,24 @@ func (st *stream) onAdmit(a Admit) bool {
 	return true
 }
 
-// onWake acts on a newer snapshot of the item; true ends the stream.
+// onWake acts on a newer snapshot of the item (seen before waiting: not
+// woken by the wave); true ends the stream.
 //
 //go:noinline
-func (st *stream) onWake(ctx context.Context) bool {
+func (st *stream) onWake(ctx context.Context, seen bool) bool {
+	if !seen {
+		st.wokeAt = st.gate.at // written before the gate closed
+	}
 	st.leave()
 	s := st.feed.Latest()
 	if s.Version == st.version {
+		st.wokeAt = time.Time{}
 		return false // a later pass of a wave this stream had seen
 	}
 	st.snap = s
-	return st.onSnapshot(ctx, s)
+	over := st.onSnapshot(ctx, s)
+	st.wokeAt = time.Time{}
+	return over
 }
 
 // onBeat writes the heartbeat (and, after a long quiet, re-reads the exact
@@ -526,7 +534,13 @@ func (st *stream) position(snap *Snapshot, at int64) bool {
 	if st.sentPos > 0 && pos == st.sentPos && st.total == st.sentTot && eta == st.sentEta {
 		return false
 	}
+	// Paced from when the wave woke this stream, when it did: a wave wakes a
+	// slice's streams together and they run a few ms apart, in another order
+	// each time; the waves keep a slice's wakes an interval apart (waves.gap).
 	now := st.s.now()
+	if !st.wokeAt.IsZero() {
+		now = st.wokeAt
+	}
 	if every := st.s.opt.PositionEvery; st.sentPos > 0 && every > 0 && now.Sub(st.sentAt) < every {
 		if !st.holding { // the latest state goes out when the interval ends
 			st.holding = true

@@ -29,6 +29,7 @@ type gate struct {
 	waiting atomic.Int32 // streams that entered and have not left
 	shut    atomic.Bool
 	drained chan struct{} // closed once shut and nobody waits any more
+	at      time.Time     // when the wave closed ch (written before it did)
 	once    sync.Once
 }
 
@@ -56,9 +57,17 @@ type waves struct {
 	joined atomic.Uint32
 	// patience is how long a wave waits for a slice (0: sliceWait).
 	patience time.Duration
+	// gap, when positive, is the least time between two wakes of one slice
+	// by paced waves (set before use; see Hub.SetPositionEvery), and last
+	// when each slice was woken (only the wave goroutine touches it).
+	gap  time.Duration
+	last *[wakeSlices]time.Time
+	// hurry cuts a paced wave's waits short (an urgent wake came).
+	hurry chan struct{}
 
 	mu      sync.Mutex
 	want    uint64 // the newest generation asked for (guarded by mu)
+	urgent  bool   // the wave asked for must not keep the gap (guarded by mu)
 	running bool   // a wave goroutine runs (guarded by mu)
 }
 
@@ -86,12 +95,29 @@ func (w *waves) enter(slot int) *gate {
 // wake wakes every waiting stream of the set, slice by slice, for generation
 // gen (stored where the streams look before this call). A wave under way goes
 // on and then passes again for the newer generation.
-func (w *waves) wake(gen uint64) {
+//
+// With a gap, a wave wakes no slice sooner than gap after the previous wave
+// woke it: the streams of an item are then woken at a steady cadence, each
+// about gap after its last wake, so a stream that paces its own positions to
+// one per gap seldom has to hold one back on a timer of its own (such timers
+// fire unpaced, all together, and would undo the waves). urgent (an item
+// state change) wakes every slice without keeping the gap.
+func (w *waves) wake(gen uint64, urgent bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.want = max(w.want, gen)
+	if urgent {
+		w.urgent = true
+		select {
+		case w.hurry <- struct{}{}:
+		default:
+		}
+	}
 	if !w.running {
 		w.running = true
+		if w.hurry == nil {
+			w.hurry = make(chan struct{}, 1)
+		}
 		go w.run()
 	}
 }
@@ -103,20 +129,37 @@ func (w *waves) run() {
 	t.Stop()
 	for {
 		w.mu.Lock()
-		gen := w.want
+		gen, urgent := w.want, w.urgent
 		if gen <= done {
 			w.running = false
 			w.mu.Unlock()
 			return
 		}
+		w.urgent = false
 		w.mu.Unlock()
+		if w.gap > 0 && w.last == nil {
+			w.last = new([wakeSlices]time.Time)
+		}
 		for i := range w.slices {
 			p := &w.slices[i]
 			g := p.Load()
 			if g == nil || g.waiting.Load() == 0 {
 				continue // nobody waits: whoever enters later sees gen
 			}
+			if w.gap > 0 {
+				if d := time.Until(w.last[i].Add(w.gap)); d > 0 && !urgent {
+					t.Reset(d)
+					select {
+					case <-t.C:
+					case <-w.hurry:
+						urgent = true
+					}
+					t.Stop()
+				}
+				w.last[i] = time.Now()
+			}
 			p.Store(newGate())
+			g.at = time.Now()
 			g.shut.Store(true)
 			close(g.ch)
 			if g.waiting.Load() == 0 {

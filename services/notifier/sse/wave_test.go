@@ -16,7 +16,7 @@ func TestWavesWakeSliceBySlice(t *testing.T) {
 	a, b := w.slot(), w.slot()
 	require.NotEqual(t, a, b)
 	ga, gb := w.enter(a), w.enter(b)
-	w.wake(1)
+	w.wake(1, false)
 	<-ga.ch // the first slice at once
 	select {
 	case <-gb.ch:
@@ -35,7 +35,7 @@ func TestWavesWakeSliceBySlice(t *testing.T) {
 	// A slice nobody waits on is passed over; whoever enters it later sees
 	// the newer generation by comparing (as the streams do).
 	gc := w.enter(w.slot())
-	w.wake(2)
+	w.wake(2, false)
 	<-gc.ch
 	gc.leave()
 }
@@ -71,10 +71,31 @@ func TestWavesMissNobody(t *testing.T) {
 	}
 	for i := uint64(1); i <= gens; i++ {
 		gen.Store(i)
-		w.wake(i)
+		w.wake(i, false)
 		if i%5 == 0 {
 			time.Sleep(time.Millisecond)
 		}
 	}
 	wg.Wait()
+}
+
+// With a gap, a wave wakes a slice no sooner than gap after its last wake;
+// an urgent wake (an item state change) does not wait.
+func TestWavesKeepTheGapUnlessUrgent(t *testing.T) {
+	w := &waves{gap: time.Hour}
+	slot := w.slot()
+	g := w.enter(slot)
+	w.wake(1, false)
+	<-g.ch // the first wake of a slice is at once
+	g.leave()
+	g = w.enter(slot)
+	w.wake(2, false)
+	select {
+	case <-g.ch:
+		t.Fatal("a slice woken again within the gap")
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.wake(3, true)
+	<-g.ch
+	g.leave()
 }
