@@ -136,6 +136,10 @@ func (w *waves) run() {
 			return
 		}
 		w.urgent = false
+		select {
+		case <-w.hurry: // asked before this pass: urgent says it
+		default:
+		}
 		w.mu.Unlock()
 		if w.gap > 0 && w.last == nil {
 			w.last = new([wakeSlices]time.Time)
