@@ -307,7 +307,9 @@ func (st *stream) onWake(ctx context.Context, seen bool) bool {
 	if !seen {
 		st.wokeAt = st.gate.at // written before the gate closed
 	}
-	st.leave()
+	// The wave waits for its slice to leave: leaving once the work is done
+	// keeps the run queue at one slice of streams.
+	defer st.leave()
 	s := st.feed.Latest()
 	if s.Version == st.version {
 		st.wokeAt = time.Time{}
