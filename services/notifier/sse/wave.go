@@ -13,9 +13,9 @@ import (
 // at 19,800 streams on one item a slice holds ~77.
 const wakeSlices = 256
 
-// sliceWait bounds how long a wave waits for one slice's woken streams to be
-// scheduled before it wakes the next one (reached only when the CPU is
-// starved; normally a slice is scheduled within a few milliseconds).
+// sliceWait bounds how long a wave waits for one slice's woken streams to act
+// on the wake before it wakes the next one (reached only when the CPU is
+// starved or a stream is stuck; a slice normally takes a few milliseconds).
 const sliceWait = 20 * time.Millisecond
 
 // closedCh is a closed channel: a select on it goes on at once.
@@ -23,7 +23,7 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 
 // gate is one slice's wake-up for one wave: the streams of the slice wait on
 // ch, and the wave closes it, then waits until every stream that waited left
-// the wait (they were scheduled) before it wakes the next slice.
+// the wait (they acted on the wake: leave) before it wakes the next slice.
 type gate struct {
 	ch      chan struct{}
 	waiting atomic.Int32 // streams that entered and have not left
@@ -48,7 +48,7 @@ func (g *gate) leave() {
 // them (the admissions follower reading the next admission event, an admitted
 // stream told first) waits until every one of them ran: hundreds of
 // milliseconds on two cores. A wave wakes one slice, waits until its streams
-// were scheduled, then wakes the next, so whatever else becomes runnable waits
+// acted on it, then wakes the next, so whatever else becomes runnable waits
 // behind one or two slices, never the whole set. Streams that are not waiting
 // when their slice's turn comes (busy writing) see the newer generation when
 // they next look (enter, then compare generations), so none is missed.
