@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -87,6 +88,11 @@ func runChild() error {
 		cpu := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 		c.JSON(http.StatusOK, memReport{HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, RSS: rss(), CPU: cpu, Goroutines: runtime.NumGoroutine()})
 	})
+	// Profiles of the notifier alone, fetched by BenchmarkStreams when
+	// WR_BENCH_PROFILE names a directory.
+	engine.GET("/debug/pprof/profile", gin.WrapF(pprof.Profile))
+	engine.GET("/debug/pprof/trace", gin.WrapF(pprof.Trace))
+	engine.GET("/debug/pprof/heap", gin.WrapH(pprof.Handler("heap")))
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
@@ -258,6 +264,9 @@ func BenchmarkStreams(b *testing.B) {
 	b.Logf("%d streams open in %s", streams, time.Since(openStart).Round(time.Millisecond))
 	time.Sleep(time.Second)
 	open := mem()
+	if dir := os.Getenv("WR_BENCH_PROFILE"); dir != "" {
+		fetch(b, base+"/debug/pprof/heap", dir+"/notifier.heap")
+	}
 	perStream := (float64(open.HeapInuse+open.StackInuse) - float64(before.HeapInuse+before.StackInuse)) / float64(streams)
 	rssPerStream := (float64(open.RSS) - float64(before.RSS)) / float64(streams)
 	b.Logf("notifier: heap %d -> %d MiB, stacks %d -> %d MiB, RSS %d -> %d MiB, goroutines %d -> %d",
@@ -279,13 +288,24 @@ func BenchmarkStreams(b *testing.B) {
 		defer close(schedDone)
 		w.schedulerRun(sctx, 200*time.Millisecond)
 	}()
+	var profs sync.WaitGroup
+	if dir := os.Getenv("WR_BENCH_PROFILE"); dir != "" {
+		secs := strconv.Itoa(max(1, int(admitFor.Seconds())))
+		for _, p := range []string{"profile", "trace"} {
+			profs.Go(func() { fetch(b, base+"/debug/pprof/"+p+"?seconds="+secs, dir+"/notifier."+p) })
+		}
+	}
 	time.Sleep(admitFor)
+	profs.Wait()
 	stopSched()
 	<-schedDone
 	time.Sleep(time.Second) // the last tick's updates reach the clients
 	clientCPU := (selfCPU() - selfBefore) / time.Since(admitStart).Seconds() * 100
 	cpuAdmit := (mem().CPU - cpuBefore) / time.Since(admitStart).Seconds() * 100
-	srvP50, srvP99 := histogramQuantiles(b, w, base, "waitroom_notifier_delivery_latency_seconds")
+	metrics := readMetrics(b, w, base)
+	srvP50, srvP99 := histogramQuantiles(metrics, "waitroom_notifier_delivery_latency_seconds", `type="admitted"`)
+	posP50, posP99 := histogramQuantiles(metrics, "waitroom_notifier_delivery_latency_seconds", `type="position"`)
+	lagP50, lagP99 := histogramQuantiles(metrics, "waitroom_notifier_admission_lag_seconds", "")
 	cancel()
 	wg.Wait()
 
@@ -305,6 +325,7 @@ func BenchmarkStreams(b *testing.B) {
 		}
 	}
 	require.NotEmpty(b, adm, "nobody was admitted")
+	require.NotEmpty(b, w.produced, "no admission event was produced")
 	require.NotEmpty(b, pos, "no position was delivered")
 	q := func(lat []time.Duration, p float64) float64 {
 		slices.Sort(lat)
@@ -312,6 +333,8 @@ func BenchmarkStreams(b *testing.B) {
 	}
 	b.Logf("admission: %d events, %d admitted told, %d position updates; CPU while admitting: notifier %.0f%%, this process (clients, kfake, scheduler) %.0f%% of one core",
 		len(headAt), len(adm), len(pos), cpuAdmit, clientCPU)
+	b.Logf("the harness's share: event time -> produce acknowledged (scheduler and kfake, in this process): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		q(w.produced, .5), q(w.produced, .99), q(w.produced, 1))
 	b.Logf("admitted: p50 %.1f ms, p99 %.1f ms, max %.1f ms; positions (paced to 1/s per stream): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 		q(adm, .5), q(adm, .99), q(adm, 1), q(pos, .5), q(pos, .99), q(pos, 1))
 	b.ReportMetric(float64(streams), "streams")
@@ -321,7 +344,25 @@ func BenchmarkStreams(b *testing.B) {
 	b.ReportMetric(q(adm, .5), "admitted-p50-ms")
 	b.ReportMetric(q(adm, .99), "admitted-p99-ms")
 	b.ReportMetric(q(pos, .99), "position-p99-ms")
-	b.Logf("notifier's own histogram (event time -> written, bucket bounds): p50 <= %s, p99 <= %s", srvP50, srvP99)
+	b.Logf("notifier's own histograms (bucket bounds): event time -> read by the notifier p50 <= %s, p99 <= %s; -> admitted written p50 <= %s, p99 <= %s; -> position written p50 <= %s, p99 <= %s",
+		lagP50, lagP99, srvP50, srvP99, posP50, posP99)
+}
+
+// fetch saves what url answers to path (a profile of the notifier child).
+func fetch(b *testing.B, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Logf("%s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Logf("%s: %v", path, err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
 }
 
 // positionOf reads "position" from a position event's data without a JSON
@@ -386,28 +427,39 @@ func (w *world) readAdmissions(item string) (map[int64]time.Time, map[string]tim
 	}
 }
 
-// histogramQuantiles reads a histogram from /metrics and returns the upper
-// bounds of the buckets holding its median and 99th percentile.
-func histogramQuantiles(b *testing.B, w *world, base, name string) (p50, p99 string) {
+// readMetrics reads the notifier's /metrics.
+func readMetrics(b *testing.B, w *world, base string) string {
 	resp, err := w.http.Get(base + "/metrics")
 	require.NoError(b, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(b, err)
+	return string(raw)
+}
+
+// histogramQuantiles returns the upper bounds of the buckets holding the
+// median and the 99th percentile of histogram name (of the series whose
+// labels hold label) in the text exposition metrics.
+func histogramQuantiles(metrics, name, label string) (p50, p99 string) {
 	type bucket struct {
 		le    string
 		count float64
 	}
 	var bs []bucket
-	prefix := name + `_bucket{le="`
-	for _, l := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(l, prefix) {
+	prefix := name + `_bucket{`
+	for _, l := range strings.Split(metrics, "\n") {
+		if !strings.HasPrefix(l, prefix) || !strings.Contains(l, label) {
 			continue
 		}
-		rest := l[len(prefix):]
+		_, rest, ok := strings.Cut(l, `le="`)
 		i := strings.Index(rest, `"}`)
+		if !ok || i < 0 {
+			continue
+		}
 		n, err := strconv.ParseFloat(strings.TrimSpace(rest[i+2:]), 64)
-		require.NoError(b, err)
+		if err != nil {
+			continue
+		}
 		bs = append(bs, bucket{le: rest[:i], count: n})
 	}
 	if len(bs) == 0 {

@@ -43,6 +43,9 @@ type world struct {
 	version map[string]int64
 	offsets map[string]int64
 	http    *http.Client
+	// produced is, per event the stand-in leader published, how long after
+	// its time (At) the produce was acknowledged (appended by runLeader only).
+	produced []time.Duration
 }
 
 func newWorld(t testing.TB) *world {
@@ -172,7 +175,11 @@ func (w *world) publishTick(ctx context.Context, epoch int64, now time.Time, ite
 		for _, part := range topics.SplitAdmission(ev, topics.MaxAdmissionEventBytes) {
 			recs = append(recs, &kgo.Record{Topic: topics.Admissions, Key: []byte(item), Value: topics.Encode(&part)})
 		}
-		if w.prod.ProduceSync(pctx, recs...).FirstErr() != nil || len(page) == 0 {
+		if w.prod.ProduceSync(pctx, recs...).FirstErr() != nil {
+			return
+		}
+		w.produced = append(w.produced, time.Since(time.UnixMilli(ev.At)))
+		if len(page) == 0 {
 			return
 		}
 		if w.line.AckPublished(pctx, epoch, []string{item}, []int{len(page)}) != nil {

@@ -53,6 +53,9 @@ type Feed struct {
 	dirty bool
 	pubAt time.Time
 	flush *time.Timer
+	// waves wakes the item's streams for a new snapshot slice by slice
+	// (the generation is the snapshot's Version).
+	waves waves
 }
 
 // Admit tells a waiting stream that an admission event admitted its token,
@@ -93,7 +96,11 @@ type Hub struct {
 	mu    sync.Mutex
 	feeds map[string]*Feed
 
-	beat     atomic.Pointer[chan struct{}] // closed and replaced at every heartbeat
+	beat atomic.Pointer[chan struct{}] // closed and replaced at every heartbeat
+	// beats wakes the streams for the heartbeat slice by slice; beatGen
+	// counts the heartbeats (the generation streams compare).
+	beats    waves
+	beatGen  atomic.Uint64
 	stop     chan struct{}
 	stopOnce sync.Once
 
@@ -148,15 +155,37 @@ func (h *Hub) Stop() { h.stopOnce.Do(func() { close(h.stop) }) }
 // Stopped is closed once the hub stopped.
 func (h *Hub) Stopped() <-chan struct{} { return h.stop }
 
-// Beat wakes every stream to write a heartbeat.
+// Beat wakes every stream to write a heartbeat, slice by slice (waves).
 func (h *Hub) Beat() {
 	b := make(chan struct{})
 	old := h.beat.Swap(&b)
 	close(*old)
+	h.beats.wake(h.beatGen.Add(1), false)
 }
 
-// Heartbeat is closed at the next heartbeat.
+// Heartbeat is closed at the next heartbeat (at once; the streams
+// themselves are woken slice by slice: waitBeat).
 func (h *Hub) Heartbeat() <-chan struct{} { return *h.beat.Load() }
+
+// waitBeat returns what the stream of beat slot slot, which saw heartbeat
+// gen, waits on for the next one (closed: one came already) and the gate to
+// leave once the wait ends.
+func (h *Hub) waitBeat(slot int, gen uint64) (<-chan struct{}, *gate) {
+	g := h.beats.enter(slot)
+	if h.beatGen.Load() != gen {
+		return closedCh, g
+	}
+	return g.ch, g
+}
+
+// waitSnapshot is waitBeat for f's snapshots: version is the one the stream saw.
+func (f *Feed) waitSnapshot(slot int, version uint64) (<-chan struct{}, *gate) {
+	g := f.waves.enter(slot)
+	if f.cur.Load().Version != version {
+		return closedCh, g
+	}
+	return g.ch, g
+}
 
 // Subscribe registers a stream of item and returns its feed; the caller must
 // Unsubscribe it.
@@ -166,6 +195,7 @@ func (h *Hub) Subscribe(item string) *Feed {
 	f := h.feeds[item]
 	if f == nil {
 		f = &Feed{item: item}
+		f.waves.gap = h.every // a stream's positions are paced as the hub's publishes
 		f.cur.Store(&Snapshot{Verdict: h.verdict(item), next: make(chan struct{})})
 		h.feeds[item] = f
 	}
@@ -323,7 +353,7 @@ func (h *Hub) publish(f *Feed, change func(*Snapshot) bool) bool {
 	if !change(&s) {
 		return false
 	}
-	h.publishNow(f, s)
+	h.publishNow(f, s, true)
 	return true
 }
 
@@ -337,7 +367,7 @@ func (h *Hub) publishPaced(f *Feed, change func(*Snapshot) bool) bool {
 	}
 	wait := h.every - time.Since(f.pubAt)
 	if h.every <= 0 || wait <= 0 {
-		h.publishNow(f, s)
+		h.publishNow(f, s, false)
 		return true
 	}
 	f.want, f.dirty = s, true
@@ -346,7 +376,7 @@ func (h *Hub) publishPaced(f *Feed, change func(*Snapshot) bool) bool {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			if f.dirty && h.feeds[f.item] == f {
-				h.publishNow(f, f.want)
+				h.publishNow(f, f.want, false)
 			}
 		})
 	}
@@ -361,14 +391,16 @@ func (h *Hub) newest(f *Feed) Snapshot {
 	return *f.cur.Load()
 }
 
-// publishNow makes s f's snapshot and wakes the watchers of the old one.
-// Callers hold h.mu.
-func (h *Hub) publishNow(f *Feed, s Snapshot) {
+// publishNow makes s f's snapshot and wakes the watchers of the old one (its
+// Next at once, the streams slice by slice: waves; urgent: an item state
+// change, which does not wait for the waves' gap). Callers hold h.mu.
+func (h *Hub) publishNow(f *Feed, s Snapshot, urgent bool) {
 	old := f.cur.Load()
 	s.Version = old.Version + 1
 	s.next = make(chan struct{})
 	f.cur.Store(&s)
 	close(old.next)
+	f.waves.wake(s.Version, urgent)
 	f.dirty, f.want = false, Snapshot{}
 	f.pubAt = time.Now()
 	if f.flush != nil {

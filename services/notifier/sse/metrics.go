@@ -34,11 +34,14 @@ var eventOf = map[string]string{
 
 var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned}
 
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 5}
+
 // Metrics of the notifier.
 type Metrics struct {
 	streams    prometheus.Gauge
-	delivered  map[string]prometheus.Counter // by event type, resolved once
-	latency    prometheus.Histogram
+	delivered  map[string]prometheus.Counter  // by event type, resolved once
+	latency    map[string]prometheus.Observer // by event type (position, admitted), resolved once
+	lag        prometheus.Histogram
 	replaced   prometheus.Counter
 	writeFails prometheus.Counter
 	records    prometheus.Counter
@@ -57,10 +60,11 @@ func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
 			Name: "waitroom_notifier_open_streams", Help: "SSE streams open on this notifier.",
 		}),
 		delivered: map[string]prometheus.Counter{},
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "waitroom_notifier_delivery_latency_seconds",
-			Help:    "From an admission event's time (the scheduler's tick) to writing what it changed to a stream.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 5},
+		latency:   map[string]prometheus.Observer{},
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "waitroom_notifier_admission_lag_seconds",
+			Help:    "From an admission event's time (the scheduler's tick) to this notifier reading it from waitroom.admissions (the scheduler's and Kafka's share of the delivery latency).",
+			Buckets: latencyBuckets,
 		}),
 		replaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waitroom_notifier_updates_replaced_total",
@@ -79,9 +83,15 @@ func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
 			Name: "waitroom_notifier_admission_events_stale_total", Help: "Admission events behind the item's head (replays, late events of a previous leader): ignored.",
 		}, func() float64 { return float64(hub.Stale()) }),
 	}
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "waitroom_notifier_delivery_latency_seconds",
+		Help:    "From an admission event's time (the scheduler's tick) to writing what it changed to a stream, by event type (position, admitted).",
+		Buckets: latencyBuckets,
+	}, []string{"type"})
 	for _, t := range eventTypes {
 		m.delivered[t] = delivered.WithLabelValues(t)
+		m.latency[t] = latency.WithLabelValues(t)
 	}
-	reg.MustRegister(m.streams, delivered, m.latency, m.replaced, m.writeFails, m.records, m.badRecords, m.stale)
+	reg.MustRegister(m.streams, delivered, latency, m.lag, m.replaced, m.writeFails, m.records, m.badRecords, m.stale)
 	return m
 }
