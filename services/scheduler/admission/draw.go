@@ -19,8 +19,21 @@ const drawRepublish = 5 * time.Second
 // draws remembers the draws this replica published lately, so a tick does
 // not publish a draw again before the consumer applied it.
 type draws struct {
-	mu   sync.Mutex
-	sent map[string]sentDraw // item -> its last published draw
+	mu      sync.Mutex
+	sent    map[string]sentDraw // item -> its last published draw
+	checked time.Time           // the last tick that looked for due draws
+}
+
+// checkDue reports whether a tick at now should look for due draws: the
+// first tick, then once every interval.
+func (d *draws) checkDue(now time.Time, every time.Duration) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.checked.IsZero() && now.Sub(d.checked) < every && now.After(d.checked) {
+		return false
+	}
+	d.checked = now
+	return true
 }
 
 type sentDraw struct {
