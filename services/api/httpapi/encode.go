@@ -14,77 +14,57 @@ import (
 const jsonType = "application/json; charset=utf-8"
 
 func (r *RegisterResponse) appendJSON(b []byte) []byte {
-	b = append(b, `{"status":`...)
-	b = httpserver.AppendJSONString(b, r.Status)
-	b = append(b, `,"itemId":`...)
-	b = httpserver.AppendJSONString(b, r.ItemID)
-	b = append(b, `,"userId":`...)
-	b = httpserver.AppendJSONString(b, r.UserID)
-	b = append(b, `,"tokenId":`...)
-	b = httpserver.AppendJSONString(b, r.TokenID)
-	b = append(b, `,"token":`...)
-	b = httpserver.AppendJSONString(b, r.Token)
-	b = append(b, `,"statusUrl":`...)
-	b = httpserver.AppendJSONString(b, r.StatusURL)
-	b = append(b, `,"eventsUrl":`...)
-	b = httpserver.AppendJSONString(b, r.EventsURL)
-	if r.DrawAt != 0 {
-		b = append(b, `,"drawAt":`...)
-		b = strconv.AppendInt(b, r.DrawAt, 10)
-	}
-	if r.OpensAt != 0 {
-		b = append(b, `,"opensAt":`...)
-		b = strconv.AppendInt(b, r.OpensAt, 10)
-	}
+	b = field(b, `{"status":`, r.Status)
+	b = field(b, `,"itemId":`, r.ItemID)
+	b = field(b, `,"userId":`, r.UserID)
+	b = field(b, `,"tokenId":`, r.TokenID)
+	b = field(b, `,"token":`, r.Token)
+	b = field(b, `,"statusUrl":`, r.StatusURL)
+	b = field(b, `,"eventsUrl":`, r.EventsURL)
+	b = intField(b, `,"drawAt":`, r.DrawAt)
+	b = intField(b, `,"opensAt":`, r.OpensAt)
 	return append(b, '}')
 }
 
 func (r *StatusResponse) appendJSON(b []byte) []byte {
-	b = append(b, `{"status":`...)
-	b = httpserver.AppendJSONString(b, r.Status)
-	b = append(b, `,"itemId":`...)
-	b = httpserver.AppendJSONString(b, r.ItemID)
-	b = append(b, `,"userId":`...)
-	b = httpserver.AppendJSONString(b, r.UserID)
-	b = append(b, `,"tokenId":`...)
-	b = httpserver.AppendJSONString(b, r.TokenID)
-	if r.Position != 0 {
-		b = append(b, `,"position":`...)
-		b = strconv.AppendInt(b, r.Position, 10)
+	b = field(b, `{"status":`, r.Status)
+	b = field(b, `,"itemId":`, r.ItemID)
+	b = field(b, `,"userId":`, r.UserID)
+	b = field(b, `,"tokenId":`, r.TokenID)
+	b = intField(b, `,"position":`, r.Position)
+	b = intField(b, `,"waitingTotal":`, r.WaitingTotal)
+	if r.EtaSeconds != nil { // 0 is an answer: sent whenever set
+		b = strconv.AppendInt(append(b, `,"etaSeconds":`...), *r.EtaSeconds, 10)
 	}
-	if r.WaitingTotal != 0 {
-		b = append(b, `,"waitingTotal":`...)
-		b = strconv.AppendInt(b, r.WaitingTotal, 10)
-	}
-	if r.EtaSeconds != nil {
-		b = append(b, `,"etaSeconds":`...)
-		b = strconv.AppendInt(b, *r.EtaSeconds, 10)
-	}
-	if r.AdmissionToken != "" {
-		b = append(b, `,"admissionToken":`...)
-		b = httpserver.AppendJSONString(b, r.AdmissionToken)
-	}
-	if r.ExpiresAt != "" {
-		b = append(b, `,"expiresAt":`...)
-		b = httpserver.AppendJSONString(b, r.ExpiresAt)
-	}
-	if r.PollAfterMs != 0 {
-		b = append(b, `,"pollAfterMs":`...)
-		b = strconv.AppendInt(b, r.PollAfterMs, 10)
-	}
-	if r.Message != "" {
-		b = append(b, `,"message":`...)
-		b = httpserver.AppendJSONString(b, r.Message)
-	}
-	if r.DrawAt != 0 {
-		b = append(b, `,"drawAt":`...)
-		b = strconv.AppendInt(b, r.DrawAt, 10)
-	}
-	if r.InDraw != 0 {
-		b = append(b, `,"inDraw":`...)
-		b = strconv.AppendInt(b, r.InDraw, 10)
-	}
+	b = optField(b, `,"admissionToken":`, r.AdmissionToken)
+	b = optField(b, `,"expiresAt":`, r.ExpiresAt)
+	b = intField(b, `,"pollAfterMs":`, r.PollAfterMs)
+	b = optField(b, `,"message":`, r.Message)
+	b = intField(b, `,"drawAt":`, r.DrawAt)
+	b = intField(b, `,"inDraw":`, r.InDraw)
 	return append(b, '}')
+}
+
+// field appends key (with its leading brace or comma and the colon) and
+// the string v quoted.
+func field(b []byte, key, v string) []byte {
+	return httpserver.AppendJSONString(append(b, key...), v)
+}
+
+// optField is field for an `omitempty` string: nothing when v is empty.
+func optField(b []byte, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return field(b, key, v)
+}
+
+// intField appends an `omitempty` integer: nothing when v is 0.
+func intField(b []byte, key string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	return strconv.AppendInt(append(b, key...), v, 10)
 }
 
 // writeJSON answers code with what appendJSON appends.
