@@ -204,14 +204,50 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 	return out, nil
 }
 
+// EnqueueBatch bounds the registrations one enqueue.lua call applies (7
+// arguments each): an item's registrations in a chunk go in calls of at most
+// this many, so Redis runs the script once per item and batch instead of once
+// per record.
+const EnqueueBatch = 250
+
+// call is one script call of a chunk: a single op, or a run of one item's
+// registrations (enqueue.lua).
+type call struct {
+	ops []int // indexes into the chunk, in order
+	cmd *redis.Cmd
+}
+
+// plan groups a chunk's ops into calls. Ops of different items touch
+// different keys, so only each item's order matters: an item's registrations
+// join one call until another kind of op of that item (a leave, a mark...)
+// comes between them or the call holds EnqueueBatch.
+func plan(ops []Op) []call {
+	calls := make([]call, 0, 8)
+	open := make(map[string]int, 4) // item -> its open enqueue call
+	for i, op := range ops {
+		if op.Kind != OpRegister {
+			delete(open, op.ItemID)
+			calls = append(calls, call{ops: []int{i}})
+			continue
+		}
+		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < EnqueueBatch {
+			calls[c].ops = append(calls[c].ops, i)
+			continue
+		}
+		open[op.ItemID] = len(calls)
+		calls = append(calls, call{ops: []int{i}})
+	}
+	return calls
+}
+
 // apply runs one chunk. On a Redis Cluster a MULTI cannot span the items'
 // slots (nor the registry's), so the chunk goes as a plain pipeline that
-// go-redis splits by node, each op sent with EVAL (the script's text): no op
-// can be refused NOSCRIPT while a later op of its item runs, which is what the
-// MULTI with SCRIPT LOAD guarantees on one server. The ops of one item share a
-// slot, so they reach one node on one connection, in order.
+// go-redis splits by node, each call sent with EVAL (the script's text): no
+// call can be refused NOSCRIPT while a later call of its item runs, which is
+// what the MULTI with SCRIPT LOAD guarantees on one server. The calls of one
+// item share a slot, so they reach one node on one connection, in order.
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
-	cmds := make([]*redis.Cmd, len(ops))
+	calls := plan(ops)
 	seen := make(map[string]struct{}, 4)
 	var loaded [len(opScripts)]bool
 	_, cluster := l.rdb.(*redis.ClusterClient)
@@ -233,7 +269,10 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 			loaded[op.Kind] = true
 			p.ScriptLoad(ctx, opScripts[op.Kind])
 		}
-		for i, op := range ops {
+		for ci := range calls {
+			c := &calls[ci]
+			i := c.ops[0]
+			op := ops[i]
 			k := KeysFor(op.ItemID)
 			part, off := strconv.FormatInt(int64(op.Partition), 10), strconv.FormatInt(op.Offset, 10)
 			switch op.Kind {
@@ -242,20 +281,25 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
-				code, count := "", "0"
-				if op.Bypass != nil {
-					code, count = op.Bypass.Code, strconv.FormatInt(op.Bypass.Count, 10)
+				args := make([]any, 0, 7*len(c.ops))
+				for _, j := range c.ops {
+					r := &ops[j]
+					code, count := "", "0"
+					if r.Bypass != nil {
+						code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
+					}
+					args = append(args, strconv.FormatInt(int64(r.Partition), 10), strconv.FormatInt(r.Offset, 10),
+						r.TokenID, r.UserID, strconv.FormatInt(r.Window, 10), code, count)
 				}
-				cmds[i] = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass},
-					part, off, op.TokenID, op.UserID, strconv.FormatInt(op.Window, 10), code, count)
+				c.cmd = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, args...)
 			case OpLeave:
-				cmds[i] = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
+				c.cmd = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
 			case OpMark:
-				cmds[i] = eval(markScript, p, []string{k.Applied}, part, off)
+				c.cmd = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
-				cmds[i] = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
+				c.cmd = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
 			case OpAbandon:
-				cmds[i] = eval(abandonScript, p, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
+				c.cmd = eval(abandonScript, p, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
 			default:
 				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 			}
@@ -266,19 +310,51 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
 	}
 	out := make([]Result, len(ops))
-	for i, c := range cmds {
-		if err := c.Err(); err != nil {
-			if IsRecordError(err) {
-				out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
-				continue
+	refused := func(i int, err error) {
+		out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
+	}
+	for _, c := range calls {
+		i := c.ops[0]
+		if err := c.cmd.Err(); err != nil {
+			if !IsRecordError(err) {
+				return nil, fmt.Errorf("apply op %d: %w", i, err)
 			}
-			return nil, fmt.Errorf("apply op %d: %w", i, err)
-		}
-		if ops[i].Kind == OpComplete { // complete.lua answers 0 or 1, not a triple
-			out[i] = Result{Outcome: Ended, TokenID: ops[i].TokenID}
+			for _, j := range c.ops { // the script refused before its first write
+				refused(j, err)
+			}
 			continue
 		}
-		vals, err := c.Slice()
+		switch ops[i].Kind {
+		case OpComplete: // complete.lua answers 0 or 1, not a triple
+			out[i] = Result{Outcome: Ended, TokenID: ops[i].TokenID}
+			continue
+		case OpRegister:
+			vals, err := c.cmd.Slice()
+			if err != nil {
+				return nil, fmt.Errorf("apply op %d: %w", i, err)
+			}
+			if len(vals) != len(c.ops) {
+				return nil, fmt.Errorf("apply op %d: enqueue answered %d results for %d records", i, len(vals), len(c.ops))
+			}
+			for n, j := range c.ops {
+				v, _ := vals[n].([]any)
+				r, err := parseResult(v)
+				if err != nil {
+					return nil, fmt.Errorf("apply op %d: %w", j, err)
+				}
+				if r.Outcome == refusedOne {
+					err := scriptError(r.TokenID)
+					if !IsRecordError(err) {
+						return nil, fmt.Errorf("apply op %d: %w", j, err)
+					}
+					refused(j, err)
+					continue
+				}
+				out[j] = r
+			}
+			continue
+		}
+		vals, err := c.cmd.Slice()
 		if err != nil {
 			return nil, fmt.Errorf("apply op %d: %w", i, err)
 		}
@@ -290,6 +366,19 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	}
 	return out, nil
 }
+
+// refusedOne is enqueue.lua's answer for a record Redis refused (its third
+// value is the error): the record wrote nothing, the others were applied.
+const refusedOne Outcome = "ERR"
+
+// scriptError is a Redis error a script returned as a value (enqueue.lua's
+// refusal of one record of many), so IsRecordError reads it as Redis's own.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+
+// RedisError marks it as Redis's answer (go-redis's redis.Error).
+func (scriptError) RedisError() {}
 
 // IsRecordError tells a refusal of one command (a reply error such as
 // WRONGTYPE) from trouble with Redis itself (network, restart, failover,

@@ -1,0 +1,133 @@
+package queue_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/testenv"
+)
+
+// Apply runs an item's registrations in one enqueue.lua call each (up to
+// queue.EnqueueBatch): the answers and the line are the same as applying
+// every op alone, with leaves, marks, abandons, replays, duplicates, pooled,
+// late and bypass registrations of three items mixed in one batch, and a
+// record refused on a corrupt bypass count refused alone.
+func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	rng := rand.New(rand.NewPCG(7, 11))
+
+	items := []string{"x", "y", "z"}
+	var ops []queue.Op
+	offset := map[string]int64{}
+	for len(ops) < 2_400 {
+		item := items[rng.IntN(len(items))]
+		if rng.IntN(4) == 0 { // long runs of one item, past EnqueueBatch
+			item = "x"
+		}
+		offset[item]++
+		op := queue.Op{ItemID: item, Offset: offset[item], UserID: "u" + strconv.Itoa(rng.IntN(400))}
+		op.TokenID = "t-" + item + "-" + strconv.FormatInt(op.Offset, 10)
+		switch r := rng.IntN(100); {
+		case r < 6:
+			op.Kind = queue.OpLeave
+		case r < 9:
+			op.Kind = queue.OpMark
+		case r < 12:
+			op.Kind = queue.OpAbandon
+		default:
+			op.Kind = queue.OpRegister
+			switch rng.IntN(20) {
+			case 0:
+				op.Window = 1_000 * int64(1+rng.IntN(3)) // pre-queued
+			case 1:
+				op.Bypass = &queue.BypassOp{Code: "staff", Count: 25}
+			case 2:
+				op.Bypass = &queue.BypassOp{Code: "bad", Count: 5} // its count is corrupt
+			}
+		}
+		ops = append(ops, op)
+	}
+	ops = append(ops, ops[:50]...) // replays
+	named := func(prefix string) []queue.Op {
+		out := make([]queue.Op, len(ops))
+		for i, op := range ops {
+			op.ItemID = prefix + op.ItemID
+			out[i] = op
+		}
+		return out
+	}
+	for _, it := range items {
+		for _, prefix := range []string{"one-", "batch-"} {
+			require.NoError(t, rdb.HSet(ctx, queue.KeysFor(prefix+it).Bypass, "bad", "x").Err())
+		}
+	}
+
+	var alone []queue.Result
+	for _, op := range named("one-") {
+		res, err := l.Apply(ctx, []queue.Op{op})
+		require.NoError(t, err)
+		alone = append(alone, res...)
+	}
+	together, err := l.Apply(ctx, named("batch-"))
+	require.NoError(t, err)
+	require.Len(t, together, len(alone))
+
+	outcomes := map[queue.Outcome]int{}
+	refused := 0
+	for i := range alone {
+		a, b := alone[i], together[i]
+		if a.Err != nil {
+			refused++
+			require.Error(t, b.Err, "op %d", i)
+			assert.Equal(t, strings.ReplaceAll(a.Err.Error(), "one-", ""), strings.ReplaceAll(b.Err.Error(), "batch-", ""), "op %d", i)
+			assert.True(t, queue.IsRecordError(b.Err), "a refusal of the record, not an outage")
+			continue
+		}
+		require.NoError(t, b.Err, "op %d", i)
+		outcomes[a.Outcome]++
+		require.Equal(t, a, b, "op %d (%+v)", i, ops[i])
+	}
+	for _, o := range []queue.Outcome{queue.Added, queue.Duplicate, queue.Replay, queue.PooledOne, queue.LateOne, queue.Left, queue.Marked} {
+		assert.Positive(t, outcomes[o], "the batch exercised %s", o)
+	}
+	assert.Positive(t, refused, "the batch exercised a refused record")
+
+	for _, it := range items {
+		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "batch-"+it), "item %s", it)
+	}
+}
+
+// contents reads every key of an item by its type, named without the item.
+func contents(t *testing.T, rdb redis.UniversalClient, item string) map[string]any {
+	ctx := context.Background()
+	k := queue.KeysFor(item)
+	out := map[string]any{}
+	for _, key := range []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Stats, k.Seen} {
+		typ, err := rdb.Type(ctx, key).Result()
+		require.NoError(t, err)
+		var v any
+		switch typ {
+		case "none":
+		case "string":
+			v, err = rdb.Get(ctx, key).Result()
+		case "hash":
+			v, err = rdb.HGetAll(ctx, key).Result()
+		case "zset":
+			v, err = rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+		default:
+			t.Fatalf("%s: unexpected type %s", key, typ)
+		}
+		require.NoError(t, err)
+		out[strings.TrimPrefix(key, "wr:{"+item+"}")] = v
+	}
+	return out
+}
