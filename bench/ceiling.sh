@@ -82,8 +82,10 @@ WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=19092,19093,190
   WR_CONSUMER_ADDR=127.0.0.1:18181 WR_DEV_SCHEDULER_ADDRS=127.0.0.1:18182,127.0.0.1:18183 \
   WR_NOTIFIER_ADDR=127.0.0.1:18190 WR_DEV_FRONT_ADDR=127.0.0.1:18100 \
   "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
-pids+=($!)
+stack_pid=$!
+pids+=($stack_pid)
 wait_http http://127.0.0.1:18180/readyz 120
+redis_pid=$(redis-cli -p $REDIS_PORT info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
 
 log "an item that admits nobody during the run: $ITEM"
 WR_ADMIN_URL=http://127.0.0.1:18182 WR_ADMIN_TOKEN=dev-admin-token \
@@ -127,19 +129,25 @@ redis_calls() { redis-cli -p $REDIS_PORT info commandstats | sed -n 's/.*:calls=
 hz=$(getconf CLK_TCK)
 
 # run NAME PID URL SCRIPT [ARGS]: one wrk run; prints "rate p99 us_per_req
-# redis_calls requests errors".
+# redis_calls stack_us_per_req redis_us_per_req requests errors" (the CPU of
+# the dev stack's process, kfake and the consumer among it, and of
+# redis-server, over the same requests).
 run() {
   local name=$1 pid=$2 url=$3 script=$4
   shift 4
-  local before after rbefore rafter out rate p99 n bad prof=""
+  local before after rbefore rafter sbefore safter dbefore dafter out rate p99 n bad prof=""
   if [ "${PPROF:-0}" = 1 ] && [ "$pid" = "$api_pid" ]; then
     curl -s -o "$OUT/$name.prof" "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
     prof=$!
   fi
   rbefore=$(redis_calls)
   before=$(cpu_ticks "$pid")
+  sbefore=$(cpu_ticks "$stack_pid")
+  dbefore=$(cpu_ticks "$redis_pid")
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"})
   after=$(cpu_ticks "$pid")
+  safter=$(cpu_ticks "$stack_pid")
+  dafter=$(cpu_ticks "$redis_pid")
   rafter=$(redis_calls)
   [ -n "$prof" ] && wait "$prof"
   echo "$out" >"$OUT/$name.txt"
@@ -147,19 +155,21 @@ run() {
   n=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in .*/\1/p')
   p99=$(echo "$out" | sed -n 's/.*p99=\([0-9.]*\)ms.*/\1/p')
   bad=$(echo "$out" | sed -n 's/^errors *\(.*\)/\1/p')
-  echo "$rate $p99 $(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}') $((rafter - rbefore)) $n $bad"
+  us() { awk -v t="$1" -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}'; }
+  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore))) $(us $((dafter - dbefore))) $n $bad"
 }
 
 echo "(Redis cmd/req of the api: gross/net, see the header)"
-printf '%-8s %-8s %12s %9s %10s %14s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" errors
+echo "(stack/redis: CPU µs per request of the dev stack's process, kfake and the consumer among it, and of redis-server)"
+printf '%-8s %-8s %12s %9s %10s %14s %13s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis" errors
 for r in $(seq "$ROUNDS"); do
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
-    read -r crate cp99 ccpu credis cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
-    read -r arate ap99 acpu aredis an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
-    printf '%-8s %-8s %12s %9s %10s %14s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "(the ceiling's answers are not checked)"
-    printf '%-8s %-8s %12s %9s %10s %14s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
-      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aerr"
+    read -r crate cp99 ccpu credis cstack credisu cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
+    read -r arate ap99 acpu aredis astack aredisu an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
+    printf '%-8s %-8s %12s %9s %10s %14s %13s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cstack/$credisu" "(the ceiling's answers are not checked)"
+    printf '%-8s %-8s %12s %9s %10s %14s %13s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
+      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$astack/$aredisu" "$aerr"
     awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" \
       'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (api / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc}'
   done
