@@ -12,8 +12,9 @@
 #
 # Knobs (environment): DUR (wrk duration, 10s), THREADS (2), CONNS (64),
 # TOKENS (waiting registrations the status run cycles through, 1000),
-# ITEM (ceiling-bench), PPROF=1 (take a CPU profile of the api during each
-# run into $OUT/{register,status}.prof; the profile costs a little CPU),
+# ITEM (ceiling-bench), PPROF=1 (take a CPU profile of the api and of the dev
+# stack during each run into $OUT/{register,status}-N.prof and
+# $OUT/stack-{register,status}-N.prof; the profiles cost a little CPU),
 # OUT (where logs and profiles go: a temp dir, printed), ROUNDS (1: each
 # pair of runs repeated, ceiling and api alternating), API_ENV (more
 # environment for the api, e.g. API_ENV="WR_STATUS_EXACT_EVERY=0": every
@@ -43,6 +44,7 @@ mkdir -p "$OUT"
 API_ADDR=127.0.0.1:18080
 CEIL_ADDR=127.0.0.1:18099
 PPROF_ADDR=127.0.0.1:18060
+STACK_PPROF_ADDR=127.0.0.1:18061
 REDIS_PORT=16379
 
 log() { echo "ceiling: $*" >&2; }
@@ -78,7 +80,7 @@ wait_http() { # url seconds
 
 log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
 WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=19092,19093,19094 \
-  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR= WR_API_ADDR=127.0.0.1:18180 \
+  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=127.0.0.1:18180 \
   WR_CONSUMER_ADDR=127.0.0.1:18181 WR_DEV_SCHEDULER_ADDRS=127.0.0.1:18182,127.0.0.1:18183 \
   WR_NOTIFIER_ADDR=127.0.0.1:18190 WR_DEV_FRONT_ADDR=127.0.0.1:18100 \
   "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
@@ -139,8 +141,11 @@ run() {
   if [ "${PPROF:-0}" = 1 ] && [ "$pid" = "$api_pid" ]; then
     curl -s -o "$OUT/$name.prof" "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
     prof=$!
+    curl -s -o "$OUT/stack-$name.prof" "http://$STACK_PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
+    prof="$prof $!"
   fi
   rbefore=$(redis_calls)
+  redis-cli -p $REDIS_PORT info commandstats >"$OUT/$name.redis-before.txt"
   before=$(cpu_ticks "$pid")
   sbefore=$(cpu_ticks "$stack_pid")
   dbefore=$(cpu_ticks "$redis_pid")
@@ -149,7 +154,8 @@ run() {
   safter=$(cpu_ticks "$stack_pid")
   dafter=$(cpu_ticks "$redis_pid")
   rafter=$(redis_calls)
-  [ -n "$prof" ] && wait "$prof"
+  redis-cli -p $REDIS_PORT info commandstats >"$OUT/$name.redis-after.txt"
+  [ -n "$prof" ] && wait $prof
   echo "$out" >"$OUT/$name.txt"
   rate=$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p')
   n=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in .*/\1/p')

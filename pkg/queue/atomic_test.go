@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,4 +275,55 @@ func TestApplyBatchOfAnySize(t *testing.T) {
 			assert.Equal(t, int64(n), card)
 		})
 	}
+}
+
+// A chunk of one script runs without SCRIPT LOAD; after a flush, or with
+// another process's scripts cached but not its own, it loads and runs again,
+// losing nothing.
+func TestOneScriptChunksReloadAfterAFlush(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		t.Skip("on a Redis Cluster every call carries its script's text (EVAL): nothing is loaded")
+	}
+	l := queue.New(rdb)
+	loads := func() int64 {
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_script|load:calls="); ok {
+				n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+		}
+		return 0
+	}
+	var want []string
+	for round := range 4 {
+		if round%2 == 1 {
+			require.NoError(t, rdb.ScriptFlush(ctx).Err())
+			require.NoError(t, rdb.Do(ctx, "SCRIPT", "LOAD", queue.MarkSrcForTest).Err())
+		}
+		before := loads()
+		var ops []queue.Op
+		for i := range 5 {
+			tok := fmt.Sprintf("o%d-%d", round, i)
+			ops = append(ops, reg("one", tok, "u"+tok, int64(round*5+i)))
+			want = append(want, tok)
+		}
+		res, err := l.Apply(ctx, ops)
+		require.NoError(t, err)
+		for i, r := range res {
+			require.Equal(t, queue.Added, r.Outcome, "round %d op %d", round, i)
+		}
+		if round%2 == 1 {
+			assert.Equal(t, before+1, loads(), "round %d: loaded once, after the NOSCRIPT", round)
+		} else if round > 0 {
+			assert.Equal(t, before, loads(), "round %d: cached, no SCRIPT LOAD", round)
+		}
+	}
+	line, err := l.Waiting(ctx, "one", 0)
+	require.NoError(t, err)
+	assert.Equal(t, want, line)
 }

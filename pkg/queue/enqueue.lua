@@ -28,16 +28,35 @@
 -- REJECTED); a user already holding a place keeps it and uses nothing.
 -- or {'ERR', 0, message} for a record Redis refused (a corrupt key): each
 -- record reads (and so type-checks) every key it writes before its first
--- write, and writes its applied offset last, so a refused record leaves
--- nothing behind and the records after it are applied as if alone. The call
--- itself never fails after a write: a record's error is a value. (Redis
--- refuses a script's write for lack of memory only at its first write, so an
--- OOM is the error of every record that would write, and nothing is written.)
+-- write, so a refused record leaves nothing behind and the records after it
+-- are applied as if alone. The call itself never fails after a write: a
+-- record's error is a value. (Redis refuses a script's write for lack of
+-- memory only at its first write, so an OOM is the error of every record that
+-- would write, and nothing is written.)
+-- What every record of the call reads alike (the applied offsets, the seq,
+-- the last draw, the sizes of the pool and the late set, the key types) is
+-- read once, when a record first needs it, and then kept in step with the
+-- call's own writes; the applied offsets are written once, at the end.
+
+local known = {} -- name -> value read once (false: unusable), kept in step
+local function read(name, f)
+  local v = known[name]
+  if v == nil then
+    v = f()
+    known[name] = v
+  end
+  return v
+end
+local applied = {} -- partition -> the offset this call applied last
+
 local function one(a)
   local part, off, tok, user, win, code, count =
     ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  local last = redis.call('HGET', KEYS[1], part)
-  if last and tonumber(last) >= tonumber(off) then
+  off = tonumber(off)
+  local last = read('applied:' .. part, function()
+    return tonumber(redis.call('HGET', KEYS[1], part) or '-1')
+  end)
+  if last >= off then
     return {'REPLAY', 0, ''}
   end
   local cur = redis.call('HGET', KEYS[2], user)
@@ -64,60 +83,72 @@ local function one(a)
       redis.call('ZSCORE', KEYS[7], tok)) then
     dup = {'DUPLICATE', 0, tok}
   end
-  redis.call('ZSCORE', KEYS[5], tok) -- type-checks the admitted set
+  read('admitted', function() -- type-checks the admitted set
+    redis.call('ZSCORE', KEYS[5], tok)
+    return true
+  end)
   local window = tonumber(win) or 0
-  local drawn = tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
+  local drawn = read('drawn', function()
+    return tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
+  end)
   local code, uses = code or '', 0
   if code ~= '' then
-    redis.call('ZSCORE', KEYS[9], tok) -- type-checks the express set
+    read('express', function() -- type-checks the express set
+      redis.call('ZSCORE', KEYS[9], tok)
+      return true
+    end)
     uses = tonumber(redis.call('HGET', KEYS[10], code) or '0')
     if not uses then
       return {'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'}
     end
   end
   if dup then
-    redis.call('HSET', KEYS[1], part, off)
+    applied[part], known['applied:' .. part] = off, off
     return dup
   end
   if code ~= '' and uses >= tonumber(count) then
-    redis.call('HSET', KEYS[1], part, off)
+    applied[part], known['applied:' .. part] = off, off
     return {'EXHAUSTED', 0, ''}
   end
-  local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if not seq or seq ~= math.floor(seq) then
+  local seqOK = read('seq', function()
+    local v = tonumber(redis.call('GET', KEYS[3]) or '0')
+    return v ~= nil and v == math.floor(v)
+  end)
+  if not seqOK then
     return {'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'}
   end
   if code ~= '' then
-    seq = redis.call('INCR', KEYS[3])
+    local seq = redis.call('INCR', KEYS[3])
     redis.call('ZADD', KEYS[4], 'NX', seq, tok)
     redis.call('ZADD', KEYS[9], 'NX', seq, tok)
     redis.call('HINCRBY', KEYS[10], code, 1)
     redis.call('HSET', KEYS[2], user, tok)
-    redis.call('HSET', KEYS[1], part, off)
+    applied[part], known['applied:' .. part] = off, off
     return {'ADDED', seq, tok}
   end
+  local pooled = read('pool', function() return redis.call('ZCARD', KEYS[6]) end)
   if window > drawn then
-    redis.call('ZADD', KEYS[6], window, tok)
+    known['pool'] = pooled + redis.call('ZADD', KEYS[6], window, tok)
     redis.call('HSET', KEYS[2], user, tok)
-    redis.call('HSET', KEYS[1], part, off)
+    applied[part], known['applied:' .. part] = off, off
     return {'POOLED', window, tok}
   end
-  local lateNow = redis.call('ZCARD', KEYS[7])
-  if lateNow > 0 or (window == 0 and redis.call('ZCARD', KEYS[6]) > 0) then
+  local lateNow = read('late', function() return redis.call('ZCARD', KEYS[7]) end)
+  if lateNow > 0 or (window == 0 and pooled > 0) then
     if lateNow == 0 then
       -- The late ones queue behind every window pooled so far (draw_finish.lua).
       local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
       redis.call('HSET', KEYS[8], 'lateAfter', top[2])
     end
-    redis.call('ZADD', KEYS[7], tonumber(off), tok)
+    known['late'] = lateNow + redis.call('ZADD', KEYS[7], off, tok)
     redis.call('HSET', KEYS[2], user, tok)
-    redis.call('HSET', KEYS[1], part, off)
-    return {'LATE', tonumber(off), tok}
+    applied[part], known['applied:' .. part] = off, off
+    return {'LATE', off, tok}
   end
-  seq = redis.call('INCR', KEYS[3])
+  local seq = redis.call('INCR', KEYS[3])
   redis.call('ZADD', KEYS[4], 'NX', seq, tok)
   redis.call('HSET', KEYS[2], user, tok)
-  redis.call('HSET', KEYS[1], part, off)
+  applied[part], known['applied:' .. part] = off, off
   return {'ADDED', seq, tok}
 end
 
@@ -128,5 +159,10 @@ for a = 1, #ARGV - 6, 7 do
     r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}
   end
   out[#out + 1] = r
+end
+-- Every partition's applied offset was read (and KEYS[1] type-checked) before
+-- a record of it wrote, so these cannot fail.
+for part, off in pairs(applied) do
+  redis.call('HSET', KEYS[1], part, off)
 end
 return out

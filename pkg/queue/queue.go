@@ -246,7 +246,42 @@ func plan(ops []Op) []call {
 // call can be refused NOSCRIPT while a later call of its item runs, which is
 // what the MULTI with SCRIPT LOAD guarantees on one server. The calls of one
 // item share a slot, so they reach one node on one connection, in order.
+//
+// A chunk whose ops all run one script (the common case: registrations only)
+// skips the SCRIPT LOAD, which hashes the script's text each time: inside
+// MULTI/EXEC nothing can flush or load the cache, so one script is cached for
+// every op of the transaction or for none, and a NOSCRIPT refused them all.
+// The chunk is then run again, loading its script first.
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
+	_, cluster := l.rdb.(*redis.ClusterClient)
+	if cluster || !oneScript(ops) {
+		return l.applyOnce(ctx, ops, true)
+	}
+	out, err := l.applyOnce(ctx, ops, false)
+	if errors.Is(err, errAllNoScript) {
+		return l.applyOnce(ctx, ops, true)
+	}
+	return out, err
+}
+
+// oneScript tells whether every op of a chunk runs the same script.
+func oneScript(ops []Op) bool {
+	for _, op := range ops[1:] {
+		if op.Kind != ops[0].Kind {
+			return false
+		}
+	}
+	return true
+}
+
+// errAllNoScript is applyOnce's answer when Redis had none of the chunk's
+// script: nothing ran.
+var errAllNoScript = errors.New("NOSCRIPT: the chunk's script was not cached")
+
+// applyOnce runs one chunk in one transaction (a pipeline on a cluster),
+// starting with SCRIPT LOAD of each script it uses when load is set.
+// Without load it answers errAllNoScript when Redis had no script cached.
+func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, error) {
 	calls := plan(ops)
 	seen := make(map[string]struct{}, 4)
 	var loaded [len(opScripts)]bool
@@ -263,7 +298,7 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	}
 	_, err := run(ctx, func(p redis.Pipeliner) error {
 		for _, op := range ops {
-			if cluster || op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
+			if cluster || !load || op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
 				continue
 			}
 			loaded[op.Kind] = true
@@ -306,6 +341,20 @@ func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 		}
 		return nil
 	})
+	if !load {
+		missing := 0
+		for _, c := range calls {
+			if isNoScript(c.cmd.Err()) {
+				missing++
+			}
+		}
+		switch {
+		case missing == len(calls):
+			return nil, errAllNoScript
+		case missing > 0: // cannot be: one script, one transaction
+			return nil, fmt.Errorf("apply %d ops: %d of %d calls of one script refused NOSCRIPT in one transaction", len(ops), missing, len(calls))
+		}
+	}
 	if err != nil && !IsRecordError(err) {
 		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
 	}
