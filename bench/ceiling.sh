@@ -131,9 +131,9 @@ redis_calls() { redis-cli -p $REDIS_PORT info commandstats | sed -n 's/.*:calls=
 hz=$(getconf CLK_TCK)
 
 # run NAME PID URL SCRIPT [ARGS]: one wrk run; prints "rate p99 us_per_req
-# redis_calls stack_us_per_req redis_us_per_req requests errors" (the CPU of
-# the dev stack's process, kfake and the consumer among it, and of
-# redis-server, over the same requests).
+# redis_calls stack/redis/wrk_us_per_req requests errors" (the CPU of the dev
+# stack's process, kfake and the consumer among it, of redis-server and of
+# wrk itself, over the same requests).
 run() {
   local name=$1 pid=$2 url=$3 script=$4
   shift 4
@@ -149,7 +149,7 @@ run() {
   before=$(cpu_ticks "$pid")
   sbefore=$(cpu_ticks "$stack_pid")
   dbefore=$(cpu_ticks "$redis_pid")
-  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"})
+  out=$({ TIMEFORMAT='%U %S'; time wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"}; } 2>"$OUT/$name.wrk-cpu")
   after=$(cpu_ticks "$pid")
   safter=$(cpu_ticks "$stack_pid")
   dafter=$(cpu_ticks "$redis_pid")
@@ -162,20 +162,22 @@ run() {
   p99=$(echo "$out" | sed -n 's/.*p99=\([0-9.]*\)ms.*/\1/p')
   bad=$(echo "$out" | sed -n 's/^errors *\(.*\)/\1/p')
   us() { awk -v t="$1" -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}'; }
-  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore))) $(us $((dafter - dbefore))) $n $bad"
+  local wrk_us
+  wrk_us=$(awk -v n="$n" '{printf "%.1f", ($1 + $2) * 1e6 / n}' "$OUT/$name.wrk-cpu")
+  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore)))/$(us $((dafter - dbefore)))/$wrk_us $n $bad"
 }
 
 echo "(Redis cmd/req of the api: gross/net, see the header)"
-echo "(stack/redis: CPU µs per request of the dev stack's process, kfake and the consumer among it, and of redis-server)"
-printf '%-8s %-8s %12s %9s %10s %14s %13s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis" errors
+echo "(stack/redis/wrk: CPU µs per request of the dev stack's process, kfake and the consumer among it, of redis-server and of wrk)"
+printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis/wrk" errors
 for r in $(seq "$ROUNDS"); do
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
-    read -r crate cp99 ccpu credis cstack credisu cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
-    read -r arate ap99 acpu aredis astack aredisu an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
-    printf '%-8s %-8s %12s %9s %10s %14s %13s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cstack/$credisu" "(the ceiling's answers are not checked)"
-    printf '%-8s %-8s %12s %9s %10s %14s %13s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
-      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$astack/$aredisu" "$aerr"
+    read -r crate cp99 ccpu credis cothers cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
+    read -r arate ap99 acpu aredis aothers an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
+    printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "(the ceiling's answers are not checked)"
+    printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
+      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$aerr"
     awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" \
       'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (api / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc}'
   done
