@@ -112,7 +112,7 @@ func (s *Server) complete(c *gin.Context) {
 		return
 	}
 	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,
-		UserID: a.UserID, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c)}
+		UserID: a.UserID, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP())}
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}

@@ -32,14 +32,14 @@ func newBlockGate(list Blocks, reg prometheus.Registerer) *blockGate {
 	return g
 }
 
-// register refuses a registration of userID from the request's client
-// address (gin's ClientIP: X-Forwarded-For only from WR_TRUSTED_PROXIES)
+// register refuses a registration of userID from ip, the request's client
+// address (gin's ClientIP: X-Forwarded-For only from WR_TRUSTED_PROXIES),
 // with 403 BLOCKED; false when it did.
-func (g *blockGate) register(c *gin.Context, userID string) bool {
+func (g *blockGate) register(c *gin.Context, userID, ip string) bool {
 	if g == nil {
 		return true
 	}
-	if b, ok := g.list.Check(userID, c.ClientIP()); ok {
+	if b, ok := g.list.Check(userID, ip); ok {
 		g.refused.WithLabelValues("register").Inc()
 		registration.Abort(c, registration.Blocked(b))
 		return false

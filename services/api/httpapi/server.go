@@ -151,8 +151,9 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, err)
 		return
 	}
+	ip := c.ClientIP() // parsed once: X-Forwarded-For against the trusted proxies
 	// The address's bucket first: a flood is refused before any work.
-	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "ip", c.ClientIP()); !ok {
+	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "ip", ip); !ok {
 		registration.Abort(c, registration.RateLimited("ip", wait))
 		return
 	}
@@ -175,7 +176,7 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, registration.RateLimited("user", wait))
 		return
 	}
-	if !s.blocks.register(c, req.UserID) {
+	if !s.blocks.register(c, req.UserID, ip) {
 		return
 	}
 	st, known := s.items.Get(item)
@@ -193,7 +194,7 @@ func (s *Server) register(c *gin.Context) {
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c), Bypass: use,
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, ip), Bypass: use,
 	}
 	// A bypass code's place skips any draw (admitted at the next tick).
 	window, pre := int64(0), false
@@ -240,12 +241,13 @@ func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Rec
 	return rec, true
 }
 
-func clientMeta(c *gin.Context) *topics.ClientMeta {
+// clientMeta describes the request's client at ip (gin's ClientIP).
+func clientMeta(c *gin.Context, ip string) *topics.ClientMeta {
 	ua := c.Request.UserAgent()
 	if len(ua) > 256 {
 		ua = ua[:256]
 	}
-	return &topics.ClientMeta{IP: c.ClientIP(), UserAgent: ua}
+	return &topics.ClientMeta{IP: ip, UserAgent: ua}
 }
 
 // StatusResponse is where a registration stands.
@@ -369,7 +371,7 @@ func (s *Server) leave(c *gin.Context) {
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindLeave, TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c),
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP()),
 	}
 	if _, ok := s.produce(c, &ev); !ok {
 		return
