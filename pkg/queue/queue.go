@@ -180,15 +180,17 @@ func (l *Line) Load(ctx context.Context) error {
 const ApplyChunk = 1000
 
 // Apply applies ops in order and registers their items as active, in
-// transactions of at most ApplyChunk ops. Each op is one atomic script; a
-// failed call can be retried whole, since applied offsets make a second
-// application a no-op.
+// transactions of at most ApplyChunk ops. Each script call is atomic (an
+// item's run of registrations is one enqueue call, see plan); a failed Apply
+// can be retried whole, since applied offsets make a second application a
+// no-op.
 //
-// Each transaction starts by loading the scripts it uses (SCRIPT LOAD of a
+// A transaction of several scripts starts by loading them (SCRIPT LOAD of a
 // loaded script only hashes it), so a flushed script cache or a restarted
 // Redis cannot answer NOSCRIPT for some ops and run the others: that would
 // move the applied offsets past ops that never ran, and running those again
-// would answer REPLAY, losing them.
+// would answer REPLAY, losing them. A transaction of one script needs no
+// load (see apply).
 func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 	if len(ops) == 0 {
 		return nil, nil
