@@ -26,7 +26,8 @@ func ClusterMode() bool { return strings.EqualFold(os.Getenv(TestRedisEnv), conf
 
 // RedisBackend starts the Redis WR_TEST_REDIS names and returns the config a
 // service would be given to reach it and a client of it (closed when the
-// test ends).
+// test ends). In a package whose TestMain runs its tests under Main, the
+// cluster is the package's shared one, emptied for the test.
 func RedisBackend(t testing.TB) (config.Redis, redis.UniversalClient) {
 	t.Helper()
 	switch v := strings.ToLower(os.Getenv(TestRedisEnv)); v {
@@ -34,12 +35,64 @@ func RedisBackend(t testing.TB) (config.Redis, redis.UniversalClient) {
 		s := StartRedis(t)
 		return config.Redis{Mode: config.RedisSingle, Addr: s.Addr, PoolSize: 32}, s.Client()
 	case config.RedisCluster:
+		if shared != nil {
+			return shared.Config(), shared.emptied(t)
+		}
 		c := StartRedisCluster(t, 3)
 		return c.Config(), c.Client()
 	default:
 		t.Fatalf("%s=%q: want single or cluster", TestRedisEnv, v)
 		return config.Redis{}, nil
 	}
+}
+
+// shared is the Redis Cluster every test of the package shares, when its
+// TestMain runs them under Main in cluster mode.
+var shared *RedisCluster
+
+// Main runs a package's tests; call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+//
+// Under WR_TEST_REDIS=cluster it starts one 3-master Redis Cluster before
+// the tests and stops it after them, and RedisBackend (and Redis) hands each
+// test that cluster emptied (FLUSHALL and SCRIPT FLUSH on every master)
+// instead of starting one of its own: a new cluster's masters only turn
+// writable two seconds after they start, which was most of each test. Use it
+// only in packages whose tests leave nothing running against Redis once they
+// end (no t.Parallel, no goroutine outliving its test): the next test shares
+// the servers.
+func Main(m *testing.M) int {
+	if !ClusterMode() {
+		return m.Run()
+	}
+	c, stop, err := newCluster(3)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	defer stop()
+	shared = c
+	defer func() { shared = nil }()
+	return m.Run()
+}
+
+// emptied empties the cluster and returns a client of it, closed when the
+// test ends.
+func (c *RedisCluster) emptied(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, PoolSize: 32})
+	t.Cleanup(func() { _ = cl.Close() })
+	err := cl.ForEachMaster(t.Context(), func(ctx context.Context, n *redis.Client) error {
+		if err := n.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		return n.ScriptFlush(ctx).Err()
+	})
+	if err != nil {
+		t.Fatalf("empty the shared redis cluster: %v", err)
+	}
+	return cl
 }
 
 // RedisCluster is a Redis Cluster of masters without replicas, each a
@@ -56,12 +109,38 @@ type RedisCluster struct {
 // killed when the test ends.
 func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 	t.Helper()
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Fatalf("redis-cli not found on PATH (apt-get install redis-tools): %v", err)
+	c, stop, err := newCluster(masters)
+	if stop != nil {
+		t.Cleanup(stop)
 	}
-	c := &RedisCluster{t: t}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = t
+	for _, n := range c.Nodes {
+		n.t = t
+	}
+	return c
+}
+
+// newCluster starts and joins a cluster; stop (set even with an error, when
+// something was started) kills its servers and removes their directories.
+func newCluster(masters int) (c *RedisCluster, stop func(), err error) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return nil, nil, fmt.Errorf("redis-cli not found on PATH (apt-get install redis-tools): %w", err)
+	}
+	c = &RedisCluster{}
+	stop = func() {
+		for _, n := range c.Nodes {
+			n.Stop()
+			_ = os.RemoveAll(n.Dir)
+		}
+	}
 	for range masters {
-		n := startClusterNode(t)
+		n, err := newClusterNode()
+		if err != nil {
+			return nil, stop, err
+		}
 		c.Nodes = append(c.Nodes, n)
 		c.Addrs = append(c.Addrs, n.Addr)
 	}
@@ -69,37 +148,41 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 	defer cancel()
 	args := append(append([]string{"--cluster", "create"}, c.Addrs...), "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create %s: %v\n%s", strings.Join(c.Addrs, " "), err, out)
+		return nil, stop, fmt.Errorf("redis-cli --cluster create %s: %w\n%s", strings.Join(c.Addrs, " "), err, out)
 	}
 	if err := c.waitOK(ctx); err != nil {
-		t.Fatal(err)
+		return nil, stop, err
 	}
-	return c
+	return c, stop, nil
 }
 
-// startClusterNode starts one cluster-enabled redis-server on a port whose
-// cluster bus port (port + 10000) was free too.
-func startClusterNode(t testing.TB) *RedisServer {
-	t.Helper()
+// newClusterNode starts one cluster-enabled redis-server on a port whose
+// cluster bus port (port + 10000) was free too, in a directory of its own.
+func newClusterNode() (*RedisServer, error) {
 	for range 20 {
-		port := FreePort(t)
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
 		if port+10000 > 65535 || !portFree(port+10000) {
 			continue
 		}
-		s := &RedisServer{t: t, port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: t.TempDir(),
-			Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000"}}
-		err := s.launch()
-		if errors.Is(err, errExited) {
-			continue
-		}
+		dir, err := os.MkdirTemp("", "waitroom-cluster-node-")
 		if err != nil {
-			t.Fatalf("start a cluster node: %v", err)
+			return nil, fmt.Errorf("start a cluster node: %w", err)
 		}
-		t.Cleanup(s.Stop)
-		return s
+		s := &RedisServer{port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir,
+			Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000"}}
+		err = s.launch()
+		if err == nil {
+			return s, nil
+		}
+		_ = os.RemoveAll(dir)
+		if !errors.Is(err, errExited) {
+			return nil, fmt.Errorf("start a cluster node: %w", err)
+		}
 	}
-	t.Fatal("start a cluster node: no free port pair (port, port+10000) found")
-	return nil
+	return nil, errors.New("start a cluster node: no free port pair (port, port+10000) found")
 }
 
 func portFree(port int) bool {
