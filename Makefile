@@ -51,7 +51,7 @@ unit:
 CLUSTER_PKGS := ./pkg/queue/... ./pkg/view/... ./pkg/rebuild/... ./pkg/linesnap/... ./pkg/retention/... \
 	./services/consumer/... ./services/scheduler/... ./services/dev/stack/...
 
-unit-cluster: ## the Redis-touching tests again, against a 3-master Redis Cluster each test starts (WR_TEST_REDIS=cluster); not the browser tests
+unit-cluster: ## the Redis-touching tests again, against a 3-master Redis Cluster (WR_TEST_REDIS=cluster: each test's own, or its package's, emptied for it); not the browser tests
 	@# The browser tests (*InBrowser) check the page and the console; the Redis
 	@# work under them is the other stack tests', which do run on the cluster.
 	WR_TEST_REDIS=cluster $(GO) test -count=1 -timeout 10m -skip 'InBrowser$$' $(CLUSTER_PKGS)
