@@ -40,7 +40,8 @@ func TestBlocksOverTheAdminAPI(t *testing.T) {
 	code, b = adminDo(0, http.MethodPost, "/blocks", `{"subject":"ip:203.0.113.0/24","reason":"scalper farm"}`)
 	require.Equal(t, http.StatusOK, code, "%s", b)
 
-	// Two records, followed independently by the api: wait for both.
+	// Two records: the api applies each as its fetch brings it, so the
+	// first can be in force before the second arrives. Wait for both.
 	require.Eventually(t, func() bool { return from("198.51.100.1", "mallory").Code == http.StatusForbidden }, 15*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return from("203.0.113.200", "bob").Code == http.StatusForbidden }, 15*time.Second, 50*time.Millisecond)
 	for _, c := range []struct{ ip, user, reason string }{{"198.51.100.1", "mallory", "ticket bot"}, {"203.0.113.200", "bob", "scalper farm"}} {
@@ -64,7 +65,7 @@ func TestBlocksOverTheAdminAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	code, b = adminDo(1, http.MethodDelete, "/blocks?subject=ip:203.0.113.0/24", "")
 	require.Equal(t, http.StatusOK, code, "%s", b)
-	// The two lifts are two records, followed independently: wait for each.
+	// The two lifts are two records too: wait for each.
 	require.Eventually(t, func() bool { return from("198.51.100.1", "mallory").Code == http.StatusAccepted }, 15*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return from("203.0.113.200", "bob").Code == http.StatusAccepted }, 15*time.Second, 50*time.Millisecond)
 }
