@@ -18,7 +18,8 @@ type Items interface {
 }
 
 // Snapshot is what this notifier knows of one item at one moment. Snapshots
-// are immutable; a newer one replaces it and closes its Next channel.
+// are immutable; a newer one replaces it (with the next Version) and the
+// feed's waves wake the item's streams for it.
 type Snapshot struct {
 	// Version counts the publishes of this item on this notifier: a subscriber
 	// that sees it jump by more than one skipped states (it was slow).
@@ -32,11 +33,7 @@ type Snapshot struct {
 	At int64
 	// Verdict is the item's state from waitroom.items.
 	Verdict registration.Verdict
-	next    chan struct{}
 }
-
-// Next is closed once a newer snapshot of the item exists.
-func (s *Snapshot) Next() <-chan struct{} { return s.next }
 
 // Feed is one item's current snapshot and how many local streams watch it.
 type Feed struct {
@@ -86,8 +83,8 @@ func (f *Feed) Latest() *Snapshot { return f.cur.Load() }
 // have written their admitted event before it wakes the item's other streams:
 // so admission delivery does not grow with the number of streams that only
 // learn a new position. A publish costs O(1) whatever the number of streams: it
-// swaps the item's snapshot and closes the old one's channel, which wakes
-// every stream of the item; each stream then reads the newest snapshot when it
+// swaps the item's snapshot and asks the item's waves to wake its streams,
+// slice by slice (wave.go); each stream then reads the newest snapshot when it
 // gets to it, so a slow stream skips states instead of queueing them (the
 // latest state, never a backlog) and can never hold the publisher up.
 type Hub struct {
@@ -96,7 +93,6 @@ type Hub struct {
 	mu    sync.Mutex
 	feeds map[string]*Feed
 
-	beat atomic.Pointer[chan struct{}] // closed and replaced at every heartbeat
 	// beats wakes the streams for the heartbeat slice by slice; beatGen
 	// counts the heartbeats (the generation streams compare).
 	beats    waves
@@ -123,10 +119,7 @@ func (h *Hub) SetPositionEvery(d time.Duration) { h.every = max(d, 0) }
 
 // NewHub returns a Hub judging items with items (nil: every item is open).
 func NewHub(items Items) *Hub {
-	h := &Hub{items: items, feeds: map[string]*Feed{}, stop: make(chan struct{})}
-	b := make(chan struct{})
-	h.beat.Store(&b)
-	return h
+	return &Hub{items: items, feeds: map[string]*Feed{}, stop: make(chan struct{})}
 }
 
 // Run beats the heartbeat every heartbeat and re-judges the watched items
@@ -156,16 +149,7 @@ func (h *Hub) Stop() { h.stopOnce.Do(func() { close(h.stop) }) }
 func (h *Hub) Stopped() <-chan struct{} { return h.stop }
 
 // Beat wakes every stream to write a heartbeat, slice by slice (waves).
-func (h *Hub) Beat() {
-	b := make(chan struct{})
-	old := h.beat.Swap(&b)
-	close(*old)
-	h.beats.wake(h.beatGen.Add(1), false)
-}
-
-// Heartbeat is closed at the next heartbeat (at once; the streams
-// themselves are woken slice by slice: waitBeat).
-func (h *Hub) Heartbeat() <-chan struct{} { return *h.beat.Load() }
+func (h *Hub) Beat() { h.beats.wake(h.beatGen.Add(1), false) }
 
 // waitBeat returns what the stream of beat slot slot, which saw heartbeat
 // gen, waits on for the next one (closed: one came already) and the gate to
@@ -196,7 +180,7 @@ func (h *Hub) Subscribe(item string) *Feed {
 	if f == nil {
 		f = &Feed{item: item}
 		f.waves.gap = h.every // a stream's positions are paced as the hub's publishes
-		f.cur.Store(&Snapshot{Verdict: h.verdict(item), next: make(chan struct{})})
+		f.cur.Store(&Snapshot{Verdict: h.verdict(item)})
 		h.feeds[item] = f
 	}
 	f.subs++
@@ -391,15 +375,12 @@ func (h *Hub) newest(f *Feed) Snapshot {
 	return *f.cur.Load()
 }
 
-// publishNow makes s f's snapshot and wakes the watchers of the old one (its
-// Next at once, the streams slice by slice: waves; urgent: an item state
-// change, which does not wait for the waves' gap). Callers hold h.mu.
+// publishNow makes s f's snapshot and wakes the item's streams for it slice
+// by slice (waves; urgent: an item state change, which does not wait for the
+// waves' gap). Callers hold h.mu.
 func (h *Hub) publishNow(f *Feed, s Snapshot, urgent bool) {
-	old := f.cur.Load()
-	s.Version = old.Version + 1
-	s.next = make(chan struct{})
+	s.Version = f.cur.Load().Version + 1
 	f.cur.Store(&s)
-	close(old.next)
 	f.waves.wake(s.Version, urgent)
 	f.dirty, f.want = false, Snapshot{}
 	f.pubAt = time.Now()

@@ -39,14 +39,9 @@ type itemMap map[string]topics.ItemState
 
 func (m itemMap) Get(id string) (topics.ItemState, bool) { s, ok := m[id]; return s, ok }
 
-func woken(s *Snapshot) bool {
-	select {
-	case <-s.Next():
-		return true
-	default:
-		return false
-	}
-}
+// woken tells whether f has a newer snapshot than s: the one its streams
+// are woken for.
+func woken(f *Feed, s *Snapshot) bool { return f.Latest().Version > s.Version }
 
 func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	items := itemMap{"a": {ItemID: "a", Enabled: true, Stock: -1}}
@@ -57,7 +52,7 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	assert.Equal(t, registration.Open, s0.Verdict)
 
 	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 100}))
-	assert.True(t, woken(s0))
+	assert.True(t, woken(f, s0))
 	s1 := f.Latest()
 	assert.Equal(t, int64(5), s1.Head)
 	assert.Equal(t, uint64(1), s1.Version)
@@ -65,7 +60,7 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 3, Waiting: 12, At: 150}), "a late event of a previous leader")
 	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 100}), "the same event again")
 	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 10, At: 200}), "a republish that changes nothing")
-	assert.False(t, woken(s1))
+	assert.False(t, woken(f, s1))
 	assert.Equal(t, int64(2), h.Stale())
 	assert.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 5, Waiting: 14, At: 300}), "more waiting")
 	assert.True(t, h.Admission(topics.AdmissionEvent{ItemID: "a", Head: 9, Waiting: 10, At: 400}))
@@ -75,7 +70,7 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 
 	items["a"] = topics.ItemState{ItemID: "a", Enabled: true, Stock: 0}
 	h.RecheckItems()
-	assert.True(t, woken(s3))
+	assert.True(t, woken(f, s3))
 	assert.Equal(t, registration.SoldOut, f.Latest().Verdict)
 	delete(items, "a")
 	h.RecheckItems()
@@ -88,13 +83,14 @@ func TestHubAppliesEventsOnceAndInOrder(t *testing.T) {
 	h.Unsubscribe(f2)
 	assert.Equal(t, 0, h.Items(), "an item without streams is forgotten")
 
-	beat := h.Heartbeat()
+	beat, g := h.waitBeat(h.beats.slot(), h.beatGen.Load())
 	h.Beat()
 	select {
 	case <-beat:
-	default:
+	case <-time.After(5 * time.Second):
 		t.Fatal("the heartbeat did not wake its watchers")
 	}
+	g.leave()
 	h.Stop()
 	h.Stop()
 	<-h.Stopped()
@@ -120,14 +116,10 @@ func TestAdmittedStreamsAreToldFirst(t *testing.T) {
 	a := <-admit
 	assert.Equal(t, int64(1_900_000_060_000), a.Until.UnixMilli())
 	assert.Equal(t, int64(1_900_000_000_000), a.At)
-	select {
-	case <-snap.Next():
-		t.Fatal("the item's other streams were woken before the admitted one wrote")
-	default:
-	}
+	assert.False(t, woken(other, snap), "the item's other streams were woken before the admitted one wrote")
 	a.Done()
 	assert.True(t, <-done)
-	<-snap.Next() // now they are
+	assert.True(t, woken(other, snap), "now they are")
 	assert.Equal(t, int64(2), other.Latest().Head)
 	assert.Empty(t, bystander, "a token the event did not admit is not told")
 
@@ -158,19 +150,15 @@ func TestAdmissionEventsAreCoalescedForPositions(t *testing.T) {
 	defer h.Unsubscribe(f)
 	first := f.Latest()
 	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 1, Waiting: 9, At: 1}))
-	<-first.Next() // the first event since the last publish goes out at once
+	require.True(t, woken(f, first), "the first event since the last publish goes out at once")
 	second := f.Latest()
 	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 2, Waiting: 8, At: 2}))
 	require.True(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 3, Waiting: 7, At: 3}))
 	assert.False(t, h.Admission(topics.AdmissionEvent{ItemID: "it", Head: 2, Waiting: 8, At: 2}), "stale against the held state")
-	select {
-	case <-second.Next():
-		t.Fatal("woken again within the interval")
-	default:
-	}
+	assert.False(t, woken(f, second), "woken again within the interval")
 	items["it"] = topics.ItemState{ItemID: "it", Enabled: false, Stock: topics.Unlimited}
 	h.RecheckItems()
-	<-second.Next()
+	require.True(t, woken(f, second), "a verdict change goes out at once")
 	got := f.Latest()
 	assert.Equal(t, registration.Closed, got.Verdict)
 	assert.Equal(t, int64(3), got.Head, "the held state went out with it")
