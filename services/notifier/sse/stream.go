@@ -243,14 +243,7 @@ func (st *stream) start(ctx context.Context, status queue.Status) bool {
 //go:noinline
 func (st *stream) end() {
 	st.leave()
-	if st.admit != nil {
-		st.s.hub.UnwatchAdmission(st.feed, st.watching, st.admit)
-		select {
-		case a := <-st.admit: // told as it ended: the event need not wait for it
-			a.Done()
-		default:
-		}
-	}
+	st.unwatch()
 	if st.recheck != nil {
 		st.recheck.Stop()
 	}
@@ -283,17 +276,24 @@ func (st *stream) prepare() (recheck, held <-chan time.Time) {
 		st.aliveTok, st.alive = tok, st.s.seen.Hold(st.q.ItemID, tok, st.q.UserID)
 	}
 	if st.tok != st.watching && st.seq > 0 {
-		if st.admit != nil {
-			st.s.hub.UnwatchAdmission(st.feed, st.watching, st.admit)
-			select {
-			case a := <-st.admit:
-				a.Done()
-			default:
-			}
-		}
+		st.unwatch()
 		st.watching, st.admit = st.tok, st.s.hub.WatchAdmission(st.feed, st.tok)
 	}
 	return recheck, held
+}
+
+// unwatch stops watching for the admission of the token watched so far; an
+// admission told meanwhile is released (the event need not wait for it).
+func (st *stream) unwatch() {
+	if st.admit == nil {
+		return
+	}
+	st.s.hub.UnwatchAdmission(st.feed, st.watching, st.admit)
+	select {
+	case a := <-st.admit:
+		a.Done()
+	default:
+	}
 }
 
 // onAdmit acts on the event that admitted this token, told before the item's
