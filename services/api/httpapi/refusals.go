@@ -47,12 +47,17 @@ func NewRefusals(store RefusalStore, every time.Duration, log *zap.Logger) *Refu
 func (r *Refusals) add(item, code string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.count(item, code, 1)
+}
+
+// count adds n refusals of item with code. Callers hold r.mu.
+func (r *Refusals) count(item, code string, n int64) {
 	m := r.by[item]
 	if m == nil {
 		m = map[string]int64{}
 		r.by[item] = m
 	}
-	m[code]++
+	m[code] += n
 }
 
 // Flush adds the counts so far to the store.
@@ -65,10 +70,7 @@ func (r *Refusals) Flush(ctx context.Context) error {
 		r.mu.Lock()
 		for item, codes := range by { // keep them for the next flush
 			for code, n := range codes {
-				if r.by[item] == nil {
-					r.by[item] = map[string]int64{}
-				}
-				r.by[item][code] += n
+				r.count(item, code, n)
 			}
 		}
 		r.mu.Unlock()
