@@ -7,9 +7,7 @@ import (
 
 	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/rebuild"
 	"github.com/waitroom/waitroom/topics"
-	"go.uber.org/zap"
 )
 
 // pooled registers user with a draw window, as the API stamps one.
@@ -68,10 +66,7 @@ func TestRebuildReproducesADraw(t *testing.T) {
 		t.Fatalf("live line: %d people ending %v", len(line), line[len(line)-3:])
 	}
 	before := w.snapshot("s")
-	w.rdb.FlushAll(w.ctx)
-	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	w.rebuildFromScratch()
 	diff(t, before, w.snapshot("s"))
 	if before["s pool"] == "[]" || before["s late"] == "[]" || before["s drawn"] == "" {
 		t.Fatalf("the scenario left no pool, late or draw to compare: %v", before)
@@ -94,10 +89,7 @@ func TestRebuildReproducesLateOnesBetweenWindows(t *testing.T) {
 	w.pooled("m", "r1", "tr1", 200)
 	w.reg(topics.KindRegister, "m", "l2", "tl2")
 	before := w.snapshot("m")
-	w.rdb.FlushAll(w.ctx)
-	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	w.rebuildFromScratch()
 	diff(t, before, w.snapshot("m"))
 	w.draw("m", 100, 1, s1, commit)
 	w.promote("m", 3, time.Now()) // rate 0: nobody admitted, the pace kept as a rebuild writes it
@@ -109,9 +101,6 @@ func TestRebuildReproducesLateOnesBetweenWindows(t *testing.T) {
 		t.Fatalf("the late ones are not right behind the pre-queue's draw: %v", line)
 	}
 	before = w.snapshot("m")
-	w.rdb.FlushAll(w.ctx)
-	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	w.rebuildFromScratch()
 	diff(t, before, w.snapshot("m"))
 }

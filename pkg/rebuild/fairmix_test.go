@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/pkg/draw"
-	"github.com/waitroom/waitroom/pkg/rebuild"
 	"github.com/waitroom/waitroom/topics"
-	"go.uber.org/zap"
 )
 
 // The fairness parts together: a pre-queue with a late one behind it,
@@ -37,10 +35,7 @@ func TestRebuildReproducesDrawsBypassesAndAbandonsTogether(t *testing.T) {
 	rebuilt := func(stage string) {
 		t.Helper()
 		before := w.snapshot("m")
-		w.rdb.FlushAll(w.ctx)
-		if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
+		w.rebuildFromScratch()
 		t.Log(stage)
 		diff(t, before, w.snapshot("m"))
 	}

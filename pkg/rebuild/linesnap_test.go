@@ -7,9 +7,7 @@ import (
 
 	"github.com/waitroom/waitroom/pkg/linesnap"
 	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/rebuild"
 	"github.com/waitroom/waitroom/topics"
-	"go.uber.org/zap"
 )
 
 // TestRebuildProvenByLineSnapshots is what an operator does with waitroomctl
@@ -56,10 +54,7 @@ func TestRebuildProvenByLineSnapshots(t *testing.T) {
 			t.Fatalf("no %s token before the rebuild: the test would prove less than it claims (%v)", st, states)
 		}
 	}
-	w.rdb.FlushAll(w.ctx)
-	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	w.rebuildFromScratch()
 	for item, b := range before {
 		if d := linesnap.Diff(b, take(item)); len(d) > 0 {
 			t.Errorf("%s after the rebuild differs from before:\n%v", item, d)

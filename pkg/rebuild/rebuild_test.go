@@ -49,6 +49,17 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// rebuildFromScratch empties Redis and rebuilds the view from the topics.
+func (w *world) rebuildFromScratch() rebuild.Report {
+	w.t.Helper()
+	w.rdb.FlushAll(w.ctx)
+	rep, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rep
+}
+
 func (w *world) produce(topic, key string, v any) *kgo.Record {
 	w.t.Helper()
 	r, err := w.kc.ProduceSync(w.ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: topics.Encode(v)}).First()
@@ -190,11 +201,7 @@ func TestRebuildIsExact(t *testing.T) {
 		ItemID: topics.EpochClaimItem, Admitted: []string{}, Epoch: 9, At: now.UnixMilli()})
 	items := []string{"a", "b", "idle", "ghost"}
 	before := w.snapshot(items...)
-	w.rdb.FlushAll(w.ctx)
-	rep, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := w.rebuildFromScratch()
 	after := w.snapshot(items...)
 	diff(t, before, after)
 	if rep.Epoch != 10 {
@@ -311,10 +318,7 @@ func TestRebuildBypass(t *testing.T) {
 	if before["x head"] != "1" {
 		t.Fatalf("head before = %s, want 1 (express admissions do not move it)", before["x head"])
 	}
-	w.rdb.FlushAll(w.ctx)
-	if _, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	w.rebuildFromScratch()
 	diff(t, before, w.snapshot("x"))
 	if got := express(); got != "[{8 ts5}]" {
 		t.Errorf("express after = %s, want [{8 ts5}]", got)
