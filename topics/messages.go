@@ -55,7 +55,32 @@ type RegistrationEvent struct {
 	Bypass *BypassUse `json:"bypass,omitempty"`
 	// Draw is the draw a KindDraw record performs.
 	Draw *Draw `json:"draw,omitempty"`
+	// Holder says what keys the place in the item's line (PlaceKey):
+	// HolderToken, the registration's own token (its userId is a label the
+	// client typed), or HolderUser, the userId (a site-signed assertion
+	// proved it). Absent in records written before holders: the userId.
+	Holder string `json:"holder,omitempty"`
 }
+
+// Holders: what keys a place (RegistrationEvent.Holder).
+const (
+	HolderToken = "token"
+	HolderUser  = "user"
+)
+
+// PlaceKey is the key a registration's place is kept under in the item's
+// line: its tokenId when holder is HolderToken, else its userId. A place
+// keyed by its token belongs to whoever holds that token; only a proven
+// userId is a key that a second registration of the same user can find.
+func PlaceKey(holder, tokenID, userID string) string {
+	if holder == HolderToken {
+		return tokenID
+	}
+	return userID
+}
+
+// PlaceKey is the key of the place the record acts on (the package's PlaceKey).
+func (e *RegistrationEvent) PlaceKey() string { return PlaceKey(e.Holder, e.TokenID, e.UserID) }
 
 // BypassUse is what a register record says of the bypass code it used: the
 // code's id and bound, so the consumer (and a rebuild) can count uses.
@@ -100,6 +125,8 @@ func (e *RegistrationEvent) Validate() error {
 		return fmt.Errorf("%w: requestedAt %d is not a positive unix-ms time", ErrInvalid, e.RequestedAt)
 	case e.Window < 0:
 		return fmt.Errorf("%w: window %d is negative", ErrInvalid, e.Window)
+	case e.Holder != "" && e.Holder != HolderToken && e.Holder != HolderUser:
+		return fmt.Errorf("%w: holder %q is not %q or %q", ErrInvalid, e.Holder, HolderToken, HolderUser)
 	case e.Bypass != nil && e.Kind != KindRegister:
 		return fmt.Errorf("%w: a %s record carries a bypass code", ErrInvalid, e.Kind)
 	case e.Bypass != nil && (!ValidID(e.Bypass.Code) || e.Bypass.Count <= 0 || e.Bypass.ExpiresAt <= 0):
@@ -113,8 +140,8 @@ func (e *RegistrationEvent) validateDraw() error {
 	switch {
 	case d == nil:
 		return fmt.Errorf("%w: a draw record without its draw", ErrInvalid)
-	case e.TokenID != "" || e.UserID != "" || e.Bypass != nil || e.Window != 0:
-		return fmt.Errorf("%w: a draw record names no token, user, bypass or window", ErrInvalid)
+	case e.TokenID != "" || e.UserID != "" || e.Bypass != nil || e.Window != 0 || e.Holder != "":
+		return fmt.Errorf("%w: a draw record names no token, user, holder, bypass or window", ErrInvalid)
 	case d.Window <= 0:
 		return fmt.Errorf("%w: draw window %d is not a positive unix-ms time", ErrInvalid, d.Window)
 	case d.Round < 1 || d.Round > MaxDrawRounds:

@@ -64,13 +64,14 @@ func New(store Store, every time.Duration, tracked func(item string) bool, log *
 // Every is the flush interval.
 func (t *Tracker) Every() time.Duration { return t.every }
 
-// Touch records a sign of life of the place tokenID of userID at at: a poll.
-// It costs a map write; Redis hears of it at the next flush.
-func (t *Tracker) Touch(item, tokenID, userID string, at time.Time) {
+// Touch records a sign of life of the place of tokenID, kept under key
+// (topics.PlaceKey), at at: a poll. It costs a map write; Redis hears of it
+// at the next flush.
+func (t *Tracker) Touch(item, tokenID, key string, at time.Time) {
 	if t == nil {
 		return
 	}
-	t.touch(item, queue.SeenMember(tokenID, userID), at.UnixMilli())
+	t.touch(item, queue.SeenMember(tokenID, key), at.UnixMilli())
 }
 
 func (t *Tracker) touch(item, member string, ms int64) {
@@ -88,11 +89,11 @@ func (t *Tracker) touch(item, member string, ms int64) {
 
 // Hold counts the place alive at every flush until release is called (an
 // open event stream); release records the moment it ended as its last sign.
-func (t *Tracker) Hold(item, tokenID, userID string) (release func()) {
+func (t *Tracker) Hold(item, tokenID, key string) (release func()) {
 	if t == nil {
 		return func() {}
 	}
-	member := queue.SeenMember(tokenID, userID)
+	member := queue.SeenMember(tokenID, key)
 	t.mu.Lock()
 	m := t.held[item]
 	if m == nil {

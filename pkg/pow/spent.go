@@ -24,15 +24,24 @@ func NewSpent(rdb redis.Cmdable) *Spent { return &Spent{rdb: rdb, now: time.Now}
 
 // Use marks c used; first is false when it was used before.
 func (s *Spent) Use(ctx context.Context, c Challenge) (first bool, err error) {
-	ttl := c.ExpiresAt.Sub(s.now())
+	// The signature is unique per challenge (it covers the random nonce).
+	first, err = s.Mark(ctx, "wr:pow:"+c.Raw[strings.LastIndexByte(c.Raw, '.')+1:], c.ExpiresAt)
+	if err != nil {
+		return false, fmt.Errorf("mark proof-of-work challenge used: %w", err)
+	}
+	return first, nil
+}
+
+// Mark marks the single-use thing named key (a user assertion's jti too)
+// used until expiresAt; first is false when it was used before.
+func (s *Spent) Mark(ctx context.Context, key string, expiresAt time.Time) (first bool, err error) {
+	ttl := expiresAt.Sub(s.now())
 	if ttl < time.Millisecond {
 		ttl = time.Millisecond
 	}
-	// The signature is unique per challenge (it covers the random nonce).
-	key := "wr:pow:" + c.Raw[strings.LastIndexByte(c.Raw, '.')+1:]
 	ok, err := s.rdb.SetNX(ctx, key, "1", ttl).Result()
 	if err != nil {
-		return false, fmt.Errorf("mark proof-of-work challenge used: %w", err)
+		return false, fmt.Errorf("mark %s used: %w", key, err)
 	}
 	return ok, nil
 }

@@ -2,12 +2,12 @@
 -- idle sweep): a waiting place whose holder neither polled nor held a stream
 -- for the item's idleTimeout is released.
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
--- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("!A"..tokenId once abandoned)
+-- KEYS[2] wr:{item}:users     HASH place key -> tokenId ("!A"..tokenId once abandoned)
 -- KEYS[3] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[4] wr:{item}:pool      ZSET pre-queued tokenIds (not drawn yet)
 -- KEYS[5] wr:{item}:late      ZSET tokenIds placed behind a draw
 -- KEYS[6] wr:{item}:stats     HASH counters (abandoned: places released idle)
--- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] userId
+-- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] place key
 -- Returns {outcome, 0, tokenId}: ABANDONED with the tokenId released; NOT_IN_LINE
 -- when the token is not the user's waiting place any more (admitted, left,
 -- replaced: the sweep raced it); REPLAY when the offset was applied before.

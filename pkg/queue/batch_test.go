@@ -28,6 +28,7 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	items := []string{"x", "y", "z"}
 	var ops []queue.Op
 	offset := map[string]int64{}
+	lastTok := map[string]string{} // item and user -> the user's last register's token
 	for len(ops) < 2_400 {
 		item := items[rng.IntN(len(items))]
 		if rng.IntN(4) == 0 { // long runs of one item, past EnqueueBatch
@@ -38,13 +39,17 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 		op.TokenID = "t-" + item + "-" + strconv.FormatInt(op.Offset, 10)
 		switch r := rng.IntN(100); {
 		case r < 6:
-			op.Kind = queue.OpLeave
+			op.Kind = queue.OpLeave // through a token of the user's: only its own place is left
+			if tok, ok := lastTok[item+" "+op.UserID]; ok {
+				op.TokenID = tok
+			}
 		case r < 9:
 			op.Kind = queue.OpMark
 		case r < 12:
 			op.Kind = queue.OpAbandon
 		default:
 			op.Kind = queue.OpRegister
+			lastTok[item+" "+op.UserID] = op.TokenID
 			switch rng.IntN(20) {
 			case 0:
 				op.Window = 1_000 * int64(1+rng.IntN(3)) // pre-queued

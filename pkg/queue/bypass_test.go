@@ -58,12 +58,12 @@ func TestBypassAdmittedAtTheNextTickOncePerUse(t *testing.T) {
 	assert.Equal(t, []string{"s1", "s2"}, ex)
 
 	// Before the tick: waiting at position 1, read exactly (no seq).
-	st, err := l.Status(ctx, "bp", "staff-2", 0, 12)
+	st, err := l.Status(ctx, "bp", "staff-2", "", 0, 12)
 	require.NoError(t, err)
 	assert.Equal(t, queue.Waiting, st.State)
 	assert.Equal(t, int64(1), st.Position)
 	assert.Equal(t, int64(0), st.Seq, "an express place is read exactly every time")
-	st, err = l.Status(ctx, "bp", "staff-3", 0, 13)
+	st, err = l.Status(ctx, "bp", "staff-3", "", 0, 13)
 	require.NoError(t, err)
 	assert.Equal(t, queue.Rejected, st.State, "beyond the count: never placed")
 
@@ -76,7 +76,7 @@ func TestBypassAdmittedAtTheNextTickOncePerUse(t *testing.T) {
 	assert.Equal(t, int64(3), tk.Active)
 	assert.Equal(t, int64(9), tk.Waiting)
 	for _, u := range []string{"staff-1", "staff-2"} {
-		st, err := l.Status(ctx, "bp", u, 0, 12)
+		st, err := l.Status(ctx, "bp", u, "", 0, 12)
 		require.NoError(t, err)
 		assert.Equal(t, queue.Admitted, st.State, u)
 	}
@@ -84,7 +84,7 @@ func TestBypassAdmittedAtTheNextTickOncePerUse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ex)
 	// The line resumes in order: t00001 next, when the rate and cap allow.
-	st, err = l.Status(ctx, "bp", "u1", 0, 1)
+	st, err = l.Status(ctx, "bp", "u1", "", 0, 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), st.Position)
 	assert.Equal(t, int64(1), st.Head)

@@ -47,10 +47,10 @@ func TestDrawPlacesThePoolInSeedOrderThenTheLateOnes(t *testing.T) {
 	require.Equal(t, queue.Duplicate, res[n+2].Outcome)
 	require.Equal(t, queue.Left, res[n+4].Outcome)
 
-	st, err := l.Status(ctx, item, "ut0001", 0, 1)
+	st, err := l.Status(ctx, item, "ut0001", "", 0, 1)
 	require.NoError(t, err)
 	require.Equal(t, queue.Status{State: queue.Pooled, DrawAt: window, InDraw: n, TokenID: "t0001"}, st)
-	st, err = l.Status(ctx, item, "ul2", 0, n+1)
+	st, err = l.Status(ctx, item, "ul2", "", 0, n+1)
 	require.NoError(t, err)
 	require.Equal(t, queue.Status{State: queue.Late, DrawAt: window, InDraw: n, TokenID: "late2"}, st)
 	due, err := l.DueDraws(ctx, []string{item, "nothing"}, window-1)

@@ -2,7 +2,7 @@
 -- item's line, in order: one call per item and consumer batch instead of one
 -- per record (at most queue.EnqueueBatch records a call).
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
--- KEYS[2] wr:{item}:users     HASH userId -> tokenId ("!L"..tokenId once the user left,
+-- KEYS[2] wr:{item}:users     HASH place key -> tokenId ("!L"..tokenId once the user left,
 --                             "!C"..tokenId once the admission was completed)
 -- KEYS[3] wr:{item}:seq       STRING FIFO sequence
 -- KEYS[4] wr:{item}:waiting   ZSET tokenId scored by seq
@@ -13,7 +13,7 @@
 --                             highest pooled window when the late set last began
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
--- ARGV: 7 per record, in record order: partition, offset, tokenId, userId,
+-- ARGV: 7 per record, in record order: partition, offset, tokenId, place key,
 --   the draw window of the register (unix ms; 0: first come, first served),
 --   the bypass code id ("": none), the code's count (0: it had expired when
 --   the record was made)

@@ -11,7 +11,7 @@ import (
 )
 
 // Signs of life (issue 16, abandoned places): an item with an idleTimeout
-// keeps, in its Seen ZSET, "tokenId userId" scored by the last time (unix
+// keeps, in its Seen ZSET, "tokenId placeKey" scored by the last time (unix
 // ms) the holder polled or held a stream; the scheduler's sweep releases the
 // places whose score fell behind the timeout. Seen is derived state: a
 // rebuild writes every waiting place with the rebuild's time (a grace).
@@ -24,11 +24,12 @@ var idleScript = redis.NewScript(idleSrc)
 // IdleLimit bounds the places one Idle call returns (one sweep step of an item).
 const IdleLimit = 1000
 
-// SeenMember is the Seen member of a place: its tokenId and its user's id.
-func SeenMember(tokenID, userID string) string { return tokenID + " " + userID }
+// SeenMember is the Seen member of a place: its tokenId and its place key
+// (topics.PlaceKey).
+func SeenMember(tokenID, key string) string { return tokenID + " " + key }
 
-// ParseSeen splits a Seen member into its tokenId and userId.
-func ParseSeen(m string) (tokenID, userID string, ok bool) {
+// ParseSeen splits a Seen member into its tokenId and place key.
+func ParseSeen(m string) (tokenID, key string, ok bool) {
 	return strings.Cut(m, " ")
 }
 

@@ -1,6 +1,6 @@
 -- idle: the places of an item idle since a cutoff, read-only (the scheduler's
 -- sweep; it publishes an abandon record for each, then forgets them).
--- KEYS[1] wr:{item}:seen     ZSET "tokenId userId" scored by last sign of life (ms)
+-- KEYS[1] wr:{item}:seen     ZSET "tokenId placeKey" scored by last sign of life (ms)
 -- KEYS[2] wr:{item}:waiting  ZSET tokenId scored by seq
 -- KEYS[3] wr:{item}:pool     ZSET pre-queued tokenIds
 -- KEYS[4] wr:{item}:late     ZSET tokenIds placed behind a draw

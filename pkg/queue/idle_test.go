@@ -47,10 +47,10 @@ func TestAbandonReleasesOnlyAWaitingPlace(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
 
-	st, err := l.Status(ctx, "a", "u2", 0, 2)
+	st, err := l.Status(ctx, "a", "u2", "", 0, 2)
 	require.NoError(t, err)
 	assert.Equal(t, queue.Status{State: queue.Abandoned, TokenID: "t00002"}, st)
-	st, err = l.Status(ctx, "a", "u0", 0, 0)
+	st, err = l.Status(ctx, "a", "u0", "", 0, 0)
 	require.NoError(t, err)
 	assert.Equal(t, queue.Admitted, st.State, "an abandon never ends an admission")
 

@@ -24,7 +24,7 @@ func TestWaitingCarriesThePace(t *testing.T) {
 	_, err = tick(t, l, "p", 1, t0.Add(time.Second), time.Second)
 	require.NoError(t, err)
 
-	st, err := l.Status(ctx, "p", "u50", 0, 50)
+	st, err := l.Status(ctx, "p", "u50", "", 0, 50)
 	require.NoError(t, err)
 	require.Equal(t, queue.Waiting, st.State)
 	assert.Equal(t, int64(31), st.Position)

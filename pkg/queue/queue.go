@@ -107,9 +107,12 @@ const (
 
 // Op is one registrations record to apply, identified by its Kafka position.
 type Op struct {
-	Kind      OpKind
-	ItemID    string
-	TokenID   string
+	Kind    OpKind
+	ItemID  string
+	TokenID string
+	// UserID is the key of the op's place in the line (topics.PlaceKey):
+	// the registration's own tokenId, or a userId a site-signed assertion
+	// proved (then a repeat registration of it is a Duplicate).
 	UserID    string
 	Partition int32
 	Offset    int64
@@ -479,6 +482,9 @@ const (
 	Abandoned State = "ABANDONED"
 	Pooled    State = "POOLED" // pre-queued: placed by its window's draw (Status.DrawAt)
 	Late      State = "LATE"   // queued behind a pending draw, placed right after it
+	// Duplicated: applied, but another token holds the place key's place (a
+	// proven user registered again); Status.TokenID names it while it is live.
+	Duplicated State = "DUPLICATE"
 )
 
 // Status is where a token stands.
@@ -501,20 +507,24 @@ type Status struct {
 	// DrawAt is the window (unix ms) of the draw that places a Pooled or
 	// Late token, InDraw how many that draw places (when Pooled or Late).
 	DrawAt, InDraw int64
-	TokenID        string // the user's live token (another of the user's tokens holds the place after a repeat registration)
+	TokenID        string // the token read; for Duplicated, the live token that holds the key's place ("" if none)
 }
 
-// Status reads where the registration at (partition, offset) of user stands,
-// in one round trip.
-func (l *Line) Status(ctx context.Context, item, user string, partition int32, offset int64) (Status, error) {
+// Status reads where tokenID's registration, at (partition, offset) and kept
+// under the place key key (topics.PlaceKey), stands, in one round trip. Only
+// tokenID's own place is answered: when another token holds key's place (a
+// proven user's repeat registration) the state is Duplicated and TokenID
+// names that token if its place is live. An empty tokenID reads whichever
+// token holds key (operators and tests, never a client's request).
+func (l *Line) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (Status, error) {
 	k := KeysFor(item)
 	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express, k.Pool, k.Late},
-		user, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10)).Slice()
+		key, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10), tokenID).Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("status of %s in %s: %w", user, item, err)
+		return Status{}, fmt.Errorf("status of %s in %s: %w", key, item, err)
 	}
 	if len(v) < 4 {
-		return Status{}, fmt.Errorf("status of %s in %s: script returned %d values", user, item, len(v))
+		return Status{}, fmt.Errorf("status of %s in %s: script returned %d values", key, item, len(v))
 	}
 	s := Status{}
 	st, _ := v[0].(string)

@@ -40,27 +40,46 @@ func TestLineOrderDedupeLeave(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"t1", "t2", "t4"}, line)
 
-	// alice's second token reports alice's place.
-	st, err := l.Status(ctx, "i1", "alice", 0, 2)
+	// alice's key reads her place; her second token reads DUPLICATE, naming
+	// the token that holds the place, never the place itself.
+	st, err := l.Status(ctx, "i1", "alice", "", 0, 2)
 	require.NoError(t, err)
 	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 1, WaitingTotal: 3, Seq: 1, TokenID: "t1"}, st)
+	st, err = l.Status(ctx, "i1", "alice", "t3", 0, 2)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Status{State: queue.Duplicated, TokenID: "t1"}, st)
 
-	// alice leaves, then registers again: she goes to the back.
+	// A leave through the second token leaves nothing: the place is t1's.
+	// alice leaves through t1 (which then reads LEFT), then registers
+	// again: she goes to the back.
 	res, err = l.Apply(ctx, []queue.Op{
 		{Kind: queue.OpLeave, ItemID: "i1", TokenID: "t3", UserID: "alice", Offset: 4},
-		reg("i1", "t5", "alice", 5),
+		{Kind: queue.OpLeave, ItemID: "i1", TokenID: "t1", UserID: "alice", Offset: 5},
 	})
 	require.NoError(t, err)
-	assert.Equal(t, queue.Left, res[0].Outcome)
-	assert.Equal(t, "t1", res[0].TokenID)
-	assert.Equal(t, queue.Result{Outcome: queue.Added, Seq: 4, TokenID: "t5"}, res[1])
+	assert.Equal(t, queue.NotInLine, res[0].Outcome)
+	assert.Equal(t, queue.Left, res[1].Outcome)
+	assert.Equal(t, "t1", res[1].TokenID)
+	st, err = l.Status(ctx, "i1", "alice", "t1", 0, 5)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Status{State: queue.LeftLine, TokenID: "t1"}, st)
+	res, err = l.Apply(ctx, []queue.Op{reg("i1", "t5", "alice", 6)})
+	require.NoError(t, err)
+	assert.Equal(t, queue.Result{Outcome: queue.Added, Seq: 4, TokenID: "t5"}, res[0])
 	line, err = l.Waiting(ctx, "i1", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"t2", "t4", "t5"}, line)
 
-	st, err = l.Status(ctx, "i1", "alice", 0, 5)
+	st, err = l.Status(ctx, "i1", "alice", "t5", 0, 6)
 	require.NoError(t, err)
 	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 3, WaitingTotal: 3, Seq: 4, TokenID: "t5"}, st)
+	// The key keeps one place: alice's other tokens (t1's left, t3 never
+	// had one) read DUPLICATE naming t5, for a proven user to resume.
+	for _, tok := range []string{"t1", "t3"} {
+		st, err = l.Status(ctx, "i1", "alice", tok, 0, 6)
+		require.NoError(t, err)
+		assert.Equal(t, queue.Status{State: queue.Duplicated, TokenID: "t5"}, st, tok)
+	}
 }
 
 func TestLineReplayIsNoop(t *testing.T) {
@@ -109,7 +128,7 @@ func TestStatusStates(t *testing.T) {
 		{"u2", 9, queue.Pending}, // u2 registered again, not applied yet
 	}
 	for _, c := range cases {
-		st, err := l.Status(ctx, "s", c.user, 0, c.off)
+		st, err := l.Status(ctx, "s", c.user, "", 0, c.off)
 		require.NoError(t, err)
 		assert.Equal(t, c.want, st.State, "%s@%d", c.user, c.off)
 	}

@@ -1,6 +1,7 @@
 -- status: where a queue token stands, read-only (safe on replicas).
--- KEYS[1] wr:{item}:users     HASH userId -> tokenId ("!L"..tokenId once the user left,
---                             "!C"..tokenId once the admission was completed)
+-- KEYS[1] wr:{item}:users     HASH place key -> tokenId ("!L"..tokenId once the place was
+--                             left, "!C"..tokenId once the admission was completed); the key
+--                             is the tokenId itself, or a userId a site-signed assertion proved
 -- KEYS[2] wr:{item}:waiting   ZSET tokenId scored by seq
 -- KEYS[3] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[4] wr:{item}:applied   HASH partition -> highest applied offset
@@ -10,21 +11,30 @@
 -- KEYS[8] wr:{item}:express   ZSET waiting places of bypass codes (admitted at the next tick)
 -- KEYS[9] wr:{item}:pool      ZSET pre-queued tokenIds scored by draw window
 -- KEYS[10] wr:{item}:late     ZSET tokenIds queued behind a pending draw
--- ARGV[1] userId  ARGV[2] partition  ARGV[3] offset (of the token's record)
+-- ARGV[1] place key  ARGV[2] partition  ARGV[3] offset (of the token's record)
+-- ARGV[4] tokenId ('': whichever token holds the key, for operators and tests)
+-- Only the place of ARGV[4] is ever answered: another token of the same key
+-- (a proven user's repeat registration) reads DUPLICATE, with the live token
+-- that holds the key's place (or '' when that place has ended), never its place.
 -- Returns {state, a, b, tokenId}:
---   WAITING  a=position (1-based) b=waitingTotal  tokenId=the user's live token (only these
+--   WAITING  a=position (1-based) b=waitingTotal  tokenId=the token (only these
 --            three for a bypass code's place: position 1, read exactly each time), then sum60,
 --            the admitted count (active), the oldest "ms:n" of the pace (or false),
 --            the token's seq and the item's head (all read at once: the api
 --            answers later reads from memory by how far the head moved)
---   ADMITTED a=expiry ms (may be past: expired)   tokenId=the user's live token
---   POOLED   a=the draw's window (unix ms) b=how many are in that draw  tokenId=the live token
---   LATE     a=the pending draw's window  b=how many are in it  tokenId=the live token
---   PENDING (record not applied yet), LEFT (the user left), ABANDONED (released idle,
+--   ADMITTED a=expiry ms (may be past: expired)   tokenId=the token
+--   POOLED   a=the draw's window (unix ms) b=how many are in that draw  tokenId=the token
+--   LATE     a=the pending draw's window  b=how many are in it  tokenId=the token
+--   DUPLICATE (applied, but another token holds the key's place: tokenId names it if live),
+--   PENDING (record not applied yet), LEFT (the place was left), ABANDONED (released idle,
 --   "!A"..tokenId in users), COMPLETED (the admission
 --   was used), GONE (the admission expired), REJECTED (applied, never placed)
+local tok = ARGV[4]
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur and string.sub(cur, 1, 1) ~= '!' then
+if tok == '' and cur then
+  tok = string.sub(cur, 1, 1) == '!' and string.sub(cur, 3) or cur
+end
+if cur == tok then
   local r = redis.call('ZRANK', KEYS[2], cur)
   if r and redis.call('ZSCORE', KEYS[8], cur) then
     return {'WAITING', 1, redis.call('ZCARD', KEYS[2]), cur}
@@ -53,16 +63,22 @@ local applied = redis.call('HGET', KEYS[4], ARGV[2])
 if not applied or tonumber(applied) < tonumber(ARGV[3]) then
   return {'PENDING', 0, 0, ''}
 end
-if cur and string.sub(cur, 1, 2) == '!L' then
-  return {'LEFT', 0, 0, string.sub(cur, 3)}
+if cur == '!L' .. tok then
+  return {'LEFT', 0, 0, tok}
 end
-if cur and string.sub(cur, 1, 2) == '!A' then
-  return {'ABANDONED', 0, 0, string.sub(cur, 3)}
+if cur == '!A' .. tok then
+  return {'ABANDONED', 0, 0, tok}
 end
-if cur and string.sub(cur, 1, 2) == '!C' then
-  return {'COMPLETED', 0, 0, string.sub(cur, 3)}
+if cur == '!C' .. tok then
+  return {'COMPLETED', 0, 0, tok}
+end
+if cur == tok then
+  return {'GONE', 0, 0, tok}
 end
 if cur then
-  return {'GONE', 0, 0, cur}
+  if string.sub(cur, 1, 1) == '!' then
+    return {'DUPLICATE', 0, 0, ''}
+  end
+  return {'DUPLICATE', 0, 0, cur}
 end
 return {'REJECTED', 0, 0, ''}

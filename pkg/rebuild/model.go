@@ -146,13 +146,14 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 		return
 	}
 	it := m.item(ev.ItemID)
+	key := ev.PlaceKey()
 	switch ev.Kind {
 	case topics.KindDraw:
 		m.draw(it, ev, partition, offset)
 	case topics.KindRegister:
 		it.applied[partition] = max(it.applied[partition], offset)
 		it.registered = true
-		if cur, ok := it.users[ev.UserID]; ok && cur[0] != '!' && m.live(it, cur, at) {
+		if cur, ok := it.users[key]; ok && cur[0] != '!' && m.live(it, cur, at) {
 			return // DUPLICATE: the user holds a place
 		}
 		if t := it.tokens[ev.TokenID]; t != nil && t.ended == 0 {
@@ -165,30 +166,30 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 				return // EXHAUSTED: never placed
 			}
 			it.bypass[ev.Bypass.Code]++
-		} else if it.waitsForDraw(ev.TokenID, ev.UserID, ev.Window, offset) {
+		} else if it.waitsForDraw(ev.TokenID, key, ev.Window, offset) {
 			return // POOLED or LATE
 		}
 		it.seq++
-		it.tokens[ev.TokenID] = &token{seq: it.seq, user: ev.UserID, express: ev.Bypass != nil}
-		it.users[ev.UserID] = ev.TokenID
+		it.tokens[ev.TokenID] = &token{seq: it.seq, user: key, express: ev.Bypass != nil}
+		it.users[key] = ev.TokenID
 	case topics.KindLeave:
 		it.applied[partition] = max(it.applied[partition], offset)
-		cur, ok := it.users[ev.UserID]
-		if !ok || cur[0] == '!' {
-			return // NOT_IN_LINE
+		cur, ok := it.users[key]
+		if !ok || cur != ev.TokenID {
+			return // NOT_IN_LINE: only the token's own place is left
 		}
 		if t := it.tokens[cur]; t != nil {
 			t.ended = 'L'
 			it.unpool(t)
 		}
-		it.users[ev.UserID] = "!L" + cur
+		it.users[key] = "!L" + cur
 	case topics.KindAbandon:
 		// Like abandon.lua: only the user's live place, only while it
 		// waits. A token admitted at any time was admitted before the
 		// abandon was applied (after it, it was in no line to admit it
 		// from), so its admission stands and the abandon changed nothing.
 		it.applied[partition] = max(it.applied[partition], offset)
-		if it.users[ev.UserID] != ev.TokenID {
+		if it.users[key] != ev.TokenID {
 			return // NOT_IN_LINE
 		}
 		t := it.tokens[ev.TokenID]
@@ -200,7 +201,7 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 		}
 		t.ended = 'A'
 		it.unpool(t)
-		it.users[ev.UserID] = "!A" + ev.TokenID
+		it.users[key] = "!A" + ev.TokenID
 		it.abandoned++
 	case topics.KindComplete:
 		// complete.lua keeps no applied offset. The API completed a live
@@ -210,8 +211,8 @@ func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offs
 			return
 		}
 		t.ended = 'C'
-		if it.users[ev.UserID] == ev.TokenID {
-			it.users[ev.UserID] = "!C" + ev.TokenID
+		if it.users[key] == ev.TokenID {
+			it.users[key] = "!C" + ev.TokenID
 		}
 	}
 }

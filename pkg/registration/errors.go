@@ -60,6 +60,12 @@ func BadRequest(code, message string) *Error {
 	return refuse(http.StatusBadRequest, code, message)
 }
 
+// Unauthorized refuses a request whose credentials (a token, an assertion)
+// are missing or not good (401) with code.
+func Unauthorized(code, message string) *Error {
+	return refuse(http.StatusUnauthorized, code, message)
+}
+
 // BodyTooLarge refuses a body over limit bytes (413).
 func BodyTooLarge(limit int64) *Error {
 	return refuse(http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")

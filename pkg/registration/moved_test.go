@@ -34,7 +34,7 @@ func line(t *testing.T, item string, n int, rate float64) *queue.Line {
 
 func exact(t *testing.T, l *queue.Line, item string, i int) queue.Status {
 	t.Helper()
-	st, err := l.Status(context.Background(), item, fmt.Sprintf("u%d", i), 0, int64(i))
+	st, err := l.Status(context.Background(), item, fmt.Sprintf("u%d", i), "", 0, int64(i))
 	require.NoError(t, err)
 	return st
 }

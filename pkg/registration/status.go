@@ -27,13 +27,16 @@ const (
 	StatusAbandoned = "ABANDONED"
 	// StatusBlocked: an operator blocked the user or the address.
 	StatusBlocked = "BLOCKED"
+	// StatusDuplicate: another token of the same proven user holds the
+	// place; this token never reads it (its holder may resume it: see
+	// queue.Duplicated).
+	StatusDuplicate = "DUPLICATE"
 )
 
 // Answer is what a line status means for the client holding the token.
 type Answer struct {
 	Status string
-	// TokenID is the user's live token when the line names one (a repeat
-	// registration keeps the first); empty: the queue token's own.
+	// TokenID is the token the line answered for (the queue token's own).
 	TokenID string
 	// Position and WaitingTotal while WAITING.
 	Position, WaitingTotal int64
@@ -77,6 +80,8 @@ func AnswerOf(st queue.Status, v Verdict, now time.Time) Answer {
 		a.Status = StatusLeft
 	case queue.Abandoned:
 		a.Status, a.TokenID = StatusAbandoned, st.TokenID
+	case queue.Duplicated:
+		a.Status = StatusDuplicate
 	default:
 		a.Status = StatusRejected
 	}

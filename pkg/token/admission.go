@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/waitroom/waitroom/topics"
 )
 
 const audienceAdmission = "waitroom-admission"
@@ -16,20 +17,27 @@ const audienceAdmission = "waitroom-admission"
 // through until ExpiresAt. Downstream services check it offline (JWKS) or with
 // the verify API, which also checks the admission is still live.
 type Admission struct {
-	TokenID   string
-	ItemID    string
-	UserID    string
+	TokenID string
+	ItemID  string
+	UserID  string
+	// Holder is what keyed the admitted place (Queue.Holder): HolderUser
+	// when a site-signed assertion proved UserID.
+	Holder    string
 	ExpiresAt time.Time
 }
 
+// PlaceKey is the key of a's place in its item's line (topics.PlaceKey).
+func (a Admission) PlaceKey() string { return topics.PlaceKey(a.Holder, a.TokenID, a.UserID) }
+
 type admissionClaims struct {
-	Item string `json:"itm"`
+	Item   string `json:"itm"`
+	Holder string `json:"h,omitempty"`
 	jwt.RegisteredClaims
 }
 
 // IssueAdmission signs an admission token valid until a.ExpiresAt.
 func (s *Signer) IssueAdmission(a Admission) (string, error) {
-	c := admissionClaims{Item: a.ItemID, RegisteredClaims: jwt.RegisteredClaims{
+	c := admissionClaims{Item: a.ItemID, Holder: a.Holder, RegisteredClaims: jwt.RegisteredClaims{
 		Issuer: issuer, Subject: a.UserID, Audience: jwt.ClaimStrings{audienceAdmission}, ID: a.TokenID,
 		IssuedAt: jwt.NewNumericDate(s.now()), ExpiresAt: jwt.NewNumericDate(a.ExpiresAt),
 	}}
@@ -64,7 +72,7 @@ func (s *Signer) ParseAdmission(raw string) (Admission, error) {
 	if c.ID == "" || c.Item == "" || c.Subject == "" {
 		return Admission{}, fmt.Errorf("%w: missing claims", ErrInvalid)
 	}
-	return Admission{TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, ExpiresAt: c.ExpiresAt.Time}, nil
+	return Admission{TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, Holder: c.Holder, ExpiresAt: c.ExpiresAt.Time}, nil
 }
 
 // JWK is one public key in a JSON Web Key Set (RFC 8037 for Ed25519).

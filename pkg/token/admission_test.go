@@ -15,11 +15,13 @@ import (
 func TestAdmissionTokens(t *testing.T) {
 	s := signers(t)[EdDSA]
 	exp := time.Now().Add(5 * time.Minute).Truncate(time.Second)
-	raw, err := s.IssueAdmission(Admission{TokenID: "T1", ItemID: "i", UserID: "u", ExpiresAt: exp})
+	raw, err := s.IssueAdmission(Admission{TokenID: "T1", ItemID: "i", UserID: "u", Holder: "user", ExpiresAt: exp})
 	require.NoError(t, err)
 	a, err := s.ParseAdmission(raw)
 	require.NoError(t, err)
-	assert.Equal(t, Admission{TokenID: "T1", ItemID: "i", UserID: "u", ExpiresAt: exp}, Admission{a.TokenID, a.ItemID, a.UserID, a.ExpiresAt.Local()})
+	a.ExpiresAt = a.ExpiresAt.Local()
+	assert.Equal(t, Admission{TokenID: "T1", ItemID: "i", UserID: "u", Holder: "user", ExpiresAt: exp}, a)
+	assert.Equal(t, "u", a.PlaceKey())
 
 	// A queue token is not an admission token, and the other way round.
 	q, err := s.IssueQueue(Queue{TokenID: "T1", ItemID: "i", UserID: "u"}, time.Hour)

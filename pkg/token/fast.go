@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/waitroom/waitroom/pkg/jsonstr"
+	"github.com/waitroom/waitroom/topics"
 )
 
 // The hot path of queue tokens (every registration issues one, every status
@@ -97,6 +98,10 @@ func appendQueueClaims(b []byte, q Queue, exp, iat int64) []byte {
 	b = strconv.AppendInt(b, int64(q.Partition), 10)
 	b = append(b, `,"o":`...)
 	b = strconv.AppendInt(b, q.Offset, 10)
+	if q.Holder != "" {
+		b = append(b, `,"h":`...)
+		b = jsonstr.Append(b, q.Holder)
+	}
 	b = append(b, `,"iss":"`+issuer+`","sub":`...)
 	b = jsonstr.Append(b, q.UserID)
 	b = append(b, `,"aud":["`+audienceQueue+`"],"exp":`...)
@@ -191,19 +196,33 @@ func (s *Signer) parseQueueFast(raw string) (Queue, fastResult) {
 	ab := append(append(append(make([]byte, 0, len(c.jti)+len(c.itm)+len(c.sub)), c.jti...), c.itm...), c.sub...)
 	all := unsafe.String(unsafe.SliceData(ab), len(ab)) // ab is never written again
 	j, i := len(c.jti), len(c.jti)+len(c.itm)
-	q := Queue{TokenID: all[:j], ItemID: all[j:i], UserID: all[i:], Partition: int32(c.p), Offset: c.o, ExpiresAt: time.Unix(c.exp, 0)}
+	q := Queue{TokenID: all[:j], ItemID: all[j:i], UserID: all[i:], Holder: holderOf(c.h), Partition: int32(c.p), Offset: c.o, ExpiresAt: time.Unix(c.exp, 0)}
 	if c.hasIat {
 		q.IssuedAt = time.Unix(c.iat, 0)
 	}
 	return q, fastOK
 }
 
+// holderOf is a scanned holder claim as a string, without allocating for the
+// two values IssueQueue writes (anything else stays as it was signed).
+func holderOf(h []byte) string {
+	switch string(h) {
+	case "":
+		return ""
+	case topics.HolderToken:
+		return topics.HolderToken
+	case topics.HolderUser:
+		return topics.HolderUser
+	}
+	return string(h)
+}
+
 // scanned holds what scanQueueClaims read; strings point into the payload.
 type scanned struct {
-	itm, sub, jti, iss []byte
-	p, o, exp, iat     int64
-	hasExp, hasIat     bool
-	aud                int // 1: exactly ["waitroom-queue"]; 0: absent; 2: anything else
+	itm, sub, jti, iss, h []byte
+	p, o, exp, iat        int64
+	hasExp, hasIat        bool
+	aud                   int // 1: exactly ["waitroom-queue"]; 0: absent; 2: anything else
 }
 
 // scanQueueClaims reads a flat JSON object with the keys IssueQueue writes,
@@ -232,7 +251,7 @@ func scanQueueClaims(b []byte) (scanned, bool) {
 		}
 		i = skipWS(b, i+1)
 		switch string(key) {
-		case "itm", "sub", "jti", "iss":
+		case "itm", "sub", "jti", "iss", "h":
 			v, j, ok := scanString(b, i)
 			if !ok {
 				return c, false
@@ -246,6 +265,8 @@ func scanQueueClaims(b []byte) (scanned, bool) {
 				c.jti = v
 			case "iss":
 				c.iss = v
+			case "h":
+				c.h = v
 			}
 			i = j
 		case "p", "o", "exp", "iat":

@@ -16,9 +16,11 @@ func TestAppendQueueClaimsIsMarshal(t *testing.T) {
 	for _, q := range []Queue{
 		{TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S", ItemID: "concert-2026", UserID: "user-1", Partition: 3, Offset: 1234567},
 		{TokenID: "t", ItemID: "i", UserID: `qu"o\te <b>&amp; é ` + "\x01\xff\u2028", Partition: -1, Offset: -5},
+		{TokenID: "t", ItemID: "i", UserID: "u", Holder: "token"},
+		{TokenID: "t", ItemID: "i", UserID: "u", Holder: "user"},
 		{},
 	} {
-		want, err := json.Marshal(wireQueueClaims{Item: q.ItemID, Partition: q.Partition, Offset: q.Offset, Issuer: issuer,
+		want, err := json.Marshal(wireQueueClaims{Item: q.ItemID, Partition: q.Partition, Offset: q.Offset, Holder: q.Holder, Issuer: issuer,
 			Subject: q.UserID, Audience: []string{audienceQueue}, ExpiresAt: 1_900_000_000, IssuedAt: 1_800_000_000, ID: q.TokenID})
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(appendQueueClaims(nil, q, 1_900_000_000, 1_800_000_000)))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/waitroom/waitroom/topics"
 )
 
 // Errors Parse returns; HTTP maps both to 401.
@@ -34,9 +35,12 @@ const (
 // broker put it (partition and offset), which tells a pending registration
 // from one that was applied.
 type Queue struct {
-	TokenID   string
-	ItemID    string
-	UserID    string
+	TokenID string
+	ItemID  string
+	UserID  string
+	// Holder is what keys the token's place (topics.HolderToken or
+	// topics.HolderUser; "" in tokens issued before holders: the userId).
+	Holder    string
 	Partition int32
 	Offset    int64
 	IssuedAt  time.Time
@@ -47,6 +51,7 @@ type queueClaims struct {
 	Item      string `json:"itm"`
 	Partition int32  `json:"p"`
 	Offset    int64  `json:"o"`
+	Holder    string `json:"h,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -111,6 +116,7 @@ type wireQueueClaims struct {
 	Item      string   `json:"itm"`
 	Partition int32    `json:"p"`
 	Offset    int64    `json:"o"`
+	Holder    string   `json:"h,omitempty"`
 	Issuer    string   `json:"iss"`
 	Subject   string   `json:"sub"`
 	Audience  []string `json:"aud"`
@@ -256,7 +262,7 @@ func (s *Signer) parseQueueLib(raw string) (Queue, error) {
 		return Queue{}, fmt.Errorf("%w: missing claims", ErrInvalid)
 	}
 	q := Queue{
-		TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, Partition: c.Partition, Offset: c.Offset,
+		TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, Holder: c.Holder, Partition: c.Partition, Offset: c.Offset,
 		ExpiresAt: c.ExpiresAt.Time, // required by the parser
 	}
 	if c.IssuedAt != nil { // optional: a signed token without iat used to panic here
@@ -264,6 +270,14 @@ func (s *Signer) parseQueueLib(raw string) (Queue, error) {
 	}
 	return q, nil
 }
+
+// PlaceKey is the key of q's place in its item's line (topics.PlaceKey).
+func (q Queue) PlaceKey() string { return topics.PlaceKey(q.Holder, q.TokenID, q.UserID) }
+
+// Proven reports whether q's userId was proven by a site-signed assertion
+// (or comes from a token issued before holders, when every userId keyed its
+// place): then another token of the same user may resume that user's place.
+func (q Queue) Proven() bool { return q.Holder != topics.HolderToken }
 
 func audienceIs(aud jwt.ClaimStrings, want string) bool {
 	return len(aud) == 1 && aud[0] == want

@@ -27,7 +27,7 @@ func signers(t testing.TB) map[string]*Signer {
 func TestQueueRoundTrip(t *testing.T) {
 	for name, s := range signers(t) {
 		t.Run(name, func(t *testing.T) {
-			q := Queue{TokenID: "tok1", ItemID: "item-1", UserID: "u:1", Partition: 7, Offset: 12345}
+			q := Queue{TokenID: "tok1", ItemID: "item-1", UserID: "u:1", Holder: "token", Partition: 7, Offset: 12345}
 			raw, err := s.IssueQueue(q, time.Hour)
 			require.NoError(t, err)
 			got, err := s.ParseQueue(raw)
@@ -35,6 +35,9 @@ func TestQueueRoundTrip(t *testing.T) {
 			assert.Equal(t, q.TokenID, got.TokenID)
 			assert.Equal(t, q.ItemID, got.ItemID)
 			assert.Equal(t, q.UserID, got.UserID)
+			assert.Equal(t, "token", got.Holder)
+			assert.Equal(t, "tok1", got.PlaceKey(), "a token-held place is keyed by its token, not the typed userId")
+			assert.False(t, got.Proven())
 			assert.Equal(t, q.Partition, got.Partition)
 			assert.Equal(t, q.Offset, got.Offset)
 			assert.WithinDuration(t, time.Now().Add(time.Hour), got.ExpiresAt, 2*time.Second)

@@ -112,13 +112,13 @@ func (s *Server) complete(c *gin.Context) {
 		return
 	}
 	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,
-		UserID: a.UserID, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP())}
+		UserID: a.UserID, Holder: a.Holder, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP())}
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}
 	// Recorded: free the place now rather than when the consumer gets to it
 	// (whichever is first does it; the other changes nothing).
-	if _, err := s.line.Complete(ctx, a.ItemID, a.TokenID, a.UserID); err != nil {
+	if _, err := s.line.Complete(ctx, a.ItemID, a.TokenID, a.PlaceKey()); err != nil {
 		s.log.Warn("complete admission in redis; the consumer applies it", zap.String("item", a.ItemID), zap.Error(err))
 	}
 	c.JSON(http.StatusOK, AdmissionResponse{Valid: false, Status: registration.StatusCompleted, ItemID: a.ItemID, UserID: a.UserID, TokenID: a.TokenID})

@@ -33,7 +33,7 @@ func TestPreQueueAnswers(t *testing.T) {
 	assert.Equal(t, opensAt, r.DrawAt)
 	assert.Equal(t, opensAt, r.OpensAt)
 	_, err := s.line.Apply(context.Background(), []queue.Op{{Kind: queue.OpRegister, ItemID: "sale", TokenID: q.TokenID,
-		UserID: q.UserID, Partition: q.Partition, Offset: q.Offset, Window: r.DrawAt}})
+		UserID: q.PlaceKey(), Partition: q.Partition, Offset: q.Offset, Window: r.DrawAt}})
 	require.NoError(t, err)
 	for range 3 {
 		st := s.status("sale", r.Token)

@@ -38,6 +38,7 @@ func (r *StatusResponse) appendJSON(b []byte) []byte {
 	}
 	b = optField(b, `,"admissionToken":`, r.AdmissionToken)
 	b = optField(b, `,"expiresAt":`, r.ExpiresAt)
+	b = optField(b, `,"token":`, r.Token)
 	b = intField(b, `,"pollAfterMs":`, r.PollAfterMs)
 	b = optField(b, `,"message":`, r.Message)
 	b = intField(b, `,"drawAt":`, r.DrawAt)

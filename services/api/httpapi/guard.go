@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/pow"
@@ -30,6 +31,9 @@ type Guard struct {
 	Uses      interface {
 		BypassUses(ctx context.Context, item, id string) (int64, error)
 	}
+	// Assertions verifies site-signed user assertions (nil: none trusted;
+	// Spent then also remembers each assertion's jti until it expires).
+	Assertions *assertion.Verifier
 }
 
 // ChallengeResponse is a proof-of-work challenge (GET .../challenge, and the

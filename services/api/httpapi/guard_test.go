@@ -122,7 +122,7 @@ func TestBypassCodes(t *testing.T) {
 	q, err := s.signer.ParseQueue(r.Token)
 	require.NoError(t, err)
 	// The consumer counts the use (the record carries the code).
-	res, err := s.line.Apply(context.Background(), []queue.Op{{Kind: queue.OpRegister, ItemID: "vip", TokenID: q.TokenID, UserID: q.UserID,
+	res, err := s.line.Apply(context.Background(), []queue.Op{{Kind: queue.OpRegister, ItemID: "vip", TokenID: q.TokenID, UserID: q.PlaceKey(),
 		Partition: q.Partition, Offset: q.Offset, Bypass: &queue.BypassOp{Code: code.ID, Count: code.Count}}})
 	require.NoError(t, err)
 	require.Equal(t, queue.Added, res[0].Outcome)

@@ -163,7 +163,7 @@ func (s *api) register(itemID, user string) (httpapi.RegisterResponse, token.Que
 func (s *api) apply(q token.Queue) {
 	s.t.Helper()
 	_, err := s.line.Apply(context.Background(), []queue.Op{{Kind: queue.OpRegister, ItemID: q.ItemID, TokenID: q.TokenID,
-		UserID: q.UserID, Partition: q.Partition, Offset: q.Offset}})
+		UserID: q.PlaceKey(), Partition: q.Partition, Offset: q.Offset}})
 	require.NoError(s.t, err)
 }
 

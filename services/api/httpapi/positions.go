@@ -39,14 +39,14 @@ type posShard struct {
 	m  map[string]posEntry
 }
 
-// posEntry is a registration's last exact read, kept by item and user: every
-// token of a user (a repeat registration's too) stands for the user's one
-// place, so a leave through any of them forgets it.
+// posEntry is a registration's last exact read, kept by item and tokenId:
+// a token answers for its own place only (a repeat registration's token never
+// reads another token's place), so a leave forgets its own token's entry.
 type posEntry struct {
 	exact queue.Status
 	at    time.Time
 	gen   string
-	// left: the user left through this replica at at; until exactEvery
+	// left: the token's place was left through this replica at at; until exactEvery
 	// later every read is exact (the leave may not be applied yet, and an
 	// exact read before it is must not be remembered).
 	left bool
@@ -82,16 +82,16 @@ func (p *positions) shard(key string) *posShard {
 	return &p.shards[maphash.String(p.seed, key)%uint64(len(p.shards))]
 }
 
-func posKey(item, user string) string { return item + "\x00" + user }
+func posKey(item, tokenID string) string { return item + "\x00" + tokenID }
 
 // status answers from memory when it can (ok), else the caller reads exactly
 // and calls remember. every, when positive and shorter, replaces exactEvery
 // for this item (see Server.exactEvery: items that release idle places).
-func (p *positions) status(ctx context.Context, item, user string, every time.Duration) (queue.Status, bool) {
+func (p *positions) status(ctx context.Context, item, tokenID string, every time.Duration) (queue.Status, bool) {
 	if every <= 0 || every > p.exactEvery {
 		every = p.exactEvery
 	}
-	key := posKey(item, user)
+	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
 	e, found := sh.m[key]
@@ -133,8 +133,8 @@ func (p *positions) motion(ctx context.Context, item, gen string, now time.Time)
 
 // remember keeps an exact waiting answer read from view generation gen (taken
 // before the read, so a rebuild racing it is never remembered as the new one).
-func (p *positions) remember(item, user string, st queue.Status, gen string) {
-	key := posKey(item, user)
+func (p *positions) remember(item, tokenID string, st queue.Status, gen string) {
+	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -158,10 +158,10 @@ func (p *positions) remember(item, user string, st queue.Status, gen string) {
 	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen}
 }
 
-// left forgets a user's answer: they left through this replica, and their
-// reads are exact for the next exactEvery.
-func (p *positions) left(item, user string) {
-	key := posKey(item, user)
+// left forgets a token's answer: its place was left through this replica, and
+// its reads are exact for the next exactEvery.
+func (p *positions) left(item, tokenID string) {
+	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
 	sh.m[key] = posEntry{left: true, at: p.now()}

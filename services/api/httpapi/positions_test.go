@@ -56,7 +56,7 @@ func TestStatusFromMemoryIsExact(t *testing.T) {
 			got := e.status("slow", tok)
 			q, err := e.signer.ParseQueue(tok)
 			require.NoError(t, err)
-			want, err := e.line.Status(context.Background(), "slow", q.UserID, q.Partition, q.Offset)
+			want, err := e.line.Status(context.Background(), "slow", q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 			require.NoError(t, err)
 			if want.State != queue.Waiting {
 				assert.Equal(t, "ADMITTED", got.Status)
@@ -102,7 +102,7 @@ func TestLeaveIsNotAnsweredFromMemory(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, a.Code, "%s", a.Body)
 	assert.Equal(t, "WAITING", e.status("gone", r.Token).Status, "the leave is not applied yet")
 	_, err := e.line.Apply(context.Background(), []queue.Op{{Kind: queue.OpLeave, ItemID: "gone", TokenID: q.TokenID,
-		UserID: q.UserID, Partition: q.Partition, Offset: q.Offset + 1}})
+		UserID: q.PlaceKey(), Partition: q.Partition, Offset: q.Offset + 1}})
 	require.NoError(t, err)
 	assert.Equal(t, "LEFT", e.status("gone", r.Token).Status)
 	assert.Equal(t, memory+1, e.statusReads("memory"), "no read after the leave came from memory")

@@ -15,6 +15,8 @@ type RegisterRequest struct {
 	Pow *PowSolution `json:"pow,omitempty"`
 	// Bypass is an operator's bypass code.
 	Bypass string `json:"bypass,omitempty"`
+	// Assertion is the site-signed JWT that proves the userId (pkg/assertion).
+	Assertion string `json:"assertion,omitempty"`
 }
 
 // PowSolution is a challenge (GET .../challenge) and its solution (pkg/pow).

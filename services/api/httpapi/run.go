@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
@@ -50,6 +51,8 @@ type Config struct {
 	// BypassPublicKey verifies operators' bypass codes: the base64 Ed25519
 	// public key of the schedulers' WR_BYPASS_KEY (empty: codes refused).
 	BypassPublicKey string `env:"WR_BYPASS_PUBLIC_KEY"`
+	// Assertion says whose site-signed user assertions prove a userId.
+	Assertion assertion.Config
 	// StatusExactEvery: see Options; 0 reads every status exactly.
 	StatusExactEvery time.Duration `env:"WR_STATUS_EXACT_EVERY" envDefault:"60s"`
 	MotionFresh      time.Duration `env:"WR_STATUS_MOTION_FRESH" envDefault:"250ms"`
@@ -98,6 +101,9 @@ func (c Config) Validate() error {
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
 	if err := c.Throttle.Validate(); err != nil {
+		return err
+	}
+	if err := c.Assertion.Validate(); err != nil {
 		return err
 	}
 	if err := c.TokenConfig.Validate(); err != nil {
@@ -165,6 +171,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	line := queue.New(rdb)
 	guard.Spent, guard.Uses = pow.NewSpent(rdb), line
+	if guard.Assertions, err = assertion.New(ctx, cfg.Assertion); err != nil {
+		return err
+	}
 	seen := liveness.New(line, cfg.SeenFlush, func(item string) bool {
 		it, ok := items.Get(item)
 		return ok && it.IdleTimeoutSeconds > 0

@@ -5,10 +5,10 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -39,10 +39,10 @@ type Producer interface {
 
 // Line reads where a registration stands and ends admissions (*queue.Line).
 type Line interface {
-	Status(ctx context.Context, item, user string, partition int32, offset int64) (queue.Status, error)
+	Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (queue.Status, error)
 	Motion(ctx context.Context, item string) (queue.Motion, error)
 	AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error)
-	Complete(ctx context.Context, item, tokenID, userID string) (bool, error)
+	Complete(ctx context.Context, item, tokenID, key string) (bool, error)
 }
 
 // Options tune the API.
@@ -172,11 +172,22 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
 		return
 	}
-	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "user", req.UserID); !ok {
-		registration.Abort(c, registration.RateLimited("user", wait))
+	proof, ok := s.proven(c, item, req)
+	if !ok {
 		return
 	}
-	if !s.blocks.register(c, req.UserID, ip) {
+	// A typed userId is a label: the place is the token's own, and the
+	// per-user bucket (which anyone typing the name could empty) is only
+	// for users the site proved.
+	user, holder := req.UserID, topics.HolderToken
+	if proof.UserID != "" {
+		user, holder = proof.UserID, topics.HolderUser
+		if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "user", user); !ok {
+			registration.Abort(c, registration.RateLimited("user", wait))
+			return
+		}
+	}
+	if !s.blocks.register(c, user, ip) {
 		return
 	}
 	st, known := s.items.Get(item)
@@ -188,13 +199,15 @@ func (s *Server) register(c *gin.Context) {
 	if !ok {
 		return
 	}
-	user := req.UserID
+	if proof.ID != "" && !s.spend(c.Request.Context(), c, proof) {
+		return
+	}
 	if user == "" {
 		user = "anon-" + strings.ToLower(rand.Text())
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, ip), Bypass: use,
+		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, ip), Bypass: use, Holder: holder,
 	}
 	// A bypass code's place skips any draw (admitted at the next tick).
 	window, pre := int64(0), false
@@ -206,7 +219,7 @@ func (s *Server) register(c *gin.Context) {
 	if !ok {
 		return
 	}
-	tok, err := s.signer.IssueQueue(token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Partition: rec.Partition, Offset: rec.Offset}, s.opt.QueueTokenTTL)
+	tok, err := s.signer.IssueQueue(token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Holder: holder, Partition: rec.Partition, Offset: rec.Offset}, s.opt.QueueTokenTTL)
 	if err != nil {
 		s.log.Error("sign queue token", zap.Error(err))
 		registration.Abort(c, registration.Internal("could not sign the queue token"))
@@ -262,6 +275,10 @@ type StatusResponse struct {
 	EtaSeconds     *int64 `json:"etaSeconds,omitempty"`
 	AdmissionToken string `json:"admissionToken,omitempty"`
 	ExpiresAt      string `json:"expiresAt,omitempty"`
+	// Token, when set, is a new queue token for this place: the answer of a
+	// proven user's repeat registration that resumed the user's place. The
+	// client uses it (and its tokenId) from then on.
+	Token string `json:"token,omitempty"`
 	// PollAfterMs is when to read the status again (registration.PollAfter),
 	// also sent as Retry-After in seconds; absent once it cannot change.
 	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
@@ -288,6 +305,10 @@ func (s *Server) status(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
 	defer cancel()
 	st, err := s.readStatus(ctx, q)
+	resumed := ""
+	if err == nil && st.State == queue.Duplicated && st.TokenID != "" && q.Proven() {
+		q, resumed, st, err = s.resume(ctx, q, st.TokenID)
+	}
 	if err != nil {
 		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
 		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
@@ -296,13 +317,10 @@ func (s *Server) status(c *gin.Context) {
 	it, known := s.items.Get(q.ItemID)
 	a := registration.AnswerOf(st, registration.VerdictOf(it, known), s.now())
 	if it.IdleTimeoutSeconds > 0 && liveness.Counts(a.Status) {
-		s.opt.Seen.Touch(q.ItemID, cmp.Or(a.TokenID, q.TokenID), q.UserID, s.now())
+		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), s.now())
 	}
 	resp := StatusResponse{Status: a.Status, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
-		Position: a.Position, WaitingTotal: a.WaitingTotal}
-	if a.TokenID != "" {
-		resp.TokenID = a.TokenID
-	}
+		Position: a.Position, WaitingTotal: a.WaitingTotal, Token: resumed}
 	if !a.ExpiresAt.IsZero() {
 		resp.ExpiresAt = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
@@ -312,7 +330,7 @@ func (s *Server) status(c *gin.Context) {
 			resp.EtaSeconds = &secs
 		}
 	case registration.StatusAdmitted:
-		tok, err := s.admit.IssueAdmission(token.Admission{TokenID: a.TokenID, ItemID: q.ItemID, UserID: q.UserID, ExpiresAt: a.ExpiresAt})
+		tok, err := s.admit.IssueAdmission(token.Admission{TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID, Holder: q.Holder, ExpiresAt: a.ExpiresAt})
 		if err != nil {
 			s.log.Error("sign admission token", zap.Error(err))
 			registration.Abort(c, registration.Internal("could not sign the admission token"))
@@ -336,20 +354,38 @@ func (s *Server) status(c *gin.Context) {
 // read of it is recent enough (positions), else exactly.
 func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, error) {
 	if s.pos == nil {
-		return s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+		return s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	}
-	if st, ok := s.pos.status(ctx, q.ItemID, q.UserID, s.exactEvery(q.ItemID)); ok {
+	if st, ok := s.pos.status(ctx, q.ItemID, q.TokenID, s.exactEvery(q.ItemID)); ok {
 		s.m.statusReads.WithLabelValues("memory").Inc()
 		return st, nil
 	}
 	gen := s.pos.gen()
-	st, err := s.line.Status(ctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	st, err := s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	if err != nil {
 		return st, err
 	}
 	s.m.statusReads.WithLabelValues("exact").Inc()
-	s.pos.remember(q.ItemID, q.UserID, st, gen)
+	s.pos.remember(q.ItemID, q.TokenID, st, gen)
 	return st, nil
+}
+
+// resume re-attaches q, a token of a proven user whose place another of the
+// user's tokens (live) holds, to that place: it signs a queue token for the
+// live one (the same proven user, item and record position: the record of q
+// was applied, so every record before it on the partition was too) and reads
+// its status. The new token is the answer's "token": the page or app keeps
+// it from then on. Only a proven userId keys a place another token can find,
+// so nobody resumes a place by typing a name.
+func (s *Server) resume(ctx context.Context, q token.Queue, live string) (token.Queue, string, queue.Status, error) {
+	r := q
+	r.TokenID = live
+	raw, err := s.signer.IssueQueue(r, s.opt.QueueTokenTTL)
+	if err != nil {
+		return q, "", queue.Status{}, fmt.Errorf("sign the resumed queue token: %w", err)
+	}
+	st, err := s.readStatus(ctx, r)
+	return r, raw, st, err
 }
 
 // exactEvery is how long an exact read of item may answer from memory when
@@ -371,13 +407,13 @@ func (s *Server) leave(c *gin.Context) {
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindLeave, TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP()),
+		Holder: q.Holder, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP()),
 	}
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}
 	if s.pos != nil {
-		s.pos.left(q.ItemID, q.UserID)
+		s.pos.left(q.ItemID, q.TokenID)
 	}
 	c.JSON(http.StatusAccepted, StatusResponse{Status: registration.StatusLeft, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID})
 }

@@ -34,8 +34,8 @@ func ConfirmedLine(line Line, w *view.Watcher) Line {
 	return viewLine{Line: line, w: w}
 }
 
-func (l viewLine) Status(ctx context.Context, item, user string, partition int32, offset int64) (queue.Status, error) {
-	st, err := l.Line.Status(ctx, item, user, partition, offset)
+func (l viewLine) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (queue.Status, error) {
+	st, err := l.Line.Status(ctx, item, key, tokenID, partition, offset)
 	if err != nil {
 		return st, err
 	}
@@ -50,11 +50,11 @@ func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time
 	return t, ok, l.w.Confirm(ctx)
 }
 
-func (l viewLine) Complete(ctx context.Context, item, tokenID, userID string) (bool, error) {
+func (l viewLine) Complete(ctx context.Context, item, tokenID, key string) (bool, error) {
 	if err := l.w.Touch(ctx); err != nil {
 		return false, err
 	}
-	ok, err := l.Line.Complete(ctx, item, tokenID, userID)
+	ok, err := l.Line.Complete(ctx, item, tokenID, key)
 	if err != nil {
 		return ok, err
 	}

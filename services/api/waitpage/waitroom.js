@@ -8,7 +8,8 @@
  *     const room = Waitroom.join({
  *       itemId: "concert-2026",
  *       base: "https://queue.example.com",   // the api (or its front door); "" = this origin
- *       userId: "alice",                      // optional: the server makes one
+ *       userId: "alice",                      // optional label: the server makes one
+ *       assertion: "eyJ…",                    // optional: the site's signed word of who the user is
  *       onJoin(reg) { ... },                  // registered, or resumed from storage
  *       onUpdate(st) { ... },                 // every status: see below
  *       onTransport(t) { ... },               // "sse" or "poll"
@@ -26,6 +27,14 @@
  * with Last-Event-ID) and falls back to polling the status (with back-off up
  * to 10 s) when no stream can be opened or a reconnect is refused. A status
  * answer of 401 (the stored token is no longer valid) registers again.
+ *
+ * Identity: a userId typed into the page is only a label; the place belongs to
+ * the token the registration returned, and nobody reads or leaves it with a
+ * name. A site that knows its user sends an assertion (a short-lived JWT it
+ * signs; the page takes it from ?assertion=): then a second device of the same
+ * user resumes the user's one place. Its register answer's token reads
+ * DUPLICATE at first; the status answer then carries a new "token" for the
+ * user's place, which the client keeps from then on.
  *
  * onUpdate gets {status, position, waitingTotal, etaSeconds, admissionToken,
  * expiresAt}: status is PENDING, WAITING (with position, waitingTotal and,
@@ -56,9 +65,10 @@
   "use strict";
   const FINAL = { ADMITTED: 1, SOLD_OUT: 1, CLOSED: 1, EXPIRED: 1, LEFT: 1, COMPLETED: 1, REJECTED: 1, BLOCKED: 1 };
   FINAL.ABANDONED = 1; // released idle (the item's idleTimeoutSeconds)
+  FINAL.DUPLICATE = 1; // another token of the proven user holds the place, which has ended
   const EVENTS = [["pre_queue", "PRE_QUEUE"], ["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
     ["expired", "EXPIRED"], ["left", "LEFT"], ["completed", "COMPLETED"]];
-  EVENTS.push(["abandoned", "ABANDONED"]);
+  EVENTS.push(["abandoned", "ABANDONED"], ["duplicate", "DUPLICATE"]);
 
   function join(opts) {
     if (!opts || !opts.itemId) throw new Error("Waitroom.join: itemId is required");
@@ -88,6 +98,11 @@
 
     function update(st) {
       if (closed) return;
+      if (st.status === "DUPLICATE" && source) {
+        // A stream says DUPLICATE; the status answer resumes the proven
+        // user's place with a new token, or says DUPLICATE again (final).
+        source.close(); source = null; poll(); return;
+      }
       if (st.status === "WAITING" && st.position) {
         if (st.position > last) return; // a late, older update
         last = st.position;
@@ -104,6 +119,7 @@
       const item = base + "/api/v1/items/" + encodeURIComponent(opts.itemId);
       const body = opts.userId ? { userId: opts.userId } : {};
       if (opts.bypass) body.bypass = opts.bypass;
+      if (opts.assertion) body.assertion = opts.assertion;
       let r, j;
       for (let tries = 0; ; tries++) {
         r = await fetch(item + "/registrations", {
@@ -124,6 +140,14 @@
       }
       reg = { token: j.token, statusUrl: j.statusUrl, eventsUrl: j.eventsUrl };
       last = Infinity;
+      save();
+    }
+
+    // adopt keeps a new queue token for the place (a resumed one): later
+    // reads and streams use it.
+    function adopt(tok) {
+      const at = "/api/v1/items/" + encodeURIComponent(opts.itemId) + "/registrations/" + tok;
+      reg = Object.assign({}, reg, { token: tok, statusUrl: at, eventsUrl: at + "/events" });
       save();
     }
 
@@ -172,6 +196,7 @@
           if (r.status === 401) { forget(); await register(); call(opts.onJoin, reg); continue; }
           const st = await r.json();
           if (!r.ok) throw new Error(st.error ? st.error.message : "status " + r.status);
+          if (st.token) { adopt(st.token); update(st); if (!done) listen(); return; }
           update(st);
           // The server says when to read again: rarely far back in the line.
           wait = st.pollAfterMs > 0 ? st.pollAfterMs : 1000;

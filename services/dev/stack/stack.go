@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/kit/go/waitroomkit"
+	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/httpserver"
@@ -67,7 +68,10 @@ type Options struct {
 	FrontAddr string
 	// NotifierAddr is the SSE notifier's listener (default: a free port).
 	NotifierAddr string
-	Log          *zap.Logger
+	// Assertion, when set, is the api's trust in site-signed user
+	// assertions (WR_ASSERTION_*).
+	Assertion *assertion.Config
+	Log       *zap.Logger
 }
 
 // Stack is a running set of services.
@@ -274,6 +278,9 @@ func configs(o Options) (serviceConfigs, error) {
 		c.api.SeenFlush, c.notifier.SeenFlush, c.scheduler.SeenFlush = o.SeenFlush, o.SeenFlush, o.SeenFlush
 	}
 	c.scheduler.AdminToken = or(o.AdminToken, c.scheduler.AdminToken)
+	if o.Assertion != nil {
+		c.api.Assertion = *o.Assertion
+	}
 	// Bypass codes: the schedulers sign with the dev key unless configured;
 	// the api verifies with its public half unless given its own.
 	c.scheduler.BypassKey = or(c.scheduler.BypassKey, bypass.DevKey)

@@ -55,7 +55,7 @@ func TestBypassPlaceStreamsItsAdmission(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x-staff", adm.TokenID)
 	for _, f := range fans { // the line did not move
-		st, err := w.line.Status(ctx, "x", f.UserID, 0, f.Offset)
+		st, err := w.line.Status(ctx, "x", f.UserID, "", 0, f.Offset)
 		require.NoError(t, err)
 		assert.Equal(t, queue.Waiting, st.State)
 	}

@@ -19,6 +19,9 @@ const (
 	EventRejected  = "rejected"
 	// EventAbandoned: the place was released idle (ABANDONED).
 	EventAbandoned = "abandoned"
+	// EventDuplicate: another token of the same proven user holds the place
+	// (DUPLICATE); the api's status answer resumes it with a new token.
+	EventDuplicate = "duplicate"
 )
 
 // eventOf names the event of each status (registration's vocabulary).
@@ -30,9 +33,10 @@ var eventOf = map[string]string{
 	registration.StatusRejected:  EventRejected,
 	registration.StatusAbandoned: EventAbandoned,
 	registration.StatusPreQueue:  EventPreQueue,
+	registration.StatusDuplicate: EventDuplicate,
 }
 
-var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned}
+var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned, EventDuplicate}
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 5}
 

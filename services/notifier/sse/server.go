@@ -159,7 +159,7 @@ func (s *Server) events(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
-	st, err := s.line.Status(rctx, q.ItemID, q.UserID, q.Partition, q.Offset)
+	st, err := s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	cancel()
 	if err != nil {
 		s.log.Warn("read status for a stream", zap.String("item", q.ItemID), zap.Error(err))

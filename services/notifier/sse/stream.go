@@ -273,7 +273,7 @@ func (st *stream) prepare() (recheck, held <-chan time.Time) {
 		if st.alive != nil {
 			st.alive()
 		}
-		st.aliveTok, st.alive = tok, st.s.seen.Hold(st.q.ItemID, tok, st.q.UserID)
+		st.aliveTok, st.alive = tok, st.s.seen.Hold(st.q.ItemID, tok, st.q.PlaceKey())
 	}
 	if st.tok != st.watching && st.seq > 0 {
 		st.unwatch()
@@ -384,7 +384,7 @@ func (st *stream) arm(d time.Duration) {
 // full reads the registration's status and acts on it; true ends the stream.
 func (st *stream) full(ctx context.Context, snap *Snapshot) bool {
 	rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
-	status, err := st.s.line.Status(rctx, st.q.ItemID, st.q.UserID, st.q.Partition, st.q.Offset)
+	status, err := st.s.line.Status(rctx, st.q.ItemID, st.q.PlaceKey(), st.q.TokenID, st.q.Partition, st.q.Offset)
 	cancel()
 	if err != nil {
 		st.trouble(ctx, "status", err)
@@ -463,7 +463,7 @@ func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth i
 			return false
 		}
 		rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
-		status, err := st.s.line.Status(rctx, st.q.ItemID, st.q.UserID, st.q.Partition, st.q.Offset)
+		status, err := st.s.line.Status(rctx, st.q.ItemID, st.q.PlaceKey(), st.q.TokenID, st.q.Partition, st.q.Offset)
 		cancel()
 		if err != nil {
 			st.trouble(ctx, "status", err)
@@ -626,7 +626,7 @@ func (st *stream) admitted(until time.Time, at int64) bool {
 	if !until.After(st.s.now()) {
 		return st.final(registration.StatusExpired)
 	}
-	raw, err := st.s.admit.IssueAdmission(token.Admission{TokenID: st.tok, ItemID: st.q.ItemID, UserID: st.q.UserID, ExpiresAt: until})
+	raw, err := st.s.admit.IssueAdmission(token.Admission{TokenID: st.tok, ItemID: st.q.ItemID, UserID: st.q.UserID, Holder: st.q.Holder, ExpiresAt: until})
 	if err != nil {
 		st.s.log.Error("sign admission token", zap.Error(err))
 		return true // the client reconnects and tries again

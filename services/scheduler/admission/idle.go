@@ -93,9 +93,15 @@ func (w *Sweeper) sweepItem(ctx context.Context, item string, idleSeconds int64)
 	var recs []*kgo.Record
 	var members []string // the Seen member of each record
 	for _, m := range idle {
-		tok, user, ok := queue.ParseSeen(m)
-		ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindAbandon, TokenID: tok, ItemID: item, UserID: user,
-			RequestedAt: now.UnixMilli()}
+		tok, key, ok := queue.ParseSeen(m)
+		// The Seen member keeps the place's key, not the label a client
+		// typed: a place keyed by its token is told so by the key itself.
+		holder := topics.HolderUser
+		if key == tok {
+			holder = topics.HolderToken
+		}
+		ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindAbandon, TokenID: tok, ItemID: item, UserID: key,
+			Holder: holder, RequestedAt: now.UnixMilli()}
 		if !ok || ev.Validate() != nil {
 			forget = append(forget, m) // not a place: nothing to release
 			continue
