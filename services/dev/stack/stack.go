@@ -274,6 +274,9 @@ func configs(o Options) (serviceConfigs, error) {
 		c.api.SeenFlush, c.notifier.SeenFlush, c.scheduler.SeenFlush = o.SeenFlush, o.SeenFlush, o.SeenFlush
 	}
 	c.scheduler.AdminToken = or(o.AdminToken, c.scheduler.AdminToken)
+	// The dev stack's admin token may be its short built-in one, and its
+	// schedulers serve the console on plain http.
+	c.scheduler.DevKeys, c.scheduler.ConsoleSecureCookie = true, false
 	// Bypass codes: the schedulers sign with the dev key unless configured;
 	// the api verifies with its public half unless given its own.
 	c.scheduler.BypassKey = or(c.scheduler.BypassKey, bypass.DevKey)
