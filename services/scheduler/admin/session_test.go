@@ -319,3 +319,25 @@ func TestConsoleCookieSecureOff(t *testing.T) {
 	assert.True(t, ck.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, ck.SameSite)
 }
+
+// Fail-safe: while Redis cannot say whether a session was signed out, it is
+// refused, and nobody signs in past the throttle it cannot ask.
+func TestConsoleRefusesWhatRedisCannotCheck(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	r := newReplica(t, srv.Client(), longToken, time.Now)
+	ck := r.login(longToken)
+	require.NotNil(t, ck)
+	require.Equal(t, http.StatusOK, r.api(ck), "a session while Redis answers")
+
+	srv.Stop()
+	assert.Equal(t, http.StatusServiceUnavailable, r.api(ck), "the API: 503, not the session taken on trust")
+	assert.False(t, r.signedIn(ck), "the page: the sign-in form")
+	code, _, ed := loginFrom(t, "127.0.0.1", r.url, longToken, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "UNAVAILABLE", ed.Code)
+	assert.Equal(t, http.StatusServiceUnavailable, r.logout(ck), "sign-out says it did not end the session")
+
+	srv.Start()
+	require.Eventually(t, func() bool { return r.api(ck) == http.StatusOK }, 10*time.Second, 100*time.Millisecond,
+		"Redis back (empty: nothing was revoked): the session holds again")
+}
