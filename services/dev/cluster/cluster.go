@@ -381,7 +381,7 @@ func keys() (token, admission, admin string, err error) {
 		return "", "", "", err
 	}
 	admission = base64.StdEncoding.EncodeToString(seed)
-	a := make([]byte, 18)
+	a := make([]byte, 32) // the schedulers refuse an admin token under 32 bytes
 	if _, err = rand.Read(a); err != nil {
 		return "", "", "", err
 	}

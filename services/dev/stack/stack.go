@@ -281,6 +281,9 @@ func configs(o Options) (serviceConfigs, error) {
 	if o.Assertion != nil {
 		c.api.Assertion = *o.Assertion
 	}
+	// The dev stack's admin token may be its short built-in one, and its
+	// schedulers serve the console on plain http.
+	c.scheduler.DevKeys, c.scheduler.ConsoleSecureCookie = true, false
 	// Bypass codes: the schedulers sign with the dev key unless configured;
 	// the api verifies with its public half unless given its own.
 	c.scheduler.BypassKey = or(c.scheduler.BypassKey, bypass.DevKey)

@@ -67,7 +67,8 @@ type Server struct {
 	replayer  *dlq.Replayer
 	replaying sync.Mutex
 
-	leading func() bool // this replica leads (WithLeader), for the console
+	leading  func() bool // this replica leads (WithLeader), for the console
+	sessions *sessions   // the console's sign-ins (WithConsole); nil: refused
 
 	blocks    Blocks             // WithBlocks
 	ops       *Operations        // WithOperations: DLQ sizes, lag, shard leaders for the console
@@ -115,7 +116,11 @@ func (s *Server) auth(c *gin.Context) {
 	// The console's calls carry its session cookie instead, and a header no
 	// other site's form or script can send without our consent (CSRF).
 	if !ok && bearer == "" && c.GetHeader(consoleHeader) == "1" {
-		ok = s.session(c)
+		var err error
+		if ok, err = s.session(c); err != nil {
+			s.unavailable(c, "check console session", "", err)
+			return
+		}
 	}
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="waitroom-admin"`)

@@ -84,7 +84,8 @@ func newEnv(t *testing.T, f fakes) *env {
 	}
 	engine := httpserver.New(log, prometheus.NewRegistry(), &httpserver.Readiness{})
 	admin.New(e.line, items, prod, token, log).WithDrawKey(f.drawKey).WithKafka([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}).WithBlocks(e.blocks).
-		WithOperations(admin.NewOperations(e.prod, []string{"waitroom-consumer"}, f.leaders)).WithBypass(f.bypass).Routes(engine)
+		WithOperations(admin.NewOperations(e.prod, []string{"waitroom-consumer"}, f.leaders)).WithBypass(f.bypass).
+		WithConsole(rdb, admin.ConsoleOptions{SecureCookie: true}).Routes(engine)
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

@@ -2,14 +2,14 @@ package admin
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/topics"
@@ -54,27 +55,28 @@ func (s *Server) consoleRoutes(r gin.IRouter) {
 	r.GET(ConsolePath+"/events", s.consoleEvents)
 }
 
-// sessionValue is what the session cookie holds: derived from the admin
-// token, so every replica accepts it, a changed token ends every session,
-// and the cookie never holds the token itself.
-func (s *Server) sessionValue() string {
-	m := hmac.New(sha256.New, s.tokenSum[:])
-	m.Write([]byte("waitroom-console-session-v1"))
-	return hex.EncodeToString(m.Sum(nil))
-}
+// maxLoginBytes bounds the sign-in form's body.
+const maxLoginBytes = 1 << 10
 
-func (s *Server) session(c *gin.Context) bool {
+// session reports whether the request carries a console session that holds
+// now on every replica: signed with this token's key, not expired, not
+// signed out. An error means Redis could not say; callers refuse then.
+func (s *Server) session(c *gin.Context) (bool, error) {
 	ck, err := c.Cookie(sessionCookie)
-	if err != nil || !s.hasToken {
-		return false
+	if err != nil || !s.hasToken || s.sessions == nil {
+		return false, nil
 	}
-	want := s.sessionValue()
-	return subtle.ConstantTimeCompare([]byte(ck), []byte(want)) == 1
+	se, ok := s.sessions.parse(ck)
+	if !ok {
+		return false, nil
+	}
+	return s.sessions.valid(c.Request.Context(), se, s.now())
 }
 
 func (s *Server) setSession(c *gin.Context, value string, maxAge int) {
+	secure := s.sessions == nil || s.sessions.secure
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 }
 
 // console serves the console, or the login form without a session.
@@ -82,7 +84,13 @@ func (s *Server) console(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Header("Content-Type", "text/html; charset=utf-8")
 	host, _ := os.Hostname()
-	data := map[string]any{"LoggedIn": s.session(c), "Error": c.Query("error"), "Replica": host + " " + c.Request.Host,
+	in, err := s.session(c)
+	msg := c.Query("error")
+	if err != nil {
+		s.log.Warn("console: check session", zap.Error(err))
+		msg = "the session cannot be checked right now (Redis); retry shortly"
+	}
+	data := map[string]any{"LoggedIn": in, "Error": msg, "Replica": host + " " + c.Request.Host,
 		"NoToken": !s.hasToken}
 	c.Status(http.StatusOK)
 	if err := consolePage.Execute(c.Writer, data); err != nil {
@@ -91,20 +99,68 @@ func (s *Server) console(c *gin.Context) {
 }
 
 // login checks the admin token of the form and sets the session cookie.
+// Attempts are throttled per client address (the connection's peer: the
+// scheduler trusts no X-Forwarded-For) over every replica; when the throttle
+// cannot be asked, nobody signs in.
 func (s *Server) login(c *gin.Context) {
-	tok := c.PostForm("token")
+	if s.sessions == nil || !s.hasToken {
+		s.log.Warn("console login refused: no admin token or no session store", zap.String("remote", c.RemoteIP()))
+		c.Redirect(http.StatusSeeOther, ConsolePath+"?error=sign-in+is+off+on+this+replica")
+		return
+	}
+	ok, wait, err := s.sessions.allowLogin(c.Request.Context(), c.RemoteIP())
+	switch {
+	case err != nil:
+		s.unavailable(c, "console login", "", err)
+		return
+	case !ok:
+		s.log.Warn("console login throttled", zap.String("remote", c.RemoteIP()))
+		c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		httpserver.Abort(c, http.StatusTooManyRequests, "RATE_LIMITED", "too many sign-in attempts from this address; retry later")
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxLoginBytes)
+	if err := c.Request.ParseForm(); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "the sign-in form is larger than "+strconv.Itoa(maxLoginBytes)+" bytes")
+			return
+		}
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading the sign-in form: "+err.Error())
+		return
+	}
+	// Both sides hashed first: the comparison takes the same time whatever
+	// the guess's length.
+	tok := c.Request.PostForm.Get("token")
 	sum := sha256.Sum256([]byte(tok))
-	if !s.hasToken || tok == "" || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
-		s.log.Warn("console login refused", zap.String("remote", c.ClientIP()))
+	if tok == "" || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
+		s.log.Warn("console login refused", zap.String("remote", c.RemoteIP()))
 		c.Redirect(http.StatusSeeOther, ConsolePath+"?error=wrong+token")
 		return
 	}
-	s.setSession(c, s.sessionValue(), int((12 * time.Hour).Seconds()))
-	s.log.Info("console login", zap.String("remote", c.ClientIP()))
+	_, value, err := s.sessions.issue(s.now())
+	if err != nil {
+		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "could not start a session")
+		return
+	}
+	s.setSession(c, value, int(s.sessions.ttl.Seconds()))
+	s.log.Info("console login", zap.String("remote", c.RemoteIP()), zap.Duration("ttl", s.sessions.ttl))
 	c.Redirect(http.StatusSeeOther, ConsolePath)
 }
 
+// logout ends the request's session on every replica, then removes the
+// cookie. When Redis cannot record the end, the cookie stays and the answer
+// says so: a copy of it would still work.
 func (s *Server) logout(c *gin.Context) {
+	if ck, err := c.Cookie(sessionCookie); err == nil && s.sessions != nil {
+		if se, ok := s.sessions.parse(ck); ok {
+			if err := s.sessions.revoke(c.Request.Context(), se, s.now()); err != nil {
+				s.log.Warn("console: sign out", zap.Error(err))
+				c.Header("Retry-After", "1")
+				httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the session could not be ended (Redis); retry shortly")
+				return
+			}
+		}
+	}
 	s.setSession(c, "", -1)
 	c.Redirect(http.StatusSeeOther, ConsolePath)
 }
@@ -121,8 +177,12 @@ type ConsoleSnapshot struct {
 // consoleEvents streams a snapshot of every item each second (Server-Sent
 // Events) while the console is open.
 func (s *Server) consoleEvents(c *gin.Context) {
-	if !s.session(c) {
-		c.AbortWithStatus(http.StatusUnauthorized)
+	switch ok, err := s.session(c); {
+	case err != nil:
+		s.unavailable(c, "console events", "", err)
+		return
+	case !ok:
+		httpserver.Abort(c, http.StatusUnauthorized, "UNAUTHORIZED", "sign in to the console first")
 		return
 	}
 	c.Header("Content-Type", "text/event-stream")
@@ -148,6 +208,16 @@ func (s *Server) consoleEvents(c *gin.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		// Signed out on any replica, expired, or uncheckable: the stream
+		// ends and the page goes back to the sign-in form.
+		if ok, err := s.session(c); !ok {
+			if err != nil {
+				s.log.Warn("console events: check session", zap.Error(err))
+			}
+			_, _ = fmt.Fprint(c.Writer, "event: signedout\ndata: {}\n\n")
+			c.Writer.Flush()
+			return
 		}
 	}
 }

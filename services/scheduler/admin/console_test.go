@@ -50,6 +50,8 @@ func TestConsoleLogin(t *testing.T) {
 	require.Len(t, resp.Cookies(), 1)
 	ck := resp.Cookies()[0]
 	assert.True(t, ck.HttpOnly)
+	assert.True(t, ck.Secure, "Secure by default")
+	assert.Equal(t, int(admin.DefaultSessionTTL.Seconds()), ck.MaxAge)
 	assert.Equal(t, http.SameSiteStrictMode, ck.SameSite)
 	assert.NotContains(t, ck.Value, token)
 	assert.Contains(t, page(ck), `new EventSource("/admin/events")`, "signed in: the console")

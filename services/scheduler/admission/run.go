@@ -32,8 +32,18 @@ type Config struct {
 	// Shards divides the items among the replicas (1..64; every replica the same).
 	Shards int `env:"WR_SCHEDULER_SHARDS" envDefault:"8"`
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
-	MaxEventBytes int    `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
-	AdminToken    string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	MaxEventBytes int `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
+	// AdminToken guards the admin API and the console (at least
+	// MinAdminToken bytes; empty: both refuse every request).
+	AdminToken string `env:"WR_ADMIN_TOKEN" secret:"true"`
+	// ConsoleSecureCookie marks the console's session cookie Secure (https
+	// only); ConsoleSessionTTL is how long a sign-in lasts.
+	ConsoleSecureCookie bool          `env:"WR_CONSOLE_SECURE_COOKIE" envDefault:"true"`
+	ConsoleSessionTTL   time.Duration `env:"WR_CONSOLE_SESSION_TTL" envDefault:"8h"`
+	// DevKeys lets the dev stack's built-in development admin token, shorter
+	// than MinAdminToken, pass. No environment variable sets it: only the dev
+	// stack does, in code, so a deployed scheduler refuses a short token.
+	DevKeys bool
 	// The consumer's groups, whose lag the console shows (the consumer's
 	// own variables and defaults).
 	ConsumerGroup string `env:"WR_CONSUMER_GROUP" envDefault:"waitroom-consumer"`
@@ -57,6 +67,10 @@ type Config struct {
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
 }
 
+// MinAdminToken is the shortest WR_ADMIN_TOKEN a scheduler accepts outside
+// the dev stack: 32 bytes, the strength of the HMAC key derived from it.
+const MinAdminToken = 32
+
 // Validate checks what the environment cannot; the service refuses to start
 // on an error.
 func (c Config) Validate() error {
@@ -75,6 +89,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_IDLE_SWEEP must not be negative (0: the default 1s), not %s", c.IdleSweep)
 	case c.SeenFlush < 0:
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
+	case c.AdminToken != "" && len(c.AdminToken) < MinAdminToken && !c.DevKeys:
+		return fmt.Errorf("WR_ADMIN_TOKEN must be at least %d bytes, not %d (e.g. openssl rand -base64 32)", MinAdminToken, len(c.AdminToken))
+	case c.ConsoleSessionTTL <= 0:
+		return fmt.Errorf("WR_CONSOLE_SESSION_TTL must be positive, not %s", c.ConsoleSessionTTL)
 	case c.DrawKey != "" && len(c.DrawKey) < 16:
 		return errors.New("WR_DRAW_KEY must be at least 16 bytes")
 	case len(c.Kafka.Brokers) == 0:
@@ -140,7 +158,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	engine := httpserver.New(log, reg, ready)
 	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithDrawKey([]byte(cfg.DrawKey)).WithKafka(base).WithLeader(s.Leading).
-		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders))
+		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders)).
+		WithConsole(rdb, admin.ConsoleOptions{SecureCookie: cfg.ConsoleSecureCookie, SessionTTL: cfg.ConsoleSessionTTL})
+	if !cfg.ConsoleSecureCookie {
+		log.Warn("WR_CONSOLE_SECURE_COOKIE=false: the console's session cookie also goes over plain http")
+	}
 	if cfg.BypassKey != "" {
 		key, _ := bypass.ParsePrivate(cfg.BypassKey) // checked by Validate
 		adm.WithBypass(key)
