@@ -80,6 +80,8 @@ type Kit struct {
 	online bool
 	// verifyTimeout bounds the online check of one request.
 	verifyTimeout time.Duration
+	asserter      *Asserter
+	userOf        func(*http.Request) (string, bool)
 	cookie        string
 	param         string
 	secure        bool
@@ -186,6 +188,8 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 		return nil, errors.New("waitroomkit: key refresh intervals and timeouts must be positive")
 	case k.keys.backoffMin <= 0 || k.keys.backoffMax < k.keys.backoffMin:
 		return nil, errors.New("waitroomkit: the key backoff must be positive, its max at least its first wait")
+	case k.asserter != nil && k.userOf == nil:
+		return nil, errors.New("waitroomkit: WithAssertions needs a function that names the user")
 	}
 	if err := checkURL("JWKS", k.keys.url); err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func Item(id string) func(*http.Request) string {
 // address bar), an "Authorization: Bearer" header, or that cookie. A valid
 // cookie wins over the query parameter: a link cannot swap someone's
 // admission for another (session fixation). Anyone else is sent to the
-// item's waiting page (303). The cookie is removed when its
+// item's waiting page (303, see RedirectURL). The cookie is removed when its
 // token is refused, but kept when the api cannot be reached.
 func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
@@ -121,7 +121,7 @@ func (k *Kit) deny(w http.ResponseWriter, r *http.Request, item string, err erro
 		http.Error(w, "admissions cannot be checked right now; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
-	http.Redirect(w, r, k.WaitURL(item), http.StatusSeeOther)
+	http.Redirect(w, r, k.RedirectURL(r, item), http.StatusSeeOther)
 }
 
 // cookieName is the cookie of item: the prefix and the item with every
