@@ -4,6 +4,8 @@
 // end of checkout. It depends on nothing of waitroom but its HTTP API.
 //
 //	kit, err := waitroomkit.New("https://queue.example.com")
+//	defer kit.Close()
+//	kit.Start(ctx) // keys fetched now and kept fresh in the background
 //	mux.Handle("GET /shop/{itemId}", kit.Protect(waitroomkit.ItemFromPath("itemId"))(shop))
 //	// at the end of checkout:
 //	kit.CompleteRequest(w, r)
