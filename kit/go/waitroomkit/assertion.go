@@ -151,7 +151,8 @@ func (k *Kit) RedirectURL(r *http.Request, item string) string {
 
 const maxIDLen = 128
 
-// validID is waitroom's rule for ids: 1-128 characters of [A-Za-z0-9._:-].
+// validID is waitroom's rule for ids: 1-128 characters of [A-Za-z0-9._:-]
+// (topics.ValidID, restated: the kit depends on nothing of waitroom).
 func validID(s string) bool {
 	if len(s) == 0 || len(s) > maxIDLen {
 		return false

@@ -86,36 +86,23 @@ func TestAssertionClaimsAndSignature(t *testing.T) {
 func TestAsserterRefuses(t *testing.T) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	secret := []byte(strings.Repeat("s", 32))
+	valid, err := NewAsserter("shop", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, f := range map[string]func() error{
-		"a short secret":        func() error { _, err := NewAsserter("shop", secret[:31]); return err },
-		"an Ed25519 public key": func() error { _, err := NewAsserter("shop", priv.Public()); return err },
-		"a string secret":       func() error { _, err := NewAsserter("shop", string(secret)); return err },
-		"no issuer":             func() error { _, err := NewAsserter("", secret); return err },
-		"a TTL over 10 min":     func() error { _, err := NewAsserter("shop", secret, WithAssertionTTL(11*time.Minute)); return err },
-		"a zero TTL":            func() error { _, err := NewAsserter("shop", secret, WithAssertionTTL(0)); return err },
-		"an empty user": func() error {
-			as, _ := NewAsserter("shop", secret)
-			_, err := as.Assert("", "gig")
-			return err
-		},
-		"a user with a space": func() error {
-			as, _ := NewAsserter("shop", secret)
-			_, err := as.Assert("al ice", "gig")
-			return err
-		},
-		"a user of 129 characters": func() error {
-			as, _ := NewAsserter("shop", secret)
-			_, err := as.Assert(strings.Repeat("a", 129), "gig")
-			return err
-		},
-		"an item with a slash": func() error {
-			as, _ := NewAsserter("shop", secret)
-			_, err := as.Assert("alice", "a/b")
-			return err
-		},
+		"a short secret":           func() error { _, err := NewAsserter("shop", secret[:31]); return err },
+		"an Ed25519 public key":    func() error { _, err := NewAsserter("shop", priv.Public()); return err },
+		"a string secret":          func() error { _, err := NewAsserter("shop", string(secret)); return err },
+		"no issuer":                func() error { _, err := NewAsserter("", secret); return err },
+		"a TTL over 10 min":        func() error { _, err := NewAsserter("shop", secret, WithAssertionTTL(11*time.Minute)); return err },
+		"a zero TTL":               func() error { _, err := NewAsserter("shop", secret, WithAssertionTTL(0)); return err },
+		"an empty user":            func() error { _, err := valid.Assert("", "gig"); return err },
+		"a user with a space":      func() error { _, err := valid.Assert("al ice", "gig"); return err },
+		"a user of 129 characters": func() error { _, err := valid.Assert(strings.Repeat("a", 129), "gig"); return err },
+		"an item with a slash":     func() error { _, err := valid.Assert("alice", "a/b"); return err },
 		"WithAssertions without a user function": func() error {
-			as, _ := NewAsserter("shop", secret)
-			_, err := New("https://queue.example", WithAssertions(as, nil))
+			_, err := New("https://queue.example", WithAssertions(valid, nil))
 			return err
 		},
 	} {
@@ -123,8 +110,7 @@ func TestAsserterRefuses(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	as, _ := NewAsserter("shop", secret)
-	if _, err := as.Assert(strings.Repeat("a", 128), "x.y_z:1-2"); err != nil {
+	if _, err := valid.Assert(strings.Repeat("a", 128), "x.y_z:1-2"); err != nil {
 		t.Errorf("the longest user id: %v", err)
 	}
 }
