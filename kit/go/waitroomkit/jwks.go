@@ -56,7 +56,7 @@ func newKeySet(url string) *keySet {
 func (s *keySet) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	s.mu.Lock()
 	if k, ok := s.lookupLocked(kid); ok {
-		if s.keys != nil && s.now().Sub(s.fetched) > s.maxAge && s.mayFetchLocked(false) {
+		if s.mayFetchLocked(false) { // stale: fetch in the background, serve k meanwhile
 			s.startFetchLocked()
 		}
 		s.mu.Unlock()
@@ -98,9 +98,9 @@ func (s *keySet) lookupLocked(kid string) (ed25519.PublicKey, bool) {
 }
 
 // mayFetchLocked says whether a fetch may start now: never while one is
-// under way or during the backoff after a failure; for an unknown kid (force) at most once per
-// minRefresh once keys are held; otherwise when the keys are older than
-// maxAge.
+// under way or during the backoff after a failure; for an unknown kid
+// (force) at most once per minRefresh once keys are held; otherwise when the
+// keys are older than maxAge.
 func (s *keySet) mayFetchLocked(force bool) bool {
 	now := s.now()
 	switch {
