@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +67,35 @@ func TestProtectGin(t *testing.T) {
 	}
 	if ran != 1 {
 		t.Fatalf("the handler ran %d times, want 1", ran)
+	}
+}
+
+// With assertions, gin's redirect to the waiting page carries one for the
+// user the site knows.
+func TestProtectGinCarriesAssertion(t *testing.T) {
+	secret := []byte(strings.Repeat("k", 32))
+	as, err := waitroomkit.NewAsserter("shop.example", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kit, err := waitroomkit.New("https://queue.example", waitroomkit.WithAssertions(as, func(r *http.Request) (string, bool) {
+		return "carol", true
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	r.GET("/shop/:itemId", Protect(kit, "itemId"), func(c *gin.Context) { t.Error("the handler ran without a token") })
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/shop/gig", nil))
+	loc, err := url.Parse(rec.Header().Get("Location"))
+	if rec.Code != http.StatusSeeOther || err != nil || loc.Path != "/items/gig/wait" {
+		t.Fatalf("redirect: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	c := jwt.MapClaims{}
+	if _, err := jwt.ParseWithClaims(loc.Query().Get("assertion"), c, func(*jwt.Token) (any, error) { return secret, nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience(waitroomkit.AssertionAudience)); err != nil || c["sub"] != "carol" || c["itm"] != "gig" {
+		t.Fatalf("assertion %v: %v", c, err)
 	}
 }

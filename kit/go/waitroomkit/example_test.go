@@ -1,9 +1,11 @@
 package waitroomkit_test
 
 import (
+	"context"
 	"errors"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/waitroom/waitroom/kit/go/waitroomkit"
 )
@@ -15,6 +17,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer kit.Close()
+	kit.Start(context.Background()) // keys fetched now and kept fresh, so no visitor waits for them
 	protect := kit.Protect(waitroomkit.ItemFromPath("itemId"))
 	mux := http.NewServeMux()
 	mux.Handle("GET /shop/{itemId}", protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -31,4 +35,28 @@ func Example() {
 		_, _ = w.Write([]byte("ordered"))
 	})))
 	_ = http.ListenAndServe("127.0.0.1:8443", mux) // not run by the example
+}
+
+// A shop whose visitors log in: the redirect to the waiting page carries a
+// signed assertion of who they are, so waitroom registers them under the
+// site's own user id.
+func ExampleWithAssertions() {
+	secret := []byte(os.Getenv("SHOP_ASSERTION_SECRET")) // ≥ 32 bytes, also set on waitroom
+	asserter, err := waitroomkit.NewAsserter("shop.example.com", secret)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kit, err := waitroomkit.New("https://queue.example.com",
+		waitroomkit.WithAssertions(asserter, func(r *http.Request) (string, bool) {
+			c, err := r.Cookie("shop_user") // the site's own session lookup goes here
+			if err != nil {
+				return "", false // anonymous: the plain waiting page
+			}
+			return c.Value, true
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kit.Close()
+	_ = kit.Protect(waitroomkit.ItemFromPath("itemId"))
 }

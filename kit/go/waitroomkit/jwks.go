@@ -13,85 +13,215 @@ import (
 	"time"
 )
 
-// keySet is the api's JWKS, cached: fetched on first use, again when older
-// than maxAge, and on a kid it does not know, at most once per minRefresh.
+// keySet is the api's JWKS, cached. A request never waits for a refresh
+// while it holds the key it needs: keys older than maxAge are fetched again
+// in the background and served meanwhile. Only a kid the set does not hold
+// waits, for at most timeout, for a fetch (at most one per minRefresh).
+// A fetch that fails keeps the keys and is retried after an exponential
+// backoff (backoffMin doubling up to backoffMax), so an api that is down
+// costs one fetch per backoff however many requests arrive.
 type keySet struct {
 	url        string
 	client     *http.Client
 	minRefresh time.Duration
 	maxAge     time.Duration
+	timeout    time.Duration
+	backoffMin time.Duration
+	backoffMax time.Duration
 	now        func() time.Time
 
-	mu      sync.RWMutex
-	keys    map[string]ed25519.PublicKey
-	fetched time.Time // last successful fetch
-	tried   time.Time // last attempt
-	fetchMu sync.Mutex
+	life   context.Context // the Kit's: Close cancels the fetches under way
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the fetches and the refresh loop
+
+	mu       sync.Mutex
+	keys     map[string]ed25519.PublicKey
+	fetched  time.Time     // last successful fetch
+	tried    time.Time     // last attempt
+	failures int           // consecutive failed fetches
+	lastErr  error         // of the last fetch, nil once one succeeds
+	inflight chan struct{} // closed when the fetch under way ends; nil when none
+	closed   bool
+}
+
+func newKeySet(url string) *keySet {
+	life, cancel := context.WithCancel(context.Background())
+	return &keySet{url: url, minRefresh: 10 * time.Second, maxAge: 5 * time.Minute, timeout: 2 * time.Second,
+		backoffMin: time.Second, backoffMax: time.Minute, now: time.Now, life: life, cancel: cancel}
 }
 
 // key returns the public key of kid ("" when the token names none: the one
-// key, if the set holds exactly one).
+// key, if the set holds exactly one). It waits (at most until ctx is done or
+// the fetch's timeout) only when the set does not hold kid.
 func (s *keySet) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
-	k, ok, stale := s.lookup(kid)
-	if ok && !stale {
+	s.mu.Lock()
+	if k, ok := s.lookupLocked(kid); ok {
+		if s.mayFetchLocked(false) { // stale: fetch in the background, serve k meanwhile
+			s.startFetchLocked()
+		}
+		s.mu.Unlock()
 		return k, nil
 	}
-	// Unknown kid: maybe a rotation, refetch (rate-limited). Stale: refetch,
-	// but a failure keeps the keys we have.
-	err := s.refresh(ctx, !ok)
-	if k2, ok2, _ := s.lookup(kid); ok2 {
-		return k2, nil
+	// Unknown kid: maybe a rotation, so fetch (rate-limited) and wait.
+	done := s.inflight
+	if done == nil && s.mayFetchLocked(true) {
+		done = s.startFetchLocked()
 	}
-	if err != nil {
-		return nil, err
+	s.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: wait for the JWKS: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.lookupLocked(kid); ok {
+		return k, nil
+	}
+	if s.lastErr != nil {
+		// The api cannot say whether kid is one of its keys.
+		return nil, s.lastErr
 	}
 	return nil, fmt.Errorf("no key %q in the JWKS", kid)
 }
 
-func (s *keySet) lookup(kid string) (ed25519.PublicKey, bool, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	stale := s.keys == nil || s.now().Sub(s.fetched) > s.maxAge
+func (s *keySet) lookupLocked(kid string) (ed25519.PublicKey, bool) {
 	if kid == "" && len(s.keys) == 1 {
 		for _, k := range s.keys {
-			return k, true, stale
+			return k, true
 		}
 	}
 	k, ok := s.keys[kid]
-	return k, ok, stale
+	return k, ok
 }
 
-// refresh fetches the set unless another caller just did, or (unless never
-// fetched) the last attempt was less than minRefresh ago. Concurrent callers
-// share one fetch.
-func (s *keySet) refresh(ctx context.Context, force bool) error {
-	start := s.now()
-	s.fetchMu.Lock()
-	defer s.fetchMu.Unlock()
-	s.mu.RLock()
-	fetched, tried, have := s.fetched, s.tried, s.keys != nil
-	s.mu.RUnlock()
-	if have && !fetched.Before(start) {
-		return nil // fetched while we waited
+// mayFetchLocked says whether a fetch may start now: never while one is
+// under way or during the backoff after a failure; for an unknown kid
+// (force) at most once per minRefresh once keys are held; otherwise when the
+// keys are older than maxAge.
+func (s *keySet) mayFetchLocked(force bool) bool {
+	now := s.now()
+	switch {
+	case s.closed || s.inflight != nil:
+		return false
+	case s.failures > 0 && now.Sub(s.tried) < s.backoff(s.failures):
+		return false
+	case s.keys == nil:
+		return true
+	case force:
+		return now.Sub(s.tried) >= s.minRefresh
+	default:
+		return now.Sub(s.fetched) > s.maxAge
 	}
-	if have && force && s.now().Sub(tried) < s.minRefresh {
-		return nil // rate limit: an unknown kid waits for the next window
+}
+
+// backoff is the wait after n consecutive failures: backoffMin·2^(n-1),
+// at most backoffMax.
+func (s *keySet) backoff(n int) time.Duration {
+	d := s.backoffMin
+	for i := 1; i < n && d < s.backoffMax; i++ {
+		d *= 2
 	}
-	if have && !force && s.now().Sub(fetched) <= s.maxAge {
-		return nil
+	return min(d, s.backoffMax)
+}
+
+// startFetchLocked starts a fetch in the background, bounded by timeout and
+// by Close, and returns the channel closed when it ends.
+func (s *keySet) startFetchLocked() chan struct{} {
+	done := make(chan struct{})
+	s.inflight = done
+	s.tried = s.now()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.life, s.timeout)
+		keys, err := s.fetch(ctx)
+		cancel()
+		s.mu.Lock()
+		if err != nil {
+			s.failures++
+			s.lastErr = err
+		} else {
+			s.keys, s.fetched, s.failures, s.lastErr = keys, s.now(), 0, nil
+		}
+		s.inflight = nil
+		s.mu.Unlock()
+		close(done)
+	}()
+	return done
+}
+
+// refresh fetches the set now, unless a fetch is under way (then it waits for
+// that one) or the backoff after a failure forbids it (then it returns the
+// last error); it returns the fetch's error.
+func (s *keySet) refresh(ctx context.Context) error {
+	s.mu.Lock()
+	done := s.inflight
+	if done == nil {
+		if s.closed || (s.failures > 0 && s.now().Sub(s.tried) < s.backoff(s.failures)) {
+			err := s.lastErr
+			if s.closed {
+				err = fmt.Errorf("%w: the kit is closed", ErrUnavailable)
+			}
+			s.mu.Unlock()
+			return err
+		}
+		done = s.startFetchLocked()
 	}
-	keys, err := s.fetch(ctx)
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: wait for the JWKS: %w", ErrUnavailable, ctx.Err())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tried = s.now()
-	if err != nil {
-		if s.keys != nil {
-			return nil // keep serving the keys we have
+	return s.lastErr
+}
+
+// run keeps the keys fresh until ctx is done or the set is closed: it
+// fetches them when they reach maxAge, and after a failure when the backoff
+// has passed, so requests find fresh keys without asking.
+func (s *keySet) run(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.life.Done():
+			return
+		case <-t.C:
 		}
-		return err
+		_ = s.refresh(ctx) // a failure keeps the keys; the next round retries
+		t.Reset(s.untilDue())
 	}
-	s.keys, s.fetched = keys, s.now()
-	return nil
+}
+
+// untilDue is how long until the next fetch of the refresh loop.
+func (s *keySet) untilDue() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var d time.Duration
+	if s.failures > 0 {
+		d = s.tried.Add(s.backoff(s.failures)).Sub(now)
+	} else {
+		d = s.fetched.Add(s.maxAge).Sub(now)
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+// close stops the refresh loop and the fetches under way, and waits for them.
+func (s *keySet) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
 }
 
 type jwk struct {

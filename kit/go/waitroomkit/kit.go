@@ -4,6 +4,8 @@
 // end of checkout. It depends on nothing of waitroom but its HTTP API.
 //
 //	kit, err := waitroomkit.New("https://queue.example.com")
+//	defer kit.Close()
+//	kit.Start(ctx) // keys fetched now and kept fresh in the background
 //	mux.Handle("GET /shop/{itemId}", kit.Protect(waitroomkit.ItemFromPath("itemId"))(shop))
 //	// at the end of checkout:
 //	kit.CompleteRequest(w, r)
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -71,20 +74,24 @@ func (e *APIError) Error() string {
 // Kit verifies and completes admissions for one waitroom api. It is safe for
 // concurrent use; build one per process and share it.
 type Kit struct {
-	api      string
-	wait     string
-	client   *http.Client
-	keys     *keySet
-	parser   *jwt.Parser
-	online   bool
-	cookie   string
-	param    string
-	secure   bool
-	now      func() time.Time
-	denied   func(w http.ResponseWriter, r *http.Request, item string, err error)
-	doneMu   sync.Mutex
-	done     map[string]time.Time // tokenIds completed through this Kit → their expiry
-	doneSeen time.Time
+	api    string
+	wait   string
+	client *http.Client
+	keys   *keySet
+	parser *jwt.Parser
+	online bool
+	// verifyTimeout bounds the online check of one request.
+	verifyTimeout time.Duration
+	asserter      *Asserter
+	userOf        func(*http.Request) (string, bool)
+	cookie        string
+	param         string
+	secure        bool
+	now           func() time.Time
+	denied        func(w http.ResponseWriter, r *http.Request, item string, err error)
+	doneMu        sync.Mutex
+	done          map[string]time.Time // tokenIds completed through this Kit → their expiry
+	doneSeen      time.Time
 }
 
 // Option configures a Kit.
@@ -104,9 +111,14 @@ func WithWaitURL(base string) Option { return func(k *Kit) { k.wait = strings.Tr
 
 // WithOnlineVerify makes every check also ask the api (POST
 // /api/v1/admissions/verify), which knows an admission completed elsewhere:
-// one round trip per request. When the api cannot answer (5xx, network), the
-// offline verdict stands, so the shop stays open while the room is rebuilt.
+// one round trip per request, bounded by WithOnlineVerifyTimeout. When the
+// api cannot answer (5xx, network, timeout), the offline verdict stands, so
+// the shop stays open while the room is rebuilt or down.
 func WithOnlineVerify() Option { return func(k *Kit) { k.online = true } }
+
+// WithOnlineVerifyTimeout bounds the online check of one request (default
+// 2 s): past it, the offline verdict stands.
+func WithOnlineVerifyTimeout(d time.Duration) Option { return func(k *Kit) { k.verifyTimeout = d } }
 
 // WithLeeway sets the clock skew allowed on exp and iat (default 5 s).
 func WithLeeway(d time.Duration) Option {
@@ -115,9 +127,22 @@ func WithLeeway(d time.Duration) Option {
 
 // WithKeyRefresh sets how often an unknown kid may refetch the JWKS at most
 // (default 10 s: a flood of forged kids costs one fetch per interval) and how
-// old the keys may get before they are fetched again (default 5 min).
+// old the keys may get before they are fetched again, in the background
+// (default 5 min).
 func WithKeyRefresh(minInterval, maxAge time.Duration) Option {
 	return func(k *Kit) { k.keys.minRefresh, k.keys.maxAge = minInterval, maxAge }
+}
+
+// WithKeyRefreshTimeout bounds one fetch of the JWKS (default 2 s), and so
+// the longest a request waits for keys: only a request whose kid the cache
+// does not hold waits at all.
+func WithKeyRefreshTimeout(d time.Duration) Option { return func(k *Kit) { k.keys.timeout = d } }
+
+// WithKeyBackoff sets the wait before fetching the JWKS again after a failed
+// fetch: first, doubling after each further failure up to max (default 1 s
+// to 1 min). The keys already held keep being served meanwhile.
+func WithKeyBackoff(first, max time.Duration) Option {
+	return func(k *Kit) { k.keys.backoffMin, k.keys.backoffMax = first, max }
 }
 
 // WithCookie names the cookie the middleware keeps the token in (default
@@ -142,26 +167,79 @@ func WithDenied(f func(w http.ResponseWriter, r *http.Request, item string, err 
 func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now; k.keys.now = now } }
 
 // New returns a Kit for the waitroom api at apiURL (e.g.
-// "https://queue.example.com"). It fetches nothing yet: keys are fetched on
-// the first token (or by Refresh).
+// "https://queue.example.com"). The api and the JWKS must be https, but on a
+// loopback host (127.0.0.0/8, ::1, localhost): over plain http anyone on
+// the path could serve their own keys. New fetches nothing yet: keys are
+// fetched on the first token, by Refresh, or kept fresh by Start. Close
+// stops the fetches under way.
 func New(apiURL string, opts ...Option) (*Kit, error) {
-	u, err := url.Parse(apiURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("waitroomkit: api URL %q is not an http(s) URL", apiURL)
+	if err := checkURL("api", apiURL); err != nil {
+		return nil, err
 	}
 	api := strings.TrimRight(apiURL, "/")
 	k := &Kit{api: api, wait: api, client: &http.Client{Timeout: 5 * time.Second}, cookie: "waitroom_admission",
-		param: "admission", now: time.Now, done: map[string]time.Time{}}
-	k.keys = &keySet{url: api + "/.well-known/jwks.json", minRefresh: 10 * time.Second, maxAge: 5 * time.Minute, now: time.Now}
+		param: "admission", now: time.Now, done: map[string]time.Time{}, verifyTimeout: 2 * time.Second}
+	k.keys = newKeySet(api + "/.well-known/jwks.json")
 	k.parser = newParser(5*time.Second, k.clock)
 	for _, o := range opts {
 		o(k)
 	}
 	k.keys.client = k.client
-	if k.keys.minRefresh < 0 || k.keys.maxAge <= 0 {
-		return nil, errors.New("waitroomkit: key refresh intervals must be positive")
+	switch {
+	case k.keys.minRefresh < 0 || k.keys.maxAge <= 0 || k.keys.timeout <= 0 || k.verifyTimeout <= 0:
+		return nil, errors.New("waitroomkit: key refresh intervals and timeouts must be positive")
+	case k.keys.backoffMin <= 0 || k.keys.backoffMax < k.keys.backoffMin:
+		return nil, errors.New("waitroomkit: the key backoff must be positive, its max at least its first wait")
+	case k.asserter != nil && k.userOf == nil:
+		return nil, errors.New("waitroomkit: WithAssertions needs a function that names the user")
+	}
+	if err := checkURL("JWKS", k.keys.url); err != nil {
+		return nil, err
 	}
 	return k, nil
+}
+
+// checkURL refuses a URL that is not https, but http on a loopback host.
+func checkURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("waitroomkit: %s URL %q is not an http(s) URL", what, raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		h := u.Hostname()
+		if ip := net.ParseIP(h); strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+		return fmt.Errorf("waitroomkit: %s URL %q is plain http on a host that is not loopback; use https", what, raw)
+	}
+	return fmt.Errorf("waitroomkit: %s URL %q is not an http(s) URL", what, raw)
+}
+
+// Start keeps the keys fresh in the background until ctx is done or Close
+// is called: it fetches them now, again before they reach the maxAge of
+// WithKeyRefresh, and after a failure once the backoff has passed, so no
+// request waits for keys. Without Start, keys are fetched as requests need
+// them (a request waits only for a kid the cache does not hold).
+func (k *Kit) Start(ctx context.Context) {
+	s := k.keys
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go s.run(ctx)
+}
+
+// Close stops the background refresh (Start) and any fetch of the keys under
+// way, and waits for them. The Kit still verifies with the keys it holds,
+// but fetches no more.
+func (k *Kit) Close() error {
+	k.keys.close()
+	return nil
 }
 
 func (k *Kit) clock() time.Time { return k.now() }
@@ -183,8 +261,10 @@ type claims struct {
 	jwt.RegisteredClaims
 }
 
-// Refresh fetches the JWKS now (at start, to fail early on a wrong URL).
-func (k *Kit) Refresh(ctx context.Context) error { return k.keys.refresh(ctx, true) }
+// Refresh fetches the JWKS now (at start, to fail early on a wrong URL),
+// waiting for it at most the refresh timeout. After a failure it fetches
+// again only once the backoff has passed, returning the last error before.
+func (k *Kit) Refresh(ctx context.Context) error { return k.keys.refresh(ctx) }
 
 // VerifyOffline checks raw with the JWKS alone: signature (EdDSA only, by
 // the key its kid names), issuer, audience, expiry, the item, and that it
@@ -228,6 +308,8 @@ func (k *Kit) Verify(ctx context.Context, raw, item string) (Admission, error) {
 	if err != nil || !k.online {
 		return a, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, k.verifyTimeout)
+	defer cancel()
 	if _, err := k.VerifyOnline(ctx, raw, item); err != nil && !errors.Is(err, ErrUnavailable) {
 		return Admission{}, err
 	}

@@ -25,6 +25,7 @@ type issuer struct {
 	mu      sync.Mutex
 	keys    map[string]ed25519.PrivateKey
 	fetches atomic.Int64
+	jwks    http.Handler // serves /.well-known/jwks.json
 	srv     *httptest.Server
 }
 
@@ -34,7 +35,7 @@ func newIssuer(t *testing.T, kids ...string) *issuer {
 	for _, kid := range kids {
 		is.add(kid)
 	}
-	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	is.jwks = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/.well-known/jwks.json" {
 			http.NotFound(w, r)
 			return
@@ -50,7 +51,8 @@ func newIssuer(t *testing.T, kids ...string) *issuer {
 				X: base64.RawURLEncoding.EncodeToString(k.Public().(ed25519.PublicKey))})
 		}
 		_ = json.NewEncoder(w).Encode(set)
-	}))
+	})
+	is.srv = httptest.NewServer(is.jwks)
 	t.Cleanup(is.srv.Close)
 	return is
 }
@@ -140,9 +142,20 @@ func TestVerifyOffline(t *testing.T) {
 	}
 }
 
+// settle waits for the fetch of the keys under way, if any.
+func (s *keySet) settle() {
+	s.mu.Lock()
+	done := s.inflight
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
 // A rotation: tokens of a new kid refetch the JWKS once, without a restart;
 // unknown kids refetch at most once per interval however many arrive; keys
-// older than maxAge are fetched again; a failing fetch keeps the old keys.
+// older than maxAge are fetched again, in the background; a failing fetch
+// keeps the old keys.
 func TestKeyRotationWithoutRestart(t *testing.T) {
 	is := newIssuer(t, "a1")
 	var mu sync.Mutex
@@ -153,6 +166,7 @@ func TestKeyRotationWithoutRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = kit.Close() })
 	ctx := context.Background()
 	exp := now.Add(time.Minute)
 	c := claimsFor("gig", exp)
@@ -210,6 +224,7 @@ func TestKeyRotationWithoutRestart(t *testing.T) {
 	if _, err := kit.VerifyOffline(ctx, is.token(t, "a2", c), "gig"); err != nil {
 		t.Fatal(err)
 	}
+	kit.keys.settle()
 	if n := is.fetches.Load(); n != 5 {
 		t.Fatalf("fetches %d, want 5 (maxAge passed)", n)
 	}

@@ -31,8 +31,11 @@ func Item(id string) func(*http.Request) string {
 // admission token for the item itemOf names. The token comes from the
 // "continue" link's query parameter (then kept in an HttpOnly cookie, and a
 // GET is redirected to the same URL without it, so the token leaves the
-// address bar), an "Authorization: Bearer" header, or that cookie. Anyone
-// else is sent to the item's waiting page (303).
+// address bar), an "Authorization: Bearer" header, or that cookie. A valid
+// cookie wins over the query parameter: a link cannot swap someone's
+// admission for another (session fixation). Anyone else is sent to the
+// item's waiting page (303, see RedirectURL). The cookie is removed when its
+// token is refused, but kept when the api cannot be reached.
 func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,24 +45,35 @@ func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http
 				return
 			}
 			raw, from := k.tokenOf(r, item)
-			a, err := k.Verify(r.Context(), raw, item)
-			if err != nil {
-				if from == "cookie" {
-					k.clearCookie(w, r, item)
+			inQuery := from == "query"
+			a, err := Admission{}, ErrNoToken
+			// A live cookie wins over a link's token, which is dropped: a link
+			// someone else sent cannot swap the visitor's admission for theirs.
+			if inQuery {
+				if c, cerr := r.Cookie(k.cookieName(item)); cerr == nil {
+					a, err = k.Verify(r.Context(), c.Value, item)
 				}
-				k.deny(w, r, item, err)
-				return
 			}
-			if from == "query" {
-				k.setCookie(w, r, a)
-				if r.Method == http.MethodGet || r.Method == http.MethodHead {
-					u := *r.URL
-					q := u.Query()
-					q.Del(k.param)
-					u.RawQuery = q.Encode()
-					http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			if err != nil {
+				a, err = k.Verify(r.Context(), raw, item)
+				if err != nil {
+					if from == "cookie" && !errors.Is(err, ErrUnavailable) {
+						k.clearCookie(w, r, item)
+					}
+					k.deny(w, r, item, err)
 					return
 				}
+				if inQuery {
+					k.setCookie(w, r, a)
+				}
+			}
+			if inQuery && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				u := *r.URL
+				q := u.Query()
+				q.Del(k.param)
+				u.RawQuery = q.Encode()
+				http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, a)))
 		})
@@ -107,7 +121,7 @@ func (k *Kit) deny(w http.ResponseWriter, r *http.Request, item string, err erro
 		http.Error(w, "admissions cannot be checked right now; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
-	http.Redirect(w, r, k.WaitURL(item), http.StatusSeeOther)
+	http.Redirect(w, r, k.RedirectURL(r, item), http.StatusSeeOther)
 }
 
 // cookieName is the cookie of item: the prefix and the item with every

@@ -96,7 +96,10 @@ func TestProtect(t *testing.T) {
 }
 
 func TestCookieName(t *testing.T) {
-	k, _ := New("http://x")
+	k, err := New("https://x")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for item, want := range map[string]string{"gig": "waitroom_admission_gig", "a:b": "waitroom_admission_a_b", "x.y-z": "waitroom_admission_x.y-z"} {
 		if got := k.cookieName(item); got != want {
 			t.Errorf("%s: %s, want %s", item, got, want)
