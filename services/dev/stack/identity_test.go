@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -206,4 +207,54 @@ func TestAProvenUserResumesTheirPlaceOnANewDevice(t *testing.T) {
 		assert.Equal(t, tc.errCode, body.Error.Code, name)
 		assert.NotEmpty(t, body.Error.Message, name)
 	}
+}
+
+// The waiting page in two browsers with the same userId in the URL: the
+// second gets a place of its own behind the first and sees nothing of the
+// first one's (its page never shows position 1, its token is its own).
+func TestSameUserIdInTwoBrowsersShareNothingInBrowser(t *testing.T) {
+	// Two profiles, two localStorages; the deadlines bound the tabs' lives
+	// (a tab ends with the context its first action ran under).
+	first, cancel1 := context.WithTimeout(browser(t), 90*time.Second)
+	defer cancel1()
+	second, cancel2 := context.WithTimeout(browser(t), 90*time.Second)
+	defer cancel2()
+	e := newEnv(t, policy("pair", 0, 10, 60))
+	e.start()
+	waiting := func(ctx context.Context) (position, token string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/pair/wait?userId=alice")))
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING" && document.getElementById("position").textContent !== ""`,
+			chromedp.WithPollingTimeout(30*time.Second)))
+		require.NoError(t, err)
+		position, err = chromedp.Run(ctx, chromedp.Text("#position"))
+		require.NoError(t, err)
+		token, err = chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:pair")).token`))
+		require.NoError(t, err)
+		return position, token
+	}
+	pos1, tok1 := waiting(first)
+	assert.Equal(t, "1", pos1)
+	pos2, tok2 := waiting(second)
+	assert.Equal(t, "2", pos2, "the second alice waits behind the first")
+	q1, err := e.signer.ParseQueue(tok1)
+	require.NoError(t, err)
+	q2, err := e.signer.ParseQueue(tok2)
+	require.NoError(t, err)
+	assert.NotEqual(t, q1.TokenID, q2.TokenID)
+	st := e.status("pair", tok2)
+	assert.Equal(t, q2.TokenID, st.TokenID, "the second browser's token reads its own place")
+	assert.Equal(t, int64(2), st.Position)
+
+	// Leaving from the second browser leaves the first one's place alone.
+	_, err = chromedp.Run(second, chromedp.Evaluate[int](`fetch(JSON.parse(localStorage.getItem("waitroom:pair")).statusUrl, {method: "DELETE"}).then(r => r.status)`,
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	e.waitStatus("pair", tok2, "LEFT")
+	st = e.status("pair", tok1)
+	assert.Equal(t, "WAITING", st.Status)
+	assert.Equal(t, int64(1), st.Position)
+	shown, err := chromedp.Run(first, chromedp.Text("#position"))
+	require.NoError(t, err)
+	assert.Equal(t, "1", shown)
 }

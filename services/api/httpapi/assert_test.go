@@ -1,0 +1,88 @@
+package httpapi_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/assertion"
+	"github.com/waitroom/waitroom/services/api/httpapi"
+)
+
+// siteJWKS serves an Ed25519 key set as a site would, and signs with it.
+func siteJWKS(t *testing.T) (url string, sign func(jwt.MapClaims) string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	set := `{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","use":"sig","kid":"site-1","x":"` +
+		base64.RawURLEncoding.EncodeToString(pub) + `"}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(set))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func(c jwt.MapClaims) string {
+		tk := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+		tk.Header["kid"] = "site-1"
+		raw, err := tk.SignedString(priv)
+		require.NoError(t, err)
+		return raw
+	}
+}
+
+func siteClaims(user, item string) jwt.MapClaims {
+	now := time.Now()
+	return jwt.MapClaims{"iss": "shop", "aud": assertion.Audience, "sub": user, "itm": item,
+		"iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": rand.Text()}
+}
+
+// An api that requires assertions refuses a registration without one, takes
+// one signed by a key of the site's JWKS (its user proven: the place is keyed
+// by the user), and refuses a token signed any other way.
+func TestAssertionsRequiredFromTheSitesJWKS(t *testing.T) {
+	jwks, sign := siteJWKS(t)
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.Assertion = assertion.Config{Issuer: "shop", JWKSURL: jwks, Required: true, MaxTTL: 10 * time.Minute}
+	}, item("tix"))
+
+	a := s.post("/api/v1/items/tix/registrations", map[string]any{"userId": "carol"})
+	assert.Equal(t, http.StatusUnauthorized, a.Code)
+	assert.Equal(t, "ASSERTION_REQUIRED", a.errCode(t))
+
+	a = s.post("/api/v1/items/tix/registrations", map[string]any{"assertion": sign(siteClaims("carol", "tix"))})
+	require.Equal(t, http.StatusAccepted, a.Code, "%s", a.Body)
+	var r httpapi.RegisterResponse
+	a.decode(t, &r)
+	assert.Equal(t, "carol", r.UserID)
+	q, err := s.signer.ParseQueue(r.Token)
+	require.NoError(t, err)
+	assert.True(t, q.Proven())
+	assert.Equal(t, "carol", q.PlaceKey())
+
+	// HS256 with the public key's bytes, or no signature: another algorithm
+	// than the key set's is never accepted.
+	hs, err := jwt.NewWithClaims(jwt.SigningMethodHS256, siteClaims("carol", "tix")).SignedString([]byte("a-secret-anyone-could-pick-of-32-bytes!"))
+	require.NoError(t, err)
+	none, err := jwt.NewWithClaims(jwt.SigningMethodNone, siteClaims("carol", "tix")).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	require.NoError(t, err)
+	for _, raw := range []string{hs, none} {
+		a = s.post("/api/v1/items/tix/registrations", map[string]any{"assertion": raw})
+		assert.Equal(t, http.StatusUnauthorized, a.Code, "%s", a.Body)
+		assert.Equal(t, "ASSERTION_INVALID", a.errCode(t))
+	}
+}
+
+// An api that trusts no assertions says so rather than ignoring one.
+func TestAnAssertionWhereNoneIsTrusted(t *testing.T) {
+	s := newAPI(t, item("tix"))
+	a := s.post("/api/v1/items/tix/registrations", map[string]any{"assertion": "x.y.z"})
+	assert.Equal(t, http.StatusBadRequest, a.Code)
+	assert.Equal(t, "ASSERTIONS_DISABLED", a.errCode(t))
+}
