@@ -13,10 +13,12 @@
 --                             highest pooled window when the late set last began
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
--- ARGV: 7 per record, in record order: partition, offset, tokenId, place key,
+-- ARGV: 8 per record, in record order: partition, offset, tokenId, place key,
 --   the draw window of the register (unix ms; 0: first come, first served),
 --   the bypass code id ("": none), the code's count (0: it had expired when
---   the record was made)
+--   the record was made), the record's timestamp (unix ms; the moment an
+--   admission is judged live at: a function of the record, so a rebuild
+--   applies it alike; 0: Redis's clock, for ops made without a record)
 -- Returns one {outcome, seq, tokenId} per record: ADDED with the new seq; DUPLICATE with the live
 -- tokenId of that user (waiting, pooled, late or admitted); REPLAY when the offset
 -- was applied before; POOLED with the window when the register waits for its
@@ -50,8 +52,8 @@ end
 local applied = {} -- partition -> the offset this call applied last
 
 local function one(a)
-  local part, off, tok, user, win, code, count =
-    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  local part, off, tok, user, win, code, count, at =
+    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7])
   off = tonumber(off)
   local last = read('applied:' .. part, function()
     return tonumber(redis.call('HGET', KEYS[1], part) or '-1')
@@ -68,8 +70,11 @@ local function one(a)
     else
       local exp = redis.call('ZSCORE', KEYS[5], cur)
       if exp then
-        local t = redis.call('TIME')
-        if tonumber(exp) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+        if at == 0 then
+          local t = redis.call('TIME')
+          at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        end
+        if tonumber(exp) > at then
           dup = {'DUPLICATE', 0, cur}
         end
       end
@@ -153,7 +158,7 @@ local function one(a)
 end
 
 local out = {}
-for a = 1, #ARGV - 6, 7 do
+for a = 1, #ARGV - 7, 8 do
   local ok, r = pcall(one, a)
   if not ok then
     r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}

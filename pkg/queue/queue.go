@@ -121,6 +121,11 @@ type Op struct {
 	Bypass *BypassOp
 	// Window is a register's draw window (topics.RegistrationEvent.Window).
 	Window int64
+	// At is the record's timestamp (unix ms): the moment a register is
+	// judged at (an admission whose expiry is not after it is no place to
+	// keep), so that applying a record gives the same line live and on a
+	// rebuild. 0 (ops made without a record, in tests): Redis's clock.
+	At int64
 }
 
 // BypassOp is a bypass code's use: its id and how many registrations it
@@ -321,7 +326,7 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
-				args := make([]any, 0, 7*len(c.ops))
+				args := make([]any, 0, 8*len(c.ops))
 				for _, j := range c.ops {
 					r := &ops[j]
 					code, count := "", "0"
@@ -329,7 +334,7 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 						code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
 					}
 					args = append(args, strconv.FormatInt(int64(r.Partition), 10), strconv.FormatInt(r.Offset, 10),
-						r.TokenID, r.UserID, strconv.FormatInt(r.Window, 10), code, count)
+						r.TokenID, r.UserID, strconv.FormatInt(r.Window, 10), code, count, strconv.FormatInt(r.At, 10))
 				}
 				c.cmd = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, args...)
 			case OpLeave:

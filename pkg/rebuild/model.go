@@ -138,8 +138,8 @@ func (m *Model) Mark(id string, partition int32, offset int64) {
 }
 
 // Registration applies one waitroom.registrations record, in partition order;
-// at is the record's timestamp (unix ms), standing in for the moment the
-// consumer applied it when an admission's expiry decides a duplicate.
+// at is the record's timestamp (unix ms): the moment enqueue.lua judges an
+// admission's expiry at when it decides a duplicate (the consumer passes it).
 func (m *Model) Registration(ev *topics.RegistrationEvent, partition int32, offset, at int64) {
 	if ev.Kind == topics.KindRegister && !m.known[ev.ItemID] {
 		m.Mark(ev.ItemID, partition, offset) // the consumer dead-letters a register for an unknown item

@@ -202,7 +202,7 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 			kind = queue.OpAbandon
 		}
 		op := queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.PlaceKey(), Partition: r.Partition, Offset: r.Offset,
-			Window: ev.Window}
+			Window: ev.Window, At: r.Timestamp.UnixMilli()}
 		if ev.Bypass != nil { // a bypass code's use, counted by the line
 			op.Bypass = &queue.BypassOp{Code: ev.Bypass.Code, Count: bypass.Allowance(&ev)}
 		}

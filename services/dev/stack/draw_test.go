@@ -491,10 +491,11 @@ func TestPreQueuePageInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	n, err := strconv.Atoi(pos)
 	require.NoError(t, err, "position %q", pos)
-	var tok string
-	st := e.rdb.HGet(context.Background(), queue.KeysFor(it).Users, "browser-user").Val()
-	tok = st
-	require.Equal(t, tok, line[n-1], "the page's position is the browser's place in the drawn line")
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:`+it+`")).token`))
+	require.NoError(t, err)
+	q, err := e.signer.ParseQueue(raw)
+	require.NoError(t, err)
+	require.Equal(t, q.TokenID, line[n-1], "the page's position is the browser's place in the drawn line")
 	shot2, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 

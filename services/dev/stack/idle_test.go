@@ -311,7 +311,7 @@ func TestAnEventStreamKeepsThePlace(t *testing.T) {
 	}
 	// Read from Redis only: a status read through the api is itself a poll.
 	require.Eventually(t, func() bool {
-		return e.rdb.HGet(ctx, users, "control").Val() == "!A"+cq.TokenID
+		return e.rdb.HGet(ctx, users, cq.PlaceKey()).Val() == "!A"+cq.TokenID
 	}, 30*time.Second, 50*time.Millisecond, "the control, neither polling nor streaming, is released")
 	time.Sleep(2 * (idleSeconds*time.Second + time.Second))
 	ids, err := line.Waiting(ctx, "sse", 0)
@@ -320,7 +320,7 @@ func TestAnEventStreamKeepsThePlace(t *testing.T) {
 
 	closeStream()
 	require.Eventually(t, func() bool {
-		return e.rdb.HGet(ctx, users, "listener").Val() == "!A"+lq.TokenID
+		return e.rdb.HGet(ctx, users, lq.PlaceKey()).Val() == "!A"+lq.TokenID
 	}, 30*time.Second, 50*time.Millisecond, "released once the stream closed")
 	again := e.sseEvents(ctx, listener.EventsURL)
 	select {

@@ -97,7 +97,8 @@ func TestManyItemsKeepTheirOwnOrder(t *testing.T) {
 	assert.Greater(t, len(parts), 4, "items should spread over partitions")
 }
 
-// The same user registering twice keeps one place; leaving then registering
+// A typed userId is a label: registering twice with it makes two places,
+// each read and left only through its own token; leaving then registering
 // again goes to the back.
 func TestRepeatRegistrationAndLeave(t *testing.T) {
 	e := newEnv(t, item("shoes"))
@@ -106,20 +107,24 @@ func TestRepeatRegistrationAndLeave(t *testing.T) {
 	e.register("shoes", "bob")
 	a2, _ := e.register("shoes", "alice") // a second tab
 	e.register("shoes", "carol")
-	line := e.waitLine("shoes", 3)
-	require.Len(t, line, 3)
-	assert.Equal(t, a1.TokenID, line[0])
+	line := e.waitLine("shoes", 4)
+	require.Len(t, line, 4)
+	assert.Equal(t, []string{a1.TokenID, a2.TokenID}, []string{line[0], line[2]})
 
-	// Both of alice's tokens show her one place.
-	for _, tok := range []string{a1.Token, a2.Token} {
-		st := e.status("shoes", tok)
+	// Each of alice's tokens shows its own place.
+	for i, r := range []httpapi.RegisterResponse{a1, a2} {
+		st := e.status("shoes", r.Token)
 		assert.Equal(t, "WAITING", st.Status)
-		assert.Equal(t, int64(1), st.Position)
-		assert.Equal(t, a1.TokenID, st.TokenID)
+		assert.Equal(t, int64(2*i+1), st.Position)
+		assert.Equal(t, r.TokenID, st.TokenID)
 	}
 
-	bob, carol := line[1], line[2]
+	bob, carol := line[1], line[3]
 	a := e.do(http.MethodDelete, "/api/v1/items/shoes/registrations/"+a2.Token, nil)
+	require.Equal(t, http.StatusAccepted, a.Code, "%s", a.Body)
+	require.Eventually(t, func() bool { return e.status("shoes", a2.Token).Status == "LEFT" }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{a1.TokenID, bob, carol}, e.waitLine("shoes", 3), "the second tab's leave leaves only its own place")
+	a = e.do(http.MethodDelete, "/api/v1/items/shoes/registrations/"+a1.Token, nil)
 	require.Equal(t, http.StatusAccepted, a.Code, "%s", a.Body)
 	require.Eventually(t, func() bool { return e.status("shoes", a1.Token).Status == "LEFT" }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []string{bob, carol}, e.waitLine("shoes", 2))
