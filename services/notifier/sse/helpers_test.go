@@ -212,6 +212,13 @@ type notifier struct {
 // notifier starts a notifier replica with heartbeat hb and refresh (0: the default).
 func (w *world) notifier(hb, refresh time.Duration) *notifier {
 	w.t.Helper()
+	return w.notifierWith(hb, refresh, nil)
+}
+
+// notifierWith starts a notifier replica as notifier does, its config
+// changed by set (nil: none) before it starts.
+func (w *world) notifierWith(hb, refresh time.Duration, set func(*sse.Config)) *notifier {
+	w.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(w.t, err)
 	cfg := sse.Config{
@@ -223,6 +230,9 @@ func (w *world) notifier(hb, refresh time.Duration) *notifier {
 	}
 	if cfg.Refresh == 0 {
 		cfg.Refresh = 5 * time.Second
+	}
+	if set != nil {
+		set(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := &httpserver.Readiness{}
