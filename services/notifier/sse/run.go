@@ -37,7 +37,7 @@ type Config struct {
 	// PositionEvery paces position events per stream (negative: unpaced).
 	PositionEvery time.Duration `env:"WR_SSE_POSITION_EVERY" envDefault:"1s"`
 	// RefreshRate caps the exact position reads of all streams per second
-	// (the reads at connect and on admission are not capped).
+	// (the reads at connect are capped by OpenRate; on admission, not).
 	RefreshRate int `env:"WR_SSE_REFRESH_RATE" envDefault:"1000"`
 	// The caps on open streams (see Options; 0: no cap here).
 	StreamsPerToken   int `env:"WR_SSE_STREAMS_PER_TOKEN" envDefault:"3"`
