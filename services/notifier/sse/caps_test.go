@@ -2,14 +2,24 @@ package sse
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/token"
+	"go.uber.org/zap"
 )
 
 func TestAddressKeyIsTheIPv4AddressOrTheIPv6Slash64(t *testing.T) {
@@ -170,4 +180,52 @@ func TestOpenGateWaitsBrieflyOrRefuses(t *testing.T) {
 	_, ok, err = newOpenGate(-1, 0).pass(done) // no cap
 	require.NoError(t, err)
 	require.True(t, ok)
+}
+
+// Past the open rate, with no wait allowed, a stream is refused 503
+// NOTIFIER_BUSY with Retry-After before it reads Redis; the budget back,
+// a stream opens again. The gate's clock stands still, so nothing depends
+// on how fast the machine runs.
+func TestOpensPastTheRateAreRefusedBusy(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client()
+	queueKeys, err := token.New(token.HS256, registration.DevTokenKey, "k1")
+	require.NoError(t, err)
+	admit, err := token.New(token.EdDSA, registration.DevAdmissionKey, "a1")
+	require.NoError(t, err)
+	hub := NewHub(nil)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, hub)
+	srv := NewServer(hub, rdb, nil, queueKeys, admit, Options{OpenRate: 1, OpenWait: -1}, m, zap.NewNop())
+	now := time.Unix(1_700_000_000, 0)
+	srv.opens.now = func() time.Time { return now }
+	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
+	srv.Routes(engine)
+	ts := httptest.NewServer(engine)
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go hub.Run(ctx, time.Second, time.Second)
+
+	get := func(tokenID string) *http.Response {
+		t.Helper()
+		raw, err := queueKeys.IssueQueue(token.Queue{TokenID: tokenID, ItemID: "busy", UserID: "u-" + tokenID}, time.Hour)
+		require.NoError(t, err)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/v1/items/busy/registrations/"+raw+"/events", nil)
+		require.NoError(t, err)
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	require.Equal(t, http.StatusOK, get("t1").StatusCode, "the burst's one open")
+	resp := get("t2")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	var body httpserver.ErrorBody
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	assert.Equal(t, CodeNotifierBusy, body.Error.Code)
+	assert.Equal(t, float64(1), testutil.ToFloat64(m.refused[refusedOpenRate]))
+
+	now = now.Add(time.Second)
+	require.Equal(t, http.StatusOK, get("t2").StatusCode, "a second later the budget is back")
 }

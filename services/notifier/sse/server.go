@@ -233,9 +233,11 @@ func (s *Server) events(c *gin.Context) {
 		sl.held = false
 		go func() {
 			defer s.open.Done()
-			defer held.release()
 			defer s.m.streams.Dec()
 			defer conn.Close()
+			// The slot first: a client that saw the end, or a stream the
+			// gauge counts gone, finds it free.
+			defer held.release()
 			if str.write(hijackedHead(s.opt.Retry)) != nil {
 				return
 			}
@@ -247,6 +249,7 @@ func (s *Server) events(c *gin.Context) {
 	str.w, str.rc = openStream(c)
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
+	defer sl.release() // before the gauge, as above
 	if err := str.write(retryLine(s.opt.Retry)); err != nil {
 		return
 	}

@@ -6,17 +6,20 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
 )
 
 // refusedWith checks c is a refusal: status, Retry-After and the JSON
@@ -242,4 +245,41 @@ func TestStreamsPerAddressCountIPv4AndIPv6Slash64(t *testing.T) {
 		c.close()
 	}
 	assert.Equal(t, float64(2), w.metric(nt, `waitroom_notifier_streams_refused_total{reason="address"}`))
+}
+
+// A stream on net/http's handler (HTTP/2, NoHijack) holds its slot too and
+// gives it back when the client leaves.
+func TestStreamOnTheHandlerGivesItsSlotBack(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := w.line.ApplyItem(ctx, topics.ItemState{ItemID: "nh", Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60}})
+	require.NoError(t, err)
+	me := w.register("nh", 1)[0]
+	hub := sse.NewHub(nil)
+	reg := prometheus.NewRegistry()
+	srv := sse.NewServer(hub, w.rdb, nil, w.signer, w.admit, sse.Options{NoHijack: true, StreamsPerToken: 1, Retry: 3 * time.Second},
+		sse.NewMetrics(reg, hub), zap.NewNop())
+	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
+	srv.Routes(engine)
+	ts := httptest.NewServer(engine)
+	defer ts.Close()
+	go hub.Run(ctx, srv.Options().Heartbeat, time.Second)
+	nt := &notifier{URL: ts.URL}
+	open := func() *sseConn {
+		t.Helper()
+		c, err := w.open(ctx, nt.eventsURL("nh", me.Token), nil)
+		require.NoError(t, err)
+		return c
+	}
+
+	a := open()
+	assert.Equal(t, int64(1), firstPosition(t, a))
+	refusedWith(t, open(), http.StatusTooManyRequests, sse.CodeTooManyStreams)
+	a.close()
+	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 5*time.Second, 10*time.Millisecond)
+	b := open()
+	defer b.close()
+	assert.Equal(t, int64(1), firstPosition(t, b), "the slot came back")
 }
