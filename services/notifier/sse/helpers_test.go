@@ -8,12 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -262,6 +264,20 @@ func (w *world) notifierWith(hb, refresh time.Duration, set func(*sse.Config)) *
 		time.Sleep(10 * time.Millisecond)
 	}
 	return n
+}
+
+// serve serves a Server with opt on an engine of the test's (no Kafka: the
+// test feeds the hub it returns) until ctx ends or the test does.
+func (w *world) serve(ctx context.Context, opt sse.Options) (*sse.Hub, *notifier) {
+	hub := sse.NewHub(nil)
+	reg := prometheus.NewRegistry()
+	srv := sse.NewServer(hub, w.rdb, nil, w.signer, w.admit, opt, sse.NewMetrics(reg, hub), zap.NewNop())
+	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
+	srv.Routes(engine)
+	ts := httptest.NewServer(engine)
+	w.t.Cleanup(ts.Close)
+	go hub.Run(ctx, srv.Options().Heartbeat, time.Second)
+	return hub, &notifier{URL: ts.URL}
 }
 
 func (n *notifier) eventsURL(item, tok string) string {

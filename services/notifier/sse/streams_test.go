@@ -6,20 +6,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
-	"go.uber.org/zap"
 )
 
 // refusedWith checks c is a refusal: status, Retry-After and the JSON
@@ -257,16 +254,7 @@ func TestStreamOnTheHandlerGivesItsSlotBack(t *testing.T) {
 		Policy: topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60}})
 	require.NoError(t, err)
 	me := w.register("nh", 1)[0]
-	hub := sse.NewHub(nil)
-	reg := prometheus.NewRegistry()
-	srv := sse.NewServer(hub, w.rdb, nil, w.signer, w.admit, sse.Options{NoHijack: true, StreamsPerToken: 1, Retry: 3 * time.Second},
-		sse.NewMetrics(reg, hub), zap.NewNop())
-	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
-	srv.Routes(engine)
-	ts := httptest.NewServer(engine)
-	defer ts.Close()
-	go hub.Run(ctx, srv.Options().Heartbeat, time.Second)
-	nt := &notifier{URL: ts.URL}
+	_, nt := w.serve(ctx, sse.Options{NoHijack: true, StreamsPerToken: 1})
 	open := func() *sseConn {
 		t.Helper()
 		c, err := w.open(ctx, nt.eventsURL("nh", me.Token), nil)
