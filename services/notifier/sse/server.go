@@ -64,6 +64,9 @@ type Options struct {
 	// address (gin's ClientIP: an IPv4 address, or an IPv6 /64; loopback is
 	// not counted): 429 TOO_MANY_STREAMS (1,000; negative: no cap). Keep it
 	// generous: thousands of people share an address behind a carrier's NAT.
+	// An engine that serves Routes should set its trusted proxies (Run does,
+	// from WR_TRUSTED_PROXIES): gin otherwise believes anyone's
+	// X-Forwarded-For, and a client could count its streams to another's address.
 	StreamsPerAddress int
 	// MaxStreams caps the streams open at once on this server: past it a
 	// stream is refused 503 NOTIFIER_FULL (100,000; negative: no cap).
