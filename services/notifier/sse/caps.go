@@ -85,6 +85,14 @@ func (c *streamCaps) take(token string, addr netip.Prefix) (slot, string) {
 	return slot{c: c, token: token, addr: addr, held: true}, ""
 }
 
+// hand moves the slot to a new owner (a stream's own goroutine): s gives
+// back nothing after it.
+func (s *slot) hand() slot {
+	h := *s
+	s.held = false
+	return h
+}
+
 func (s *slot) release() {
 	if !s.held {
 		return

@@ -232,8 +232,7 @@ func (s *Server) events(c *gin.Context) {
 		str.w, str.rc, str.conn = conn, connFlusher{conn}, conn
 		s.m.streams.Inc()
 		s.open.Add(1)
-		held := sl
-		sl.held = false
+		held := sl.hand()
 		go func() {
 			defer s.open.Done()
 			defer s.m.streams.Dec()
