@@ -2,17 +2,13 @@ package sse_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
-	"go.uber.org/zap"
 )
 
 // The stream also runs on net/http's handler (HTTP/2, or NoHijack), mounted
@@ -30,16 +26,7 @@ func TestStreamOnTheHandlerOfAnotherEngine(t *testing.T) {
 	apply(1, 1)
 	regs := w.register("h", 3)
 
-	hub := sse.NewHub(nil)
-	reg := prometheus.NewRegistry()
-	srv := sse.NewServer(hub, w.rdb, nil, w.signer, w.admit, sse.Options{NoHijack: true, Heartbeat: 20 * time.Millisecond},
-		sse.NewMetrics(reg, hub), zap.NewNop())
-	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
-	srv.Routes(engine)
-	ts := httptest.NewServer(engine)
-	defer ts.Close()
-	go hub.Run(ctx, srv.Options().Heartbeat, time.Second)
-	nt := &notifier{URL: ts.URL}
+	hub, nt := w.serve(ctx, sse.Options{NoHijack: true, Heartbeat: 20 * time.Millisecond})
 
 	c, err := w.open(ctx, nt.eventsURL("h", regs[1].Token), nil)
 	require.NoError(t, err)

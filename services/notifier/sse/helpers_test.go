@@ -8,12 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -212,6 +214,13 @@ type notifier struct {
 // notifier starts a notifier replica with heartbeat hb and refresh (0: the default).
 func (w *world) notifier(hb, refresh time.Duration) *notifier {
 	w.t.Helper()
+	return w.notifierWith(hb, refresh, nil)
+}
+
+// notifierWith starts a notifier replica as notifier does, its config
+// changed by set (nil: none) before it starts.
+func (w *world) notifierWith(hb, refresh time.Duration, set func(*sse.Config)) *notifier {
+	w.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(w.t, err)
 	cfg := sse.Config{
@@ -223,6 +232,9 @@ func (w *world) notifier(hb, refresh time.Duration) *notifier {
 	}
 	if cfg.Refresh == 0 {
 		cfg.Refresh = 5 * time.Second
+	}
+	if set != nil {
+		set(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := &httpserver.Readiness{}
@@ -252,6 +264,20 @@ func (w *world) notifier(hb, refresh time.Duration) *notifier {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return n
+}
+
+// serve serves a Server with opt on an engine of the test's (no Kafka: the
+// test feeds the hub it returns) until ctx ends or the test does.
+func (w *world) serve(ctx context.Context, opt sse.Options) (*sse.Hub, *notifier) {
+	hub := sse.NewHub(nil)
+	reg := prometheus.NewRegistry()
+	srv := sse.NewServer(hub, w.rdb, nil, w.signer, w.admit, opt, sse.NewMetrics(reg, hub), zap.NewNop())
+	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
+	srv.Routes(engine)
+	ts := httptest.NewServer(engine)
+	w.t.Cleanup(ts.Close)
+	go hub.Run(ctx, srv.Options().Heartbeat, time.Second)
+	return hub, &notifier{URL: ts.URL}
 }
 
 func (n *notifier) eventsURL(item, tok string) string {

@@ -43,6 +43,7 @@ var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .2, .3, .5
 // Metrics of the notifier.
 type Metrics struct {
 	streams    prometheus.Gauge
+	refused    map[string]prometheus.Counter  // by reason, resolved once
 	delivered  map[string]prometheus.Counter  // by event type, resolved once
 	latency    map[string]prometheus.Observer // by event type (position, admitted), resolved once
 	lag        prometheus.Histogram
@@ -59,7 +60,12 @@ func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
 	delivered := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "waitroom_notifier_events_delivered_total", Help: "SSE events written to streams, by type.",
 	}, []string{"type"})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "waitroom_notifier_streams_refused_total",
+		Help: "Streams refused before they opened, by the cap that refused them: token and address (429 TOO_MANY_STREAMS), notifier (503 NOTIFIER_FULL), open_rate (503 NOTIFIER_BUSY).",
+	}, []string{"reason"})
 	m := &Metrics{
+		refused: map[string]prometheus.Counter{},
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "waitroom_notifier_open_streams", Help: "SSE streams open on this notifier.",
 		}),
@@ -96,6 +102,9 @@ func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
 		m.delivered[t] = delivered.WithLabelValues(t)
 		m.latency[t] = latency.WithLabelValues(t)
 	}
-	reg.MustRegister(m.streams, delivered, latency, m.lag, m.replaced, m.writeFails, m.records, m.badRecords, m.stale)
+	for _, r := range refusedReasons {
+		m.refused[r] = refused.WithLabelValues(r)
+	}
+	reg.MustRegister(m.streams, refused, delivered, latency, m.lag, m.replaced, m.writeFails, m.records, m.badRecords, m.stale)
 	return m
 }

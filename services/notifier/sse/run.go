@@ -37,13 +37,25 @@ type Config struct {
 	// PositionEvery paces position events per stream (negative: unpaced).
 	PositionEvery time.Duration `env:"WR_SSE_POSITION_EVERY" envDefault:"1s"`
 	// RefreshRate caps the exact position reads of all streams per second
-	// (the reads at connect and on admission are not capped).
+	// (the reads at connect are capped by OpenRate; on admission, not).
 	RefreshRate int `env:"WR_SSE_REFRESH_RATE" envDefault:"1000"`
-	View        view.Config
-	Kafka       config.Kafka
-	Redis       config.Redis
-	Log         config.Log
-	HTTP        config.HTTP
+	// The caps on open streams (see Options; 0: no cap here).
+	StreamsPerToken   int `env:"WR_SSE_STREAMS_PER_TOKEN" envDefault:"3"`
+	StreamsPerAddress int `env:"WR_SSE_STREAMS_PER_ADDRESS" envDefault:"1000"`
+	MaxStreams        int `env:"WR_SSE_MAX_STREAMS" envDefault:"100000"`
+	// OpenRate caps the streams opened per second (0: no cap); an open past
+	// it waits up to OpenWait for its turn (0: the default 1s; negative: not
+	// at all), then is refused.
+	OpenRate int           `env:"WR_SSE_OPEN_RATE" envDefault:"2000"`
+	OpenWait time.Duration `env:"WR_SSE_OPEN_WAIT" envDefault:"1s"`
+	// TrustedProxies are the addresses whose X-Forwarded-For names the
+	// client for the per-address cap (the api's variable and default).
+	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:"," envDefault:"127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"`
+	View           view.Config
+	Kafka          config.Kafka
+	Redis          config.Redis
+	Log            config.Log
+	HTTP           config.HTTP
 
 	// SeenFlush is how often the open streams of waiting places of items
 	// with an idleTimeout reach Redis as signs of life (one ZADD per item).
@@ -63,6 +75,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
 	case c.IdleRefresh <= 0:
 		return fmt.Errorf("WR_SSE_IDLE_REFRESH must be positive, not %s", c.IdleRefresh)
+	case c.StreamsPerToken < 0:
+		return fmt.Errorf("WR_SSE_STREAMS_PER_TOKEN must not be negative (0: no cap), not %d", c.StreamsPerToken)
+	case c.StreamsPerAddress < 0:
+		return fmt.Errorf("WR_SSE_STREAMS_PER_ADDRESS must not be negative (0: no cap), not %d", c.StreamsPerAddress)
+	case c.MaxStreams < 0:
+		return fmt.Errorf("WR_SSE_MAX_STREAMS must not be negative (0: no cap), not %d", c.MaxStreams)
+	case c.OpenRate < 0:
+		return fmt.Errorf("WR_SSE_OPEN_RATE must not be negative (0: no cap), not %d", c.OpenRate)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -131,8 +151,16 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	hub := NewHub(items)
 	hub.SetPositionEvery(cfg.PositionEvery) // negative (unpaced): every event wakes
 	m := NewMetrics(reg, hub)
+	noCap := func(n int) int { // 0 is "no cap" here, the default in Options
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
 	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
-		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate}
+		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate,
+		StreamsPerToken: noCap(cfg.StreamsPerToken), StreamsPerAddress: noCap(cfg.StreamsPerAddress), MaxStreams: noCap(cfg.MaxStreams),
+		OpenRate: noCap(cfg.OpenRate), OpenWait: cfg.OpenWait}
 	srv := NewServer(hub, rdb, items, signers.Queue, signers.Admission, opt, m, log)
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	srv.SetView(watch)
@@ -222,6 +250,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return err
 	}
 	engine := httpserver.New(log, reg, ready)
+	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		n.rdb.Close()
+		n.follow.Close()
+		return fmt.Errorf("WR_TRUSTED_PROXIES: %w", err)
+	}
 	n.Routes(engine)
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {

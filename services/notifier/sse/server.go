@@ -53,8 +53,33 @@ type Options struct {
 	// RefreshRate caps the exact reads (Refresh, IdleRefresh) of all streams
 	// together per second, so Redis load does not grow with the streams: a
 	// stream that finds the budget spent reads later (1,000/s; negative: no
-	// cap). Reads at connect and to confirm an admission are never capped.
+	// cap). Reads at connect are capped by OpenRate; reads to confirm an
+	// admission are never capped.
 	RefreshRate int
+	// StreamsPerToken caps the streams open at once for one queue token (its
+	// tokenId): past it a stream is refused 429 TOO_MANY_STREAMS (3;
+	// negative: no cap).
+	StreamsPerToken int
+	// StreamsPerAddress caps the streams open at once from one client
+	// address (gin's ClientIP: an IPv4 address, or an IPv6 /64; loopback is
+	// not counted): 429 TOO_MANY_STREAMS (1,000; negative: no cap). Keep it
+	// generous: thousands of people share an address behind a carrier's NAT.
+	// An engine that serves Routes should set its trusted proxies (Run does,
+	// from WR_TRUSTED_PROXIES): gin otherwise believes anyone's
+	// X-Forwarded-For, and a client could count its streams to another's address.
+	StreamsPerAddress int
+	// MaxStreams caps the streams open at once on this server: past it a
+	// stream is refused 503 NOTIFIER_FULL (100,000; negative: no cap).
+	MaxStreams int
+	// OpenRate caps the streams that open per second, each with its reads
+	// from Redis (the view's confirmation, the status), with a second's
+	// worth of burst (2,000; negative: no cap). An open past the budget waits
+	// for its turn up to OpenWait, and is refused 503 NOTIFIER_BUSY with
+	// Retry-After when its turn is further.
+	OpenRate int
+	// OpenWait is how long an open waits at most for the OpenRate budget
+	// (1 s; negative: not at all).
+	OpenWait time.Duration
 	// NoHijack keeps every stream on net/http's handler (as HTTP/2 streams
 	// always are), for middleware that must see the response end. It costs
 	// about 40 KiB per stream instead of about 7-11 (BenchmarkStreams).
@@ -76,9 +101,17 @@ func (o Options) withDefaults() Options {
 	def(&o.ItemPoll, 500*time.Millisecond)
 	def(&o.ReadTimeout, 2*time.Second)
 	def(&o.PositionEvery, time.Second)
-	if o.RefreshRate == 0 {
-		o.RefreshRate = 1000
+	def(&o.OpenWait, time.Second)
+	defInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
 	}
+	defInt(&o.RefreshRate, 1000)
+	defInt(&o.StreamsPerToken, 3)
+	defInt(&o.StreamsPerAddress, 1000)
+	defInt(&o.MaxStreams, 100000)
+	defInt(&o.OpenRate, 2000)
 	return o
 }
 
@@ -95,6 +128,8 @@ type Server struct {
 	now    func() time.Time
 	open   sync.WaitGroup // streams running off their handler (hijacked)
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
+	caps   *streamCaps    // open streams per token, per address, in all
+	opens  *openGate      // the reads at connect: OpenRate a second
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
 	lost   lostView       // ends the open streams when the view is lost
 	blocks Blocks         // nil: nobody is blocked (SetBlocks)
@@ -121,6 +156,8 @@ func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *
 	if n := s.opt.RefreshRate; n > 0 {
 		s.reads = rate.NewLimiter(rate.Limit(n), n)
 	}
+	s.caps = newStreamCaps(s.opt.StreamsPerToken, s.opt.StreamsPerAddress, s.opt.MaxStreams)
+	s.opens = newOpenGate(s.opt.OpenRate, s.opt.OpenWait)
 	return s
 }
 
@@ -134,11 +171,13 @@ func (s *Server) SetSeen(t *liveness.Tracker) { s.seen = t }
 // Routes adds the stream route to r, which may be the engine of another
 // service (the API's front door, a page's): the route shares nothing else.
 func (s *Server) Routes(r gin.IRouter) {
-	r.GET(EventsPath, s.gateView, s.events)
+	r.GET(EventsPath, s.events)
 }
 
-// events authorizes the request, reads where the token stands, and only then
-// opens the stream, so every refusal is a plain JSON answer.
+// events authorizes the request, takes the stream's slot under the caps,
+// waits for its turn to read Redis, reads where the token stands, and only
+// then opens the stream, so every refusal is a plain JSON answer. The slot
+// is given back when the stream ends, however it ends.
 func (s *Server) events(c *gin.Context) {
 	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
 	if err != nil {
@@ -157,7 +196,24 @@ func (s *Server) events(c *gin.Context) {
 		return
 	default:
 	}
+	sl, why := s.caps.take(q.TokenID, addressKey(c.ClientIP()))
+	if why != "" {
+		s.m.refused[why].Inc()
+		registration.Abort(c, refusal(why, s.limitOf(why), s.opt.Retry))
+		return
+	}
+	defer sl.release() // nothing once a hijacked stream took it over
 	ctx := c.Request.Context()
+	if after, ok, err := s.opens.pass(ctx); err != nil {
+		return // the client left while it waited
+	} else if !ok {
+		s.m.refused[refusedOpenRate].Inc()
+		registration.Abort(c, refusal(refusedOpenRate, s.opt.OpenRate, after))
+		return
+	}
+	if !s.gateView(c) {
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
 	st, err := s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	cancel()
@@ -176,10 +232,14 @@ func (s *Server) events(c *gin.Context) {
 		str.w, str.rc, str.conn = conn, connFlusher{conn}, conn
 		s.m.streams.Inc()
 		s.open.Add(1)
+		held := sl.hand()
 		go func() {
 			defer s.open.Done()
 			defer s.m.streams.Dec()
 			defer conn.Close()
+			// The slot first: a client that saw the end, or a stream the
+			// gauge counts gone, finds it free.
+			defer held.release()
 			if str.write(hijackedHead(s.opt.Retry)) != nil {
 				return
 			}
@@ -191,10 +251,22 @@ func (s *Server) events(c *gin.Context) {
 	str.w, str.rc = openStream(c)
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
+	defer sl.release() // before the gauge, as above
 	if err := str.write(retryLine(s.opt.Retry)); err != nil {
 		return
 	}
 	str.run(ctx, st)
+}
+
+// limitOf is the cap a refusal of reason names.
+func (s *Server) limitOf(reason string) int {
+	switch reason {
+	case refusedToken:
+		return s.opt.StreamsPerToken
+	case refusedAddress:
+		return s.opt.StreamsPerAddress
+	}
+	return s.opt.MaxStreams
 }
 
 // Wait waits until every stream the server handed off has ended (after the

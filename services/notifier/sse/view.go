@@ -80,14 +80,15 @@ func (s *Server) watchView(ctx context.Context) {
 
 // gateView refuses a stream while the view is not trusted, and confirms the
 // trusted generation is still the one in Redis right before the stream reads
-// it (a Redis lost a moment ago is refused, not streamed from).
-func (s *Server) gateView(c *gin.Context) {
+// it (a Redis lost a moment ago is refused, not streamed from); false: refused.
+func (s *Server) gateView(c *gin.Context) bool {
 	if view.Abort(c, s.view) {
-		return
+		return false
 	}
 	if err := s.view.Confirm(c.Request.Context()); err != nil {
 		view.AbortWith(c, "the Redis view changed a moment ago: "+err.Error())
-		return
+		return false
 	}
 	s.lost.regain() // trusted now: the watcher may not have seen it come back yet
+	return true
 }
