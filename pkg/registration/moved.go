@@ -11,12 +11,7 @@ import (
 // it), and now, how the item's line stands since (queue.Line.Motion), without
 // reading the registration again: the scheduler admits from the front, so
 // every waiting seq is above the head and each seq the head passes was ahead.
-//
-// The position is exact when nobody between the old head and the token left
-// the line (a leave leaves a hole in the seqs the head then passes without
-// admitting anyone): it is too small by the holes the head passed since the
-// exact read, and too large by the leaves ahead since then; a new exact read
-// (see the api's WR_STATUS_EXACT_EVERY) starts again from zero error. ok is
+// The position is Position's (the notifier's streams tell the same). ok is
 // false when the head reached the token's seq (it may be admitted: read it
 // exactly) or exact is not a waiting answer with a seq.
 func Moved(exact queue.Status, now queue.Motion) (st queue.Status, ok bool) {
@@ -24,14 +19,36 @@ func Moved(exact queue.Status, now queue.Motion) (st queue.Status, ok bool) {
 		return queue.Status{}, false
 	}
 	st = exact
-	if now.Head > exact.Head {
-		st.Position -= now.Head - exact.Head
-	}
-	st.Position = max(st.Position, 1)
+	st.Position = Position(exact.Seq, exact.Head, exact.Position, now.Head)
 	st.WaitingTotal = max(now.WaitingTotal, st.Position)
 	st.AdmittedLastMinute, st.Active, st.PacedSinceMs = now.AdmittedLastMinute, now.Active, now.PacedSinceMs
 	st.Head = max(now.Head, exact.Head)
 	return st, true
+}
+
+// Position is the position, when the item's head is at head, of the waiting
+// registration of sequence number seq whose exact position was refPos when
+// the head was at refHead: the one rule the api (Moved) and the notifier's
+// streams use, so both tell the same place the same position at the same
+// moment. The seqs between the head and the registration shrink as the head
+// moves; the holes among them at the exact read (span - refPos, where span =
+// seq - refHead: places that left, or were never placed) are taken as spread
+// evenly, so the answer is ceil((seq - head) × refPos / span).
+//
+// Error bound: it is exact at refHead, and whenever nobody between the head
+// and the registration left (no holes: then it is refPos - (head - refHead)).
+// Otherwise it is off by at most the holes in (refHead, seq] at the exact read
+// plus the leaves ahead since then, and it never exceeds seq - head (the
+// seqs left ahead) nor refPos. A new exact read starts again from zero error.
+func Position(seq, refHead, refPos, head int64) int64 {
+	if head <= refHead {
+		return refPos
+	}
+	if head >= seq {
+		return 1
+	}
+	span := seq - refHead // >= refPos
+	return max(1, ((seq-head)*refPos+span-1)/span)
 }
 
 // PollAfter is how long a client should wait before it reads a status again:

@@ -87,8 +87,8 @@ func TestMovedIsExactWithoutLeaves(t *testing.T) {
 }
 
 // A leave ahead is the documented error: until the next exact read the moved
-// answer is off by the holes (leaves) between the old head and the token, and
-// never by more; a new exact read is exact again.
+// answer is off by at most the holes between the old head and the token at
+// the read and the leaves ahead since; a new exact read is exact again.
 func TestMovedIsOffOnlyByLeavesAhead(t *testing.T) {
 	ctx := context.Background()
 	const item = "leaves"
@@ -110,11 +110,12 @@ func TestMovedIsOffOnlyByLeavesAhead(t *testing.T) {
 	got, ok := registration.Moved(first, m)
 	require.True(t, ok)
 	want := exact(t, l, item, 80)
-	// Exact: 79 - 10 admitted - 2 left after = 67. Moved: 79 - (11 - 0) = 68:
-	// one too small for the hole passed, two too large for the leaves after.
+	// Exact: 79 - 10 admitted - 2 left after = 67. Moved (Position): the
+	// one hole among the 80 seqs taken as spread evenly, ceil(69 × 79 / 80)
+	// = 69: two too large for the leaves after the read.
 	assert.Equal(t, int64(67), want.Position)
-	assert.Equal(t, int64(68), got.Position)
-	assert.LessOrEqual(t, abs(got.Position-want.Position), int64(3), "off by at most the leaves in (old head, seq)")
+	assert.Equal(t, int64(69), got.Position)
+	assert.LessOrEqual(t, abs(got.Position-want.Position), int64(3), "off by at most the holes at the read and the leaves since")
 	// A new exact read starts from zero error.
 	again, ok := registration.Moved(want, m)
 	require.True(t, ok)
@@ -140,5 +141,31 @@ func TestPollAfterGrowsWithPosition(t *testing.T) {
 	assert.Positive(t, registration.PollAfter(registration.Answer{Status: registration.StatusPending}))
 	for _, s := range []string{registration.StatusAdmitted, registration.StatusExpired, registration.StatusCompleted, registration.StatusLeft} {
 		assert.Zero(t, registration.PollAfter(registration.Answer{Status: s}), s)
+	}
+}
+
+// Position: exact at the reference head and when nobody left; never above the
+// seqs left ahead; never increasing as the head moves on.
+func TestPosition(t *testing.T) {
+	for name, c := range map[string]struct {
+		seq, refHead, refPos, head, want int64
+	}{
+		"at the reference head: exact":          {seq: 100, refHead: 40, refPos: 60, head: 40, want: 60},
+		"a stale head (replica behind):  exact": {seq: 100, refHead: 40, refPos: 60, head: 10, want: 60},
+		"nobody left: seq - head":               {seq: 100, refHead: 40, refPos: 60, head: 70, want: 30},
+		"half left ahead: shrinks in step":      {seq: 100, refHead: 0, refPos: 50, head: 50, want: 25},
+		"rounds up, never below 1":              {seq: 100, refHead: 0, refPos: 3, head: 99, want: 1},
+		"head passed it":                        {seq: 100, refHead: 0, refPos: 100, head: 150, want: 1},
+		"first in line":                         {seq: 1, refHead: 0, refPos: 1, head: 0, want: 1},
+	} {
+		got := registration.Position(c.seq, c.refHead, c.refPos, c.head)
+		assert.Equal(t, c.want, got, name)
+		assert.LessOrEqual(t, got, max(1, c.seq-max(c.head, c.refHead)), "%s: never above the places left ahead", name)
+	}
+	prev := int64(1 << 62)
+	for h := int64(0); h <= 1000; h++ {
+		p := registration.Position(1000, 0, 700, h)
+		require.LessOrEqual(t, p, prev)
+		prev = p
 	}
 }

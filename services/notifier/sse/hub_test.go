@@ -10,31 +10,6 @@ import (
 	"github.com/waitroom/waitroom/topics"
 )
 
-func TestEstimate(t *testing.T) {
-	for name, c := range map[string]struct {
-		seq, refHead, refPos, head, want int64
-	}{
-		"at the reference head: exact":          {seq: 100, refHead: 40, refPos: 60, head: 40, want: 60},
-		"a stale head (replica behind):  exact": {seq: 100, refHead: 40, refPos: 60, head: 10, want: 60},
-		"nobody left: seq - head":               {seq: 100, refHead: 40, refPos: 60, head: 70, want: 30},
-		"half left ahead: shrinks in step":      {seq: 100, refHead: 0, refPos: 50, head: 50, want: 25},
-		"rounds up, never below 1":              {seq: 100, refHead: 0, refPos: 3, head: 99, want: 1},
-		"head passed it":                        {seq: 100, refHead: 0, refPos: 100, head: 150, want: 1},
-		"first in line":                         {seq: 1, refHead: 0, refPos: 1, head: 0, want: 1},
-	} {
-		got := estimate(c.seq, c.refHead, c.refPos, c.head)
-		assert.Equal(t, c.want, got, name)
-		assert.LessOrEqual(t, got, max(1, c.seq-max(c.head, c.refHead)), "%s: never above the places left ahead", name)
-	}
-	// Never increases as the head moves on.
-	prev := int64(1 << 62)
-	for h := int64(0); h <= 1000; h++ {
-		p := estimate(1000, 0, 700, h)
-		require.LessOrEqual(t, p, prev)
-		prev = p
-	}
-}
-
 type itemMap map[string]topics.ItemState
 
 func (m itemMap) Get(id string) (topics.ItemState, bool) { s, ok := m[id]; return s, ok }

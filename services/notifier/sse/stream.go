@@ -541,7 +541,7 @@ func (st *stream) onSnapshot(ctx context.Context, snap *Snapshot) bool {
 // position reports the position if it changed. at is the admission event
 // that caused it (0: none), for the latency histogram.
 func (st *stream) position(snap *Snapshot, at int64) bool {
-	pos := estimate(st.seq, st.refHead, st.refPos, snap.Head)
+	pos := registration.Position(st.seq, st.refHead, st.refPos, snap.Head)
 	if st.total > 0 {
 		pos = min(pos, st.total) // a waiting registration is within the line
 	}
@@ -588,23 +588,6 @@ func (st *stream) position(snap *Snapshot, at int64) bool {
 	*bp = b
 	bufs.Put(bp)
 	return err != nil
-}
-
-// estimate is the position at head of a registration whose exact position
-// was refPos when the head was refHead. The people between the head and the
-// registration shrink as the head moves; the ones that left (the gap between
-// seq-refHead and refPos) are assumed spread evenly among them. It never
-// exceeds seq-head, the count of sequence numbers left ahead, and is exact at
-// refHead.
-func estimate(seq, refHead, refPos, head int64) int64 {
-	if head <= refHead {
-		return refPos
-	}
-	if head >= seq {
-		return 1
-	}
-	span := seq - refHead // >= refPos
-	return max(1, ((seq-head)*refPos+span-1)/span)
 }
 
 // eta is registration.ETA at pos; -1: none (paused, closed).
