@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"go.uber.org/zap"
@@ -24,11 +26,14 @@ func (s *api) registerFrom(ip, item, user string) answer {
 }
 
 // A flood from one address is refused at the door (429 RATE_LIMITED with
-// Retry-After) while another address registers as before; a user's own
-// bucket holds whatever address the user comes from.
+// Retry-After) while another address registers as before; a proven user's
+// own bucket holds whatever address the user comes from, and a typed userId
+// has none (anyone typing it could empty it).
 func TestThrottleByAddressAndByUser(t *testing.T) {
+	const secret = "the-site-s-assertion-secret-32-bytes!"
 	s := newAPIWith(t, func(c *httpapi.Config) {
 		c.Throttle = httpapi.ThrottleConfig{IPRate: 5, UserRate: 2, Period: time.Minute}
+		c.Assertion = assertion.Config{Issuer: "shop", Secret: secret, MaxTTL: time.Minute}
 	}, item("drop"))
 
 	for i := range 5 {
@@ -48,14 +53,23 @@ func TestThrottleByAddressAndByUser(t *testing.T) {
 	// Another address is not held back by the flood.
 	assert.Equal(t, http.StatusAccepted, s.registerFrom("198.51.100.1", "drop", "calm").Code)
 
-	// One user from many addresses: the user's bucket (2 a minute).
-	for i, ip := range []string{"192.0.2.1", "192.0.2.2"} {
-		require.Equal(t, http.StatusAccepted, s.registerFrom(ip, "drop", "roamer").Code, "roamer %d", i)
+	// One proven user from many addresses: the user's bucket (2 a minute).
+	proven := func(ip string) answer {
+		raw, err := jwt.NewWithClaims(jwt.SigningMethodHS256, siteClaims("roamer", "drop")).SignedString([]byte(secret))
+		require.NoError(t, err)
+		b, _ := json.Marshal(map[string]string{"assertion": raw})
+		return s.do(http.MethodPost, "/api/v1/items/drop/registrations", b, "X-Forwarded-For", ip, "Content-Type", "application/json")
 	}
-	a = s.registerFrom("192.0.2.3", "drop", "roamer")
+	for i, ip := range []string{"192.0.2.1", "192.0.2.2"} {
+		a := proven(ip)
+		require.Equal(t, http.StatusAccepted, a.Code, "roamer %d: %s", i, a.Body)
+	}
+	a = proven("192.0.2.3")
 	require.Equal(t, http.StatusTooManyRequests, a.Code, "%s", a.Body)
 	a.decode(t, &body)
 	assert.Contains(t, body.Error.Message, "this user")
+	// The same name typed is a label: no user bucket to empty.
+	assert.Equal(t, http.StatusAccepted, s.registerFrom("192.0.2.4", "drop", "roamer").Code)
 }
 
 // X-Forwarded-For counts only from a trusted proxy: a client that sends its
