@@ -102,7 +102,7 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	a.decode(t, &v)
 	assert.True(t, v.Valid)
 	assert.Equal(t, "alice", v.UserID)
-	a = e.do(http.MethodPost, "/api/v1/admissions/verify", nil, "Authorization", "Bearer "+st.AdmissionToken)
+	a = e.do(http.MethodPost, "/api/v1/admissions/verify", []byte(`{"itemId":"tix"}`), "Authorization", "Bearer "+st.AdmissionToken)
 	assert.Equal(t, http.StatusOK, a.Code, "as a bearer: %s", a.Body)
 
 	forger, err := token.New(token.EdDSA, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "a1")
@@ -116,22 +116,33 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	}{
 		"other item":  {httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "other"}, 403, "TOKEN_ITEM_MISMATCH"},
 		"bad item":    {httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "o ther"}, 400, "INVALID_ITEM_ID"},
-		"forged":      {httpapi.AdmissionRequest{Token: forged}, 401, "TOKEN_INVALID"},
-		"queue token": {httpapi.AdmissionRequest{Token: r.Token}, 401, "TOKEN_INVALID"},
-		"missing":     {httpapi.AdmissionRequest{}, 401, "TOKEN_MISSING"},
+		"forged":      {httpapi.AdmissionRequest{Token: forged, ItemID: "tix"}, 401, "TOKEN_INVALID"},
+		"queue token": {httpapi.AdmissionRequest{Token: r.Token, ItemID: "tix"}, 401, "TOKEN_INVALID"},
+		"no token":    {httpapi.AdmissionRequest{ItemID: "tix"}, 401, "TOKEN_MISSING"},
+		"no item":     {httpapi.AdmissionRequest{Token: st.AdmissionToken}, 400, "ITEM_ID_MISSING"},
+		"nothing":     {httpapi.AdmissionRequest{}, 400, "ITEM_ID_MISSING"},
 	} {
 		a := e.post("/api/v1/admissions/verify", c.req)
 		assert.Equal(t, c.code, a.Code, "%s: %s", name, a.Body)
 		assert.Equal(t, c.err, a.errCode(t), name)
 	}
 
-	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	for _, body := range []string{`{"token":"` + st.AdmissionToken + `"}`, `{"token":"` + st.AdmissionToken + `","itemId":""}`, ``} {
+		a = e.do(http.MethodPost, "/api/v1/admissions/complete", []byte(body), "Authorization", "Bearer "+st.AdmissionToken)
+		require.Equal(t, http.StatusBadRequest, a.Code, "complete without itemId %q: %s", body, a.Body)
+		assert.JSONEq(t, `{"error":{"code":"ITEM_ID_MISSING","message":"field \"itemId\" is required: the item the admission must be for"}}`, string(a.Body))
+	}
+	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
+	require.Equal(t, http.StatusOK, a.Code, "complete without itemId changed nothing: %s", a.Body)
+	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "other"})
+	require.Equal(t, http.StatusForbidden, a.Code, "%s", a.Body)
+	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 	assert.Equal(t, "COMPLETED", e.status("tix", r.Token).Status, "the api frees the place at once")
-	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusGone, a.Code)
 	assert.Equal(t, "ADMISSION_ENDED", a.errCode(t))
-	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusGone, a.Code, "completing twice")
 
 	a = e.do(http.MethodGet, "/.well-known/jwks.json", nil)
