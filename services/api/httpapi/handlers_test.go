@@ -44,6 +44,8 @@ func TestBadRequests(t *testing.T) {
 		{"long user id", "POST", reg, `{"userId":"` + strings.Repeat("u", 65) + `"}`, nil, 400, "INVALID_USER_ID"},
 		{"bad item id", "POST", "/api/v1/items/t%7Bx%7D/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
 		{"long item id", "POST", "/api/v1/items/" + strings.Repeat("i", 65) + "/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
+		{"reserved item id", "POST", "/api/v1/items/view/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
+		{"status of a reserved item id", "GET", "/api/v1/items/view/registrations/" + good.Token, "", nil, 400, "INVALID_ITEM_ID"},
 		{"oversize body", "POST", reg, `{"userId":"` + strings.Repeat("a", 5000) + `"}`, nil, 413, "BODY_TOO_LARGE"},
 		{"unknown item", "POST", "/api/v1/items/nope/registrations", `{}`, nil, 404, "ITEM_NOT_FOUND"},
 		{"closed item", "POST", "/api/v1/items/closed/registrations", `{}`, nil, 409, "QUEUE_CLOSED"},
@@ -70,9 +72,11 @@ func TestBadRequests(t *testing.T) {
 			assert.NotEmpty(t, body.Error.Message)
 		})
 	}
+	a := e.do(http.MethodPost, "/api/v1/items/view/registrations", nil)
+	assert.JSONEq(t, `{"error":{"code":"INVALID_ITEM_ID","message":"itemId \"view\" is reserved: its Redis keys wr:{view}:… are the view marker's"}}`, string(a.Body))
 	// Still serving, and the good token still works, also as a bearer.
 	e.register("tix", "bob")
-	a := e.do(http.MethodGet, reg+"/current", nil, "Authorization", "Bearer "+good.Token)
+	a = e.do(http.MethodGet, reg+"/current", nil, "Authorization", "Bearer "+good.Token)
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 }
 
