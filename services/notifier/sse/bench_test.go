@@ -99,7 +99,7 @@ func runChild() error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.Run(gctx, ready) })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
 	return g.Wait()
 }
 
