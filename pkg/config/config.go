@@ -66,6 +66,23 @@ func (h HTTP) Validate() error {
 	return nil
 }
 
+// ErrPublishedKey says a secret is one of the development keys published in
+// waitroom's source.
+var ErrPublishedKey = errors.New("published development key")
+
+// RefusePublished refuses value, the secret of variable name, when it is one
+// of published: development keys in the source, with which anyone can sign.
+// The dev stack, which may use them, does not call it.
+func RefusePublished(name, value string, published ...string) error {
+	v := strings.TrimSpace(value)
+	for _, p := range published {
+		if v != "" && v == p {
+			return fmt.Errorf("%s is a development key published in waitroom's source, with which anyone can sign: set a secret of your own: %w", name, ErrPublishedKey)
+		}
+	}
+	return nil
+}
+
 // Load fills a T from the environment, defaults from its tags, and validates
 // the parts of it this package defines (Kafka and its security settings), so a
 // bad setting stops the process at start with the variable's name. A

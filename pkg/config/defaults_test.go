@@ -53,3 +53,25 @@ func TestLoadRefusesABadHTTPTimeout(t *testing.T) {
 	_, err := config.Load[struct{ HTTP config.HTTP }]()
 	assert.ErrorContains(t, err, "WR_HTTP_READ_HEADER_TIMEOUT must be positive")
 }
+
+func TestRefusePublished(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  bool
+	}{
+		{"dev-key", true},
+		{" dev-key\n", true},
+		{"other-dev-key", true},
+		{"", false},
+		{"dev-key2", false},
+		{"DEV-KEY", false},
+	} {
+		err := config.RefusePublished("WR_X_KEY", c.value, "dev-key", "other-dev-key")
+		if !c.want {
+			assert.NoError(t, err, "%q", c.value)
+			continue
+		}
+		assert.ErrorIs(t, err, config.ErrPublishedKey, "%q", c.value)
+		assert.ErrorContains(t, err, "WR_X_KEY is a development key published in waitroom's source", "%q", c.value)
+	}
+}
