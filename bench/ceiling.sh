@@ -78,8 +78,13 @@ wait_http() { # url seconds
   log "$1 did not answer in $2 s"; return 1
 }
 
+# Fresh keys for the stack and the api alike: a deployed api refuses the
+# development keys published in the source.
+TOKEN_KEY=$(openssl rand -base64 48)
+ADMISSION_KEY=$(openssl rand -base64 32)
+
 log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
-WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=19092,19093,19094 \
+WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=19092,19093,19094 \
   WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=127.0.0.1:18180 \
   WR_CONSUMER_ADDR=127.0.0.1:18181 WR_DEV_SCHEDULER_ADDRS=127.0.0.1:18182,127.0.0.1:18183 \
   WR_NOTIFIER_ADDR=127.0.0.1:18190 WR_DEV_FRONT_ADDR=127.0.0.1:18100 \
@@ -97,8 +102,8 @@ log "starting the api on $API_ADDR and the ceiling on $CEIL_ADDR"
 pprof_env=()
 [ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$PPROF_ADDR)
 env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094 \
-  WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=waitroom-dev-only-hmac-key-change-me-0123456789 \
-  WR_ADMISSION_KEY=d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE= "${pprof_env[@]}" \
+  WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
+  WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
   "$OUT/bin/waitroom-api" >"$OUT/api.log" 2>&1 &
 api_pid=$!
 pids+=($api_pid)

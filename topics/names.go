@@ -58,3 +58,22 @@ func ValidID(s string) bool {
 
 // IDRule describes ValidID for error messages.
 var IDRule = "1-" + strconv.Itoa(MaxIDLen) + " characters of [A-Za-z0-9._:-]"
+
+// ItemIDProblem says why s cannot name an item, or "" when it can. An itemId
+// must be ValidID and must not be "view": an item's Redis keys are
+// wr:{itemId}:… (queue.KeysFor), and wr:{view}:… are the view marker's own
+// (view.AppliedKey is wr:{view}:applied, which the item's replay guard would
+// share and deleting the item would remove). Every door an itemId comes in by
+// asks this: the api, the admin API and the consumer of the items topic.
+func ItemIDProblem(s string) string {
+	switch {
+	case !ValidID(s):
+		return "itemId must be " + IDRule
+	case s == ReservedItemID:
+		return `itemId "` + s + `" is reserved: its Redis keys wr:{` + s + `}:… are the view marker's`
+	}
+	return ""
+}
+
+// ReservedItemID is the one ValidID that names no item (see ItemIDProblem).
+const ReservedItemID = "view"

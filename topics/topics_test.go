@@ -23,6 +23,20 @@ func TestValidID(t *testing.T) {
 	}
 }
 
+func TestItemIDProblem(t *testing.T) {
+	for _, c := range []struct{ id, want string }{
+		{"tix", ""},
+		{"View", ""}, // Redis keys are case-sensitive: wr:{View}:… is nobody else's
+		{"views", ""},
+		{"view", `itemId "view" is reserved: its Redis keys wr:{view}:… are the view marker's`},
+		{"", "itemId must be " + IDRule},
+		{"a{b}", "itemId must be " + IDRule},
+		{strings.Repeat("a", MaxIDLen+1), "itemId must be " + IDRule},
+	} {
+		assert.Equal(t, c.want, ItemIDProblem(c.id), "%q", c.id)
+	}
+}
+
 func TestDecodeRegistration(t *testing.T) {
 	good := RegistrationEvent{V: 1, Kind: KindRegister, TokenID: "T", ItemID: "i", UserID: "u", RequestedAt: 5,
 		Client: &ClientMeta{IP: "127.0.0.1"}}

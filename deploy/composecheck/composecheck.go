@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,12 +175,14 @@ func ParseDockerfile(path string) (Dockerfile, error) {
 }
 
 // FrontDoor is what Check needs of the Caddyfile: the upstreams of the event
-// streams' route and of the catch-all route, and the events path pattern.
+// streams' route and of the catch-all route, the events path pattern, and
+// the paths the door answers itself.
 type FrontDoor struct {
 	Events, Rest []string // host:port
 	EventsPath   *regexp.Regexp
-	EventsFlush  float64  // the events route's flush_interval (-1: every write at once)
-	Listen       []string // the server's listen addresses
+	EventsFlush  float64        // the events route's flush_interval (-1: every write at once)
+	Listen       []string       // the server's listen addresses
+	Answered     map[string]int // path (as matched) -> the status the door answers without a proxy
 }
 
 // AdaptCaddyfile runs `caddy adapt --validate` on a Caddyfile (Caddy's own
@@ -203,6 +206,7 @@ func ParseCaddyJSON(b []byte) (FrontDoor, error) {
 	type route struct {
 		Match []struct {
 			PathRegexp *struct{ Pattern string } `json:"path_regexp"`
+			Path       []string
 		}
 		Handle []json.RawMessage
 	}
@@ -227,11 +231,18 @@ func ParseCaddyJSON(b []byte) (FrontDoor, error) {
 		fd.Listen = srv.Listen
 		for _, r := range srv.Routes {
 			var dials []string
-			flush := 0.0
+			flush, status := 0.0, 0
 			for _, h := range r.Handle {
-				proxies(h, &dials, &flush)
+				proxies(h, &dials, &flush, &status)
 			}
 			switch {
+			case len(r.Match) == 1 && len(r.Match[0].Path) > 0 && len(dials) == 0 && status != 0:
+				if fd.Answered == nil {
+					fd.Answered = map[string]int{}
+				}
+				for _, path := range r.Match[0].Path {
+					fd.Answered[path] = status
+				}
 			case len(r.Match) == 0:
 				fd.Rest = append(fd.Rest, dials...)
 			case len(r.Match) == 1 && r.Match[0].PathRegexp != nil && fd.EventsPath == nil:
@@ -252,26 +263,33 @@ func ParseCaddyJSON(b []byte) (FrontDoor, error) {
 }
 
 // proxies collects the upstreams (and flush_interval) of every reverse_proxy
-// handler in h, subroutes included.
-func proxies(h json.RawMessage, dials *[]string, flush *float64) {
+// handler in h, subroutes included, and the status of a static_response.
+func proxies(h json.RawMessage, dials *[]string, flush *float64, status *int) {
 	var hd struct {
 		Handler       string
-		FlushInterval float64 `json:"flush_interval"`
+		FlushInterval float64     `json:"flush_interval"`
+		StatusCode    json.Number `json:"status_code"` // a number or a string
 		Upstreams     []struct{ Dial string }
 		Routes        []struct{ Handle []json.RawMessage }
 	}
 	if json.Unmarshal(h, &hd) != nil {
 		return
 	}
-	if hd.Handler == "reverse_proxy" {
+	switch hd.Handler {
+	case "reverse_proxy":
 		for _, u := range hd.Upstreams {
 			*dials = append(*dials, u.Dial)
 		}
 		*flush = hd.FlushInterval
+	case "static_response":
+		*status = http.StatusOK // Caddy's default
+		if n, err := hd.StatusCode.Int64(); err == nil {
+			*status = int(n)
+		}
 	}
 	for _, r := range hd.Routes {
 		for _, sub := range r.Handle {
-			proxies(sub, dials, flush)
+			proxies(sub, dials, flush, status)
 		}
 	}
 }
@@ -472,6 +490,9 @@ func checkFront(p *types.Project, apps []App, listen map[string]int, front Front
 				bad("front door: %s does not depend on %s", door, host)
 			}
 		}
+	}
+	if front.Answered["/metrics"] != http.StatusNotFound {
+		bad("front door: /metrics reaches the services; the door must answer it 404 itself (Prometheus scrapes each replica inside the network)")
 	}
 	if front.EventsFlush != -1 {
 		bad("front door: the events route buffers (flush_interval %v); Server-Sent Events need -1", front.EventsFlush)

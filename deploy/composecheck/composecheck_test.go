@@ -182,6 +182,9 @@ func TestCheckFindsMistakes(t *testing.T) {
 			s.Ports = []types.ServicePortConfig{{Target: 80, Published: "8000"}}
 			p.Services["front"] = s
 		}, "front door: front publishes container ports [:80], Caddy listens on [:8000]"},
+		"a front door that forwards /metrics": {func(_ *types.Project, fd *FrontDoor) {
+			delete(fd.Answered, "/metrics")
+		}, "front door: /metrics reaches the services"},
 		"an events route that takes API calls": {func(_ *types.Project, fd *FrontDoor) {
 			fd.EventsPath = regexp.MustCompile(`^/api/v1/items/`)
 		}, "also takes /api/v1/items/concert-2026/registrations"},

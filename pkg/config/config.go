@@ -42,9 +42,45 @@ type Log struct {
 	Format string `env:"WR_LOG_FORMAT" envDefault:"json"` // json or console
 }
 
-// HTTP is a service's listener.
+// HTTP is a service's listener (httpserver.Serve).
 type HTTP struct {
 	ShutdownTimeout time.Duration `env:"WR_SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	// ReadHeaderTimeout bounds reading a request's headers: a client that
+	// trickles them (slowloris) is dropped.
+	ReadHeaderTimeout time.Duration `env:"WR_HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
+	// ReadTimeout bounds reading a whole request, headers and body. It ends
+	// once the body is read, so it never cuts an answer or an event stream.
+	ReadTimeout time.Duration `env:"WR_HTTP_READ_TIMEOUT" envDefault:"10s"`
+}
+
+// Validate checks the timeouts are positive.
+func (h HTTP) Validate() error {
+	switch {
+	case h.ShutdownTimeout <= 0:
+		return fmt.Errorf("WR_SHUTDOWN_TIMEOUT must be positive, not %s", h.ShutdownTimeout)
+	case h.ReadHeaderTimeout <= 0:
+		return fmt.Errorf("WR_HTTP_READ_HEADER_TIMEOUT must be positive, not %s", h.ReadHeaderTimeout)
+	case h.ReadTimeout < h.ReadHeaderTimeout:
+		return fmt.Errorf("WR_HTTP_READ_TIMEOUT (%s) must be at least WR_HTTP_READ_HEADER_TIMEOUT (%s): it bounds the headers too", h.ReadTimeout, h.ReadHeaderTimeout)
+	}
+	return nil
+}
+
+// ErrPublishedKey says a secret is one of the development keys published in
+// waitroom's source.
+var ErrPublishedKey = errors.New("published development key")
+
+// RefusePublished refuses value, the secret of variable name, when it is one
+// of published: development keys in the source, with which anyone can sign.
+// The dev stack, which may use them, does not call it.
+func RefusePublished(name, value string, published ...string) error {
+	v := strings.TrimSpace(value)
+	for _, p := range published {
+		if v != "" && v == p {
+			return fmt.Errorf("%s is a development key published in waitroom's source, with which anyone can sign: set a secret of your own: %w", name, ErrPublishedKey)
+		}
+	}
+	return nil
 }
 
 // Load fills a T from the environment, defaults from its tags, and validates

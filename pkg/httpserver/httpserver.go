@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/waitroom/waitroom/pkg/config"
 	"go.uber.org/zap"
 )
 
@@ -164,9 +165,15 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Serve serves h on ln until ctx ends, then stops accepting and drains open
-// requests for at most drain.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration, log *zap.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
+// requests for at most cfg.ShutdownTimeout. A request must send its headers
+// within cfg.ReadHeaderTimeout and its body within cfg.ReadTimeout (net/http
+// lifts that deadline once the body is read, so it cuts no answer); there is
+// no write timeout, as event streams answer for minutes (the notifier bounds
+// each of its writes itself).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg config.HTTP, log *zap.Logger) error {
+	drain := cfg.ShutdownTimeout
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		IdleTimeout: 120 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("http listening", zap.String("addr", ln.Addr().String()))

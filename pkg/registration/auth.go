@@ -32,13 +32,11 @@ func QueueTokenOf(r *http.Request, pathToken string) string {
 	return ""
 }
 
-// ErrInvalidItem refuses an item id that is not an id.
-var ErrInvalidItem = refuse(http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
-
-// CheckItemID refuses an item id that is not an id (400 INVALID_ITEM_ID).
+// CheckItemID refuses an item id that is not an id or is reserved (400
+// INVALID_ITEM_ID, the message says which: topics.ItemIDProblem).
 func CheckItemID(item string) error {
-	if !topics.ValidID(item) {
-		return ErrInvalidItem
+	if p := topics.ItemIDProblem(item); p != "" {
+		return refuse(http.StatusBadRequest, "INVALID_ITEM_ID", p)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/token"
 	"go.uber.org/zap"
 )
@@ -58,9 +59,19 @@ type Signers struct {
 // ErrNoKey says a key variable is unset outside the dev stack.
 var ErrNoKey = errors.New("key not set")
 
-// Signers builds the queue-token and admission-token signers.
+// Signers builds the queue-token and admission-token signers. Outside the
+// dev stack it refuses the development keys, even when given in the
+// environment (config.ErrPublishedKey).
 func (c TokenConfig) Signers(log *zap.Logger) (Signers, error) {
 	qkey, akey := c.TokenKey, c.AdmissionKey
+	if !c.DevKeys {
+		if err := config.RefusePublished("WR_TOKEN_KEY", qkey, DevTokenKey); err != nil {
+			return Signers{}, err
+		}
+		if err := config.RefusePublished("WR_ADMISSION_KEY", akey, DevAdmissionKey); err != nil {
+			return Signers{}, err
+		}
+	}
 	if qkey == "" {
 		if !c.DevKeys {
 			return Signers{}, fmt.Errorf("WR_TOKEN_KEY is not set: give the queue-token key (the built-in development keys are for the dev stack only): %w", ErrNoKey)
@@ -85,6 +96,15 @@ func (c TokenConfig) Signers(log *zap.Logger) (Signers, error) {
 	extra, err := ParseKeysExtra(c.AdmissionKeysExtra)
 	if err != nil {
 		return Signers{}, fmt.Errorf("WR_ADMISSION_KEYS_EXTRA: %w", err)
+	}
+	if !c.DevKeys {
+		if dev, err := token.Ed25519Seed(DevAdmissionKey); err == nil {
+			for _, k := range extra {
+				if k.Key.Equal(dev.Public()) {
+					return Signers{}, fmt.Errorf("WR_ADMISSION_KEYS_EXTRA: key %q is a development key published in waitroom's source, with which anyone can sign: drop it: %w", k.KID, config.ErrPublishedKey)
+				}
+			}
+		}
 	}
 	a, err := token.New(token.EdDSA, akey, c.AdmissionKID, token.VerifyAlso(extra...))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -28,7 +29,7 @@ func TestSignersRefuseMissingKeysOutsideTheDevStack(t *testing.T) {
 	require.ErrorIs(t, err, registration.ErrNoKey)
 	assert.Contains(t, err.Error(), "WR_ADMISSION_KEY is not set")
 
-	c.AdmissionKey = registration.DevAdmissionKey // any valid seed
+	c.AdmissionKey = "dGVzdC1vbmx5LWVkMjU1MTktc2VlZC0zMi1ieXRlcyE=" // any valid seed but the published one
 	require.NoError(t, c.Validate())
 
 	dev := registration.TokenConfig{TokenAlg: token.HS256, DevKeys: true}
@@ -43,6 +44,44 @@ func TestSignersRefuseMissingKeysOutsideTheDevStack(t *testing.T) {
 
 	dev.TokenAlg = token.EdDSA
 	require.ErrorIs(t, dev.Validate(), registration.ErrNoKey, "the dev key is an HMAC key")
+}
+
+// The development keys are in the source: a deployed service refuses them
+// even when they are given in the environment, naming the variable; the dev
+// stack (DevKeys) signs with them.
+func TestSignersRefusePublishedKeysOutsideTheDevStack(t *testing.T) {
+	const (
+		secret = "a-real-secret-of-at-least-32-bytes-long!!"
+		seed   = "dGVzdC1vbmx5LWVkMjU1MTktc2VlZC0zMi1ieXRlcyE="
+		older  = "YW5vdGhlci10ZXN0LW9ubHktZWQyNTUxOS1zZWVkISE=" // a rollover's previous key
+	)
+	good := registration.TokenConfig{TokenAlg: token.HS256, TokenKey: secret, TokenKID: "k1", AdmissionKey: seed, AdmissionKID: "a1",
+		AdmissionKeysExtra: "a0:" + older}
+	require.NoError(t, good.Validate())
+	for _, c := range []struct {
+		name string
+		edit func(*registration.TokenConfig)
+		want string
+	}{
+		{"queue key", func(c *registration.TokenConfig) { c.TokenKey = registration.DevTokenKey },
+			"WR_TOKEN_KEY is a development key published in waitroom's source, with which anyone can sign: set a secret of your own: published development key"},
+		{"queue key with a newline", func(c *registration.TokenConfig) { c.TokenKey = registration.DevTokenKey + "\n" }, "WR_TOKEN_KEY is a development key"},
+		{"admission key", func(c *registration.TokenConfig) { c.AdmissionKey = registration.DevAdmissionKey }, "WR_ADMISSION_KEY is a development key"},
+		{"admission key of a rollover", func(c *registration.TokenConfig) {
+			c.AdmissionKeysExtra = "a0:" + older + ",old:" + registration.DevAdmissionKey
+		},
+			`WR_ADMISSION_KEYS_EXTRA: key "old" is a development key published in waitroom's source`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad := good
+			c.edit(&bad)
+			err := bad.Validate()
+			require.ErrorIs(t, err, config.ErrPublishedKey)
+			assert.Contains(t, err.Error(), c.want)
+			bad.DevKeys = true
+			assert.NoError(t, bad.Validate(), "the dev stack may")
+		})
+	}
 }
 
 func TestAuthorizeQueue(t *testing.T) {

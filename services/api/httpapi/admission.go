@@ -16,8 +16,8 @@ import (
 )
 
 // AdmissionRequest is the body of verify and complete: the admission token
-// (or an Authorization bearer), and optionally the item the caller sells, to
-// refuse a token of another item.
+// (or an Authorization bearer) and the item the caller sells, required so a
+// token of another item is refused rather than honoured.
 type AdmissionRequest struct {
 	Token  string `json:"token"`
 	ItemID string `json:"itemId"`
@@ -33,6 +33,11 @@ type AdmissionResponse struct {
 	ExpiresAt string `json:"expiresAt,omitempty"` // while valid
 }
 
+// ErrItemIDMissing refuses a verify or complete without "itemId" (400
+// ITEM_ID_MISSING): a seller that does not say what it sells would honour an
+// admission to any item.
+var ErrItemIDMissing = registration.BadRequest("ITEM_ID_MISSING", `field "itemId" is required: the item the admission must be for`)
+
 // admission reads and checks the admission token of a verify or complete
 // call; on failure it has answered and returns false.
 func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
@@ -47,6 +52,10 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 			registration.Abort(c, registration.BadRequest(e.Code, e.Message))
 			return token.Admission{}, false
 		}
+	}
+	if req.ItemID == "" {
+		registration.Abort(c, ErrItemIDMissing)
+		return token.Admission{}, false
 	}
 	raw := req.Token
 	if raw == "" {

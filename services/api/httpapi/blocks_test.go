@@ -65,7 +65,7 @@ func TestBlockedUsersAndRanges(t *testing.T) {
 	st := s.status("drop", r.Token)
 	require.Equal(t, "ADMITTED", st.Status)
 	admission := st.AdmissionToken
-	require.Equal(t, http.StatusOK, s.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission}).Code, "verified before the block")
+	require.Equal(t, http.StatusOK, s.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission, ItemID: "drop"}).Code, "verified before the block")
 
 	s.publish(
 		&kgo.Record{Topic: topics.Blocks, Key: []byte("user:eve"), Value: []byte(`{"v":1,"subject":"user:eve","reason":"no at"}`)},
@@ -87,7 +87,7 @@ func TestBlockedUsersAndRanges(t *testing.T) {
 	assert.Contains(t, st.Message, "chargebacks")
 	assert.Empty(t, st.AdmissionToken)
 	// The admission token alice got before the block: verify refuses it.
-	blockedBy(t, s.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission}), "chargebacks")
+	blockedBy(t, s.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission, ItemID: "drop"}), "chargebacks")
 
 	// Lifted: they register again.
 	s.publish(lift(t, "user:mallory"), lift(t, "ip:203.0.113.0/24"))

@@ -44,6 +44,8 @@ func TestBadRequests(t *testing.T) {
 		{"long user id", "POST", reg, `{"userId":"` + strings.Repeat("u", 65) + `"}`, nil, 400, "INVALID_USER_ID"},
 		{"bad item id", "POST", "/api/v1/items/t%7Bx%7D/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
 		{"long item id", "POST", "/api/v1/items/" + strings.Repeat("i", 65) + "/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
+		{"reserved item id", "POST", "/api/v1/items/view/registrations", `{}`, nil, 400, "INVALID_ITEM_ID"},
+		{"status of a reserved item id", "GET", "/api/v1/items/view/registrations/" + good.Token, "", nil, 400, "INVALID_ITEM_ID"},
 		{"oversize body", "POST", reg, `{"userId":"` + strings.Repeat("a", 5000) + `"}`, nil, 413, "BODY_TOO_LARGE"},
 		{"unknown item", "POST", "/api/v1/items/nope/registrations", `{}`, nil, 404, "ITEM_NOT_FOUND"},
 		{"closed item", "POST", "/api/v1/items/closed/registrations", `{}`, nil, 409, "QUEUE_CLOSED"},
@@ -70,9 +72,11 @@ func TestBadRequests(t *testing.T) {
 			assert.NotEmpty(t, body.Error.Message)
 		})
 	}
+	a := e.do(http.MethodPost, "/api/v1/items/view/registrations", nil)
+	assert.JSONEq(t, `{"error":{"code":"INVALID_ITEM_ID","message":"itemId \"view\" is reserved: its Redis keys wr:{view}:… are the view marker's"}}`, string(a.Body))
 	// Still serving, and the good token still works, also as a bearer.
 	e.register("tix", "bob")
-	a := e.do(http.MethodGet, reg+"/current", nil, "Authorization", "Bearer "+good.Token)
+	a = e.do(http.MethodGet, reg+"/current", nil, "Authorization", "Bearer "+good.Token)
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 }
 
@@ -102,7 +106,7 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	a.decode(t, &v)
 	assert.True(t, v.Valid)
 	assert.Equal(t, "alice", v.UserID)
-	a = e.do(http.MethodPost, "/api/v1/admissions/verify", nil, "Authorization", "Bearer "+st.AdmissionToken)
+	a = e.do(http.MethodPost, "/api/v1/admissions/verify", []byte(`{"itemId":"tix"}`), "Authorization", "Bearer "+st.AdmissionToken)
 	assert.Equal(t, http.StatusOK, a.Code, "as a bearer: %s", a.Body)
 
 	forger, err := token.New(token.EdDSA, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "a1")
@@ -116,22 +120,33 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	}{
 		"other item":  {httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "other"}, 403, "TOKEN_ITEM_MISMATCH"},
 		"bad item":    {httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "o ther"}, 400, "INVALID_ITEM_ID"},
-		"forged":      {httpapi.AdmissionRequest{Token: forged}, 401, "TOKEN_INVALID"},
-		"queue token": {httpapi.AdmissionRequest{Token: r.Token}, 401, "TOKEN_INVALID"},
-		"missing":     {httpapi.AdmissionRequest{}, 401, "TOKEN_MISSING"},
+		"forged":      {httpapi.AdmissionRequest{Token: forged, ItemID: "tix"}, 401, "TOKEN_INVALID"},
+		"queue token": {httpapi.AdmissionRequest{Token: r.Token, ItemID: "tix"}, 401, "TOKEN_INVALID"},
+		"no token":    {httpapi.AdmissionRequest{ItemID: "tix"}, 401, "TOKEN_MISSING"},
+		"no item":     {httpapi.AdmissionRequest{Token: st.AdmissionToken}, 400, "ITEM_ID_MISSING"},
+		"nothing":     {httpapi.AdmissionRequest{}, 400, "ITEM_ID_MISSING"},
 	} {
 		a := e.post("/api/v1/admissions/verify", c.req)
 		assert.Equal(t, c.code, a.Code, "%s: %s", name, a.Body)
 		assert.Equal(t, c.err, a.errCode(t), name)
 	}
 
-	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	for _, body := range []string{`{"token":"` + st.AdmissionToken + `"}`, `{"token":"` + st.AdmissionToken + `","itemId":""}`, ``} {
+		a = e.do(http.MethodPost, "/api/v1/admissions/complete", []byte(body), "Authorization", "Bearer "+st.AdmissionToken)
+		require.Equal(t, http.StatusBadRequest, a.Code, "complete without itemId %q: %s", body, a.Body)
+		assert.JSONEq(t, `{"error":{"code":"ITEM_ID_MISSING","message":"field \"itemId\" is required: the item the admission must be for"}}`, string(a.Body))
+	}
+	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
+	require.Equal(t, http.StatusOK, a.Code, "complete without itemId changed nothing: %s", a.Body)
+	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "other"})
+	require.Equal(t, http.StatusForbidden, a.Code, "%s", a.Body)
+	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 	assert.Equal(t, "COMPLETED", e.status("tix", r.Token).Status, "the api frees the place at once")
-	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusGone, a.Code)
 	assert.Equal(t, "ADMISSION_ENDED", a.errCode(t))
-	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusGone, a.Code, "completing twice")
 
 	a = e.do(http.MethodGet, "/.well-known/jwks.json", nil)

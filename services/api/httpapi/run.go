@@ -214,9 +214,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { seen.Run(gctx); return nil })
 	g.Go(func() error { refusals.Run(gctx); return nil })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
 	if pln != nil {
-		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP.ShutdownTimeout, log) })
+		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP, log) })
 	}
 	g.Go(func() error {
 		err := warmUp(gctx, prod, items, signer)

@@ -446,3 +446,43 @@ func TestReplayThatFailsAgainIsIdempotent(t *testing.T) {
 	assert.Equal(t, 3, p.seq("ghost"), "each registration applied once")
 	assert.Len(t, p.deadLetters(), 6, "nothing came back")
 }
+
+// An item named "view" would share the view marker's keys (wr:{view}:…): its
+// record and its tombstone are dead-lettered as VALIDATION_ERROR with the
+// reason in the error header, and nothing is written under wr:{view}:…; the
+// item published after them is applied, so the consumer did read them.
+func TestReservedItemIDDeadLettered(t *testing.T) {
+	p := newPipeline(t, 1) // one partition: "after" is read after both
+	p.start()
+	p.publishItem(topics.ReservedItemID)
+	p.produce([]*kgo.Record{{Topic: topics.Items, Key: []byte(topics.ReservedItemID)}})
+	p.publishItem("after")
+	line := queue.New(p.rdb)
+	require.Eventually(t, func() bool {
+		_, ok, err := line.Item(context.Background(), "after")
+		return err == nil && ok
+	}, 30*time.Second, 20*time.Millisecond, "the item after the reserved one is applied")
+
+	var l dlq.List
+	require.Eventually(t, func() bool {
+		var err error
+		l, err = dlq.NewInspector([]kgo.Opt{kgo.SeedBrokers(p.brokers...)}).List(p.ctx(), topics.DLQ(topics.Items), dlq.Filter{})
+		return err == nil && len(l.Entries) >= 2
+	}, 30*time.Second, 20*time.Millisecond, "both records of the reserved item are dead-lettered")
+	tombstones := 0
+	for _, e := range l.Entries {
+		assert.Equal(t, topics.ReservedItemID, string(e.Key))
+		assert.Equal(t, topics.ErrorTypeValidation, e.Verdict.ErrorType)
+		assert.Contains(t, e.Verdict.Error, `itemId "view" is reserved`)
+		if e.Value == nil {
+			tombstones++
+		}
+	}
+	assert.Equal(t, 1, tombstones, "the tombstone is one of them")
+	_, ok, err := line.Item(context.Background(), topics.ReservedItemID)
+	require.NoError(t, err)
+	assert.False(t, ok, "no item state under wr:{view}:…")
+	n, err := p.rdb.Exists(context.Background(), queue.KeysFor(topics.ReservedItemID).State).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}

@@ -438,18 +438,21 @@ func (h *ItemStates) Handle(ctx context.Context, partition int32, recs []*kgo.Re
 	var letters []dlq.Letter
 	for _, r := range recs {
 		if r.Value == nil {
-			if topics.ValidID(string(r.Key)) {
-				if err := h.line.DeleteItem(ctx, string(r.Key)); err != nil {
-					return err
-				}
+			if p := topics.ItemIDProblem(string(r.Key)); p != "" {
+				letters = append(letters, dlq.Letter{Record: r, Err: fmt.Errorf("%w: tombstone with key %q: %s", topics.ErrInvalid, r.Key, p)})
 				continue
 			}
-			letters = append(letters, dlq.Letter{Record: r, Err: fmt.Errorf("%w: tombstone with key %q", topics.ErrInvalid, r.Key)})
+			if err := h.line.DeleteItem(ctx, string(r.Key)); err != nil {
+				return err
+			}
 			continue
 		}
 		s, err := topics.DecodeItem(r.Value)
 		if err == nil && string(r.Key) != s.ItemID {
 			err = fmt.Errorf("%w: record key %q differs from itemId %q", topics.ErrInvalid, r.Key, s.ItemID)
+		}
+		if p := topics.ItemIDProblem(s.ItemID); err == nil && p != "" {
+			err = fmt.Errorf("%w: %s", topics.ErrInvalid, p)
 		}
 		if err != nil {
 			letters = append(letters, dlq.Letter{Record: r, Err: err, Attempts: 1})

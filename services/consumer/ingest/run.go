@@ -161,7 +161,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })

@@ -211,8 +211,9 @@ func (c *Cluster) build() error {
 	return nil
 }
 
-// caddyfile is the front door: as deploy/compose/Caddyfile, on loopback
-// ports, and retrying a request on another replica when one is down (a
+// caddyfile is the front door: as deploy/compose/Caddyfile (/metrics answered
+// 404 by the door, the event streams to the notifiers, the rest to the apis),
+// on loopback ports, and retrying a request on another replica when one is down (a
 // refused connection never reached it, so even a POST is safe to retry).
 // Health is /healthz, the process being alive, not /readyz: while the Redis
 // view is rebuilt every replica is not ready, yet registrations must still
@@ -232,6 +233,11 @@ func (c *Cluster) caddyfile() string {
 
 http://:%[4]d {
 	bind 127.0.0.1
+	@metrics path /metrics /metrics/*
+	handle @metrics {
+		header Content-Type application/json
+		respond `+"`"+`{"error":{"code":"NOT_FOUND","message":"no route /metrics"}}`+"`"+` 404
+	}
 	@events path_regexp events ^/api/v1/items/[^/]+/registrations/[^/]+/events$
 	handle @events {
 		reverse_proxy %[2]s {

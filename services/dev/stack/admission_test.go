@@ -76,12 +76,12 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	assert.True(t, v.Valid)
 	assert.Equal(t, "alice", v.UserID)
 
-	a = e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
-	a = e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusGone, a.Code)
 	assert.Equal(t, "ADMISSION_ENDED", errCode(t, a))
-	a = e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+	a = e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusGone, a.Code, "completing twice")
 	// The consumer applies the completion from Kafka too: it must not revive
 	// anything. Registrations and completions of an item share a partition, so
@@ -104,10 +104,10 @@ func TestSessionsExpireAndCompleteFreesAPlace(t *testing.T) {
 	// a's session runs out: b is admitted, a is expired and verify refuses it.
 	sb := e.waitStatus("one", b.Token, "ADMITTED")
 	assert.Equal(t, "EXPIRED", e.status("one", a.Token).Status)
-	v := e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: sa.AdmissionToken})
+	v := e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: sa.AdmissionToken, ItemID: "one"})
 	assert.Contains(t, []int{http.StatusGone, http.StatusUnauthorized}, v.Code, "%s", v.Body)
 	// b completes at once: c gets the place without waiting for b's session to end.
-	done := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: sb.AdmissionToken})
+	done := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: sb.AdmissionToken, ItemID: "one"})
 	require.Equal(t, http.StatusOK, done.Code, "%s", done.Body)
 	sc := e.waitStatus("one", c.Token, "ADMITTED")
 	assert.NotEmpty(t, sc.AdmissionToken)

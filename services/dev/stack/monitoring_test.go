@@ -115,7 +115,7 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 		e.register("mon", u)
 	}
 	tok := e.admit("mon", "m4")
-	a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: tok})
+	a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: tok, ItemID: "mon"})
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 	// A record that is no message: the consumer dead-letters it.
 	require.NoError(t, e.kcl.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Registrations, Key: []byte("mon"), Value: []byte("not json")}).FirstErr())

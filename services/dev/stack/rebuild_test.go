@@ -70,7 +70,7 @@ func lineScenarioOf(t *testing.T, e *env, before, lose func(), mustRefuse bool) 
 	for _, i := range []int{0, 1} { // two admitted people complete
 		st := e.status(item, regs[i].Token)
 		require.Equal(t, "ADMITTED", st.Status)
-		a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken})
+		a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: item})
 		require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 	}
 	for _, i := range []int{2, 20, 21} { // one admitted and two waiting people leave

@@ -185,7 +185,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	go func() {
-		s.done <- wrap("front door", httpserver.Serve(ctx, frontLn, front, apiCfg.HTTP.ShutdownTimeout, o.Log.Named("front")))
+		s.done <- wrap("front door", httpserver.Serve(ctx, frontLn, front, apiCfg.HTTP, o.Log.Named("front")))
 	}()
 	allReady := func() bool {
 		for i := range schReady {

@@ -65,6 +65,7 @@ func runChild() error {
 	if err != nil {
 		return err
 	}
+	cfg.DevKeys = true // the world signs with the development keys, which a deployed notifier refuses
 	raiseNoFile()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -99,7 +100,7 @@ func runChild() error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.Run(gctx, ready) })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
 	return g.Wait()
 }
 

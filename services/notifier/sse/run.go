@@ -265,6 +265,6 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.Run(gctx, ready) })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
 	return g.Wait()
 }

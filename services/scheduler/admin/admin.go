@@ -446,8 +446,8 @@ func (s *Server) unavailable(c *gin.Context, what, item string, err error) {
 // itemID returns the path's itemId; on a bad one it has answered 400.
 func itemID(c *gin.Context) (string, bool) {
 	item := c.Param("itemId")
-	if !topics.ValidID(item) {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", "itemId must be "+topics.IDRule)
+	if p := topics.ItemIDProblem(item); p != "" {
+		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", p)
 		return "", false
 	}
 	return item, true

@@ -360,6 +360,7 @@ func TestItemCreateAndUpdate(t *testing.T) {
 		{"unknown field", "sneakers-1", `{"price":3}`, "INVALID_JSON"},
 		{"unknown mode", "sneakers-1", `{"mode":"lottery"}`, "INVALID_ITEM"},
 		{"bad item id", "a*b", `{}`, "INVALID_ITEM_ID"},
+		{"reserved item id", topics.ReservedItemID, `{}`, "INVALID_ITEM_ID"},
 	} {
 		if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/"+tc.item, tc.body, nil); code != http.StatusBadRequest || ed.Code != tc.code {
 			t.Errorf("%s: %d %s, want 400 %s", tc.name, code, ed.Code, tc.code)

@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 	}
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP.ShutdownTimeout, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
 	g.Go(func() error {
 		if err := s.line.Load(gctx); err != nil {
 			log.Warn("load scripts (promote reloads them by itself)", zap.Error(err))
