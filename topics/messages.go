@@ -287,8 +287,8 @@ func (s *ItemState) SoldOut() bool { return s.Stock == 0 }
 // Validate checks the fields against the contract.
 func (s *ItemState) Validate() error {
 	switch {
-	case !ValidID(s.ItemID):
-		return fmt.Errorf("%w: itemId %q is not %s", ErrInvalid, s.ItemID, IDRule)
+	case ItemIDProblem(s.ItemID) != "":
+		return fmt.Errorf("%w: %s", ErrInvalid, ItemIDProblem(s.ItemID))
 	case len(s.Name) > 200:
 		return fmt.Errorf("%w: name longer than 200 bytes", ErrInvalid)
 	case s.Stock < Unlimited:

@@ -115,3 +115,8 @@ func Order(seed string, tokenIDs []string) error {
 // mode, a week of one-minute windows. Deriving a seed costs up to this many
 // hashes (a few milliseconds).
 const DefaultRounds = 10_000
+
+// DevKey is the development stack's WR_DRAW_KEY: not a secret, so its draws
+// are predictable to anyone who reads this; the schedulers refuse it outside
+// the dev stack.
+const DevKey = "waitroom-dev-draw-key-not-secret"

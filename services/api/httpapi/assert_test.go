@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/assertion"
+	"github.com/waitroom/waitroom/pkg/bypass"
+	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 )
 
@@ -85,4 +87,20 @@ func TestAnAssertionWhereNoneIsTrusted(t *testing.T) {
 	a := s.post("/api/v1/items/tix/registrations", map[string]any{"assertion": "x.y.z"})
 	assert.Equal(t, http.StatusBadRequest, a.Code)
 	assert.Equal(t, "ASSERTIONS_DISABLED", a.errCode(t))
+}
+
+// The public half of the dev stack's bypass key verifies codes anyone can
+// sign: a deployed api refuses it.
+func TestConfigRefusesTheDevBypassKey(t *testing.T) {
+	cfg, err := config.Defaults[httpapi.Config]()
+	require.NoError(t, err)
+	cfg.Kafka.Brokers, cfg.TokenKey, cfg.AdmissionKey = []string{"127.0.0.1:9092"}, testKey, admissionKey
+	require.NoError(t, cfg.Validate())
+	cfg.BypassPublicKey, err = bypass.PublicOf(bypass.DevKey)
+	require.NoError(t, err)
+	err = cfg.Validate()
+	require.ErrorIs(t, err, config.ErrPublishedKey)
+	assert.Contains(t, err.Error(), "WR_BYPASS_PUBLIC_KEY")
+	cfg.DevKeys = true
+	assert.NoError(t, cfg.Validate())
 }

@@ -308,6 +308,12 @@ func (c Config) guardKeys() (Guard, error) {
 		if g.BypassKey, err = bypass.ParsePublic(c.BypassPublicKey); err != nil {
 			return Guard{}, fmt.Errorf("WR_BYPASS_PUBLIC_KEY: %w", err)
 		}
+		// The dev key's public half admits codes anyone can sign.
+		if dev, _ := bypass.PublicOf(bypass.DevKey); !c.DevKeys {
+			if err := config.RefusePublished("WR_BYPASS_PUBLIC_KEY", c.BypassPublicKey, dev); err != nil {
+				return Guard{}, err
+			}
+		}
 	}
 	return g, nil
 }

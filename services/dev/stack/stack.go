@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/services/api/httpapi"
@@ -298,9 +299,8 @@ func configs(o Options) (serviceConfigs, error) {
 	return c, nil
 }
 
-// DevDrawKey is the development stack's WR_DRAW_KEY: not a secret, so its
-// draws are predictable to anyone who reads this; never use it in production.
-const DevDrawKey = "waitroom-dev-draw-key-not-secret"
+// DevDrawKey is the development stack's WR_DRAW_KEY (draw.DevKey).
+const DevDrawKey = draw.DevKey
 
 // Stop stops every service and waits for them to drain.
 func (s *Stack) Stop() error {

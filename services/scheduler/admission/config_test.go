@@ -1,11 +1,14 @@
 package admission_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/services/scheduler/admission"
 )
 
@@ -42,6 +45,30 @@ func TestConfigAdminToken(t *testing.T) {
 			t.Errorf("%s: refused: %v", c.name, err)
 		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.refused)
+		}
+	}
+}
+
+// The bypass and draw keys published in the source (the dev stack's) are
+// refused outside the dev stack, pasted into the environment or not.
+func TestConfigRefusesPublishedKeys(t *testing.T) {
+	base, err := config.Defaults[admission.Config]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.Kafka.Brokers, base.Redis.Addr = []string{"127.0.0.1:9092"}, "127.0.0.1:6379"
+	for name, set := range map[string]func(*admission.Config){
+		"WR_BYPASS_KEY": func(c *admission.Config) { c.BypassKey = bypass.DevKey },
+		"WR_DRAW_KEY":   func(c *admission.Config) { c.DrawKey = draw.DevKey },
+	} {
+		cfg := base
+		set(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, config.ErrPublishedKey) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want it refused as published", name, err)
+		}
+		cfg.DevKeys = true
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s on the dev stack: %v", name, err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/blocklist"
 	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
@@ -101,6 +102,12 @@ func (c Config) Validate() error {
 	if c.BypassKey != "" {
 		if _, err := bypass.ParsePrivate(c.BypassKey); err != nil {
 			return fmt.Errorf("WR_BYPASS_KEY: %w", err)
+		}
+	}
+	if !c.DevKeys { // the keys published in the source sign nothing deployed
+		if err := errors.Join(config.RefusePublished("WR_BYPASS_KEY", c.BypassKey, bypass.DevKey),
+			config.RefusePublished("WR_DRAW_KEY", c.DrawKey, draw.DevKey)); err != nil {
+			return err
 		}
 	}
 	return c.Redis.Validate()
