@@ -14,19 +14,18 @@
 -- Unlike a leave, an admitted token keeps its admission. Every key is read
 -- (and so type-checked) before the first write, and the applied offset is
 -- written last.
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[2]) then
+if replayed(KEYS[1], ARGV[1], ARGV[2]) then
   return {'REPLAY', 0, ''}
 end
 local cur = redis.call('HGET', KEYS[2], ARGV[4])
-local w = redis.call('ZSCORE', KEYS[3], ARGV[3])
-local p = redis.call('ZSCORE', KEYS[4], ARGV[3])
-local l = redis.call('ZSCORE', KEYS[5], ARGV[3])
+redis.call('ZSCORE', KEYS[4], ARGV[3]) -- type-check every set before writing
+redis.call('ZSCORE', KEYS[5], ARGV[3])
+local waiting = waits(ARGV[3], KEYS[3], KEYS[4], KEYS[5])
 local n = redis.call('HGET', KEYS[6], 'abandoned')
 if n and not tonumber(n) then
   return redis.error_reply('ERR corrupt ' .. KEYS[6] .. ': abandoned is not an integer')
 end
-if cur ~= ARGV[3] or not (w or p or l) then
+if cur ~= ARGV[3] or not waiting then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   return {'NOT_IN_LINE', 0, ''}
 end

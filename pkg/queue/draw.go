@@ -13,12 +13,12 @@ import (
 
 var (
 	//go:embed draw.lua
-	drawSrc string
+	drawLua string
 	//go:embed draw_finish.lua
-	drawFinishSrc string
+	drawFinishLua string
 
-	drawScript       = redis.NewScript(drawSrc)
-	drawFinishScript = redis.NewScript(drawFinishSrc)
+	drawScript       = redis.NewScript(withPrelude(drawLua))
+	drawFinishScript = redis.NewScript(withPrelude(drawFinishLua))
 )
 
 // DrawChunk bounds the tokens one draw script call places.

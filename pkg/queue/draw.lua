@@ -12,8 +12,7 @@
 -- Only tokens still in the pool with a window <= the draw's move, so running a
 -- chunk again after a crash moves nobody twice. Nothing guards the offset here:
 -- draw_finish.lua writes it once every chunk and the late ones are placed.
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[2]) then
+if replayed(KEYS[1], ARGV[1], ARGV[2]) then
   return {'REPLAY', 0}
 end
 local window = tonumber(ARGV[3])

@@ -17,8 +17,7 @@
 -- or a later one is done; REPLAY when the record was applied before; UNDRAWN
 -- with how many of the window are still pooled (the chunks did not all run).
 -- Every key is read before the first write; the offset is written last.
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[2]) then
+if replayed(KEYS[1], ARGV[1], ARGV[2]) then
   return {'REPLAY', 0}
 end
 local window = tonumber(ARGV[3])

@@ -84,8 +84,7 @@ local function one(a)
       (redis.call('ZSCORE', KEYS[6], cur) or redis.call('ZSCORE', KEYS[7], cur)) then
     dup = {'DUPLICATE', 0, cur}
   end
-  if not dup and (redis.call('ZSCORE', KEYS[4], tok) or redis.call('ZSCORE', KEYS[6], tok) or
-      redis.call('ZSCORE', KEYS[7], tok)) then
+  if not dup and waits(tok, KEYS[4], KEYS[6], KEYS[7]) then
     dup = {'DUPLICATE', 0, tok}
   end
   read('admitted', function() -- type-checks the admitted set

@@ -19,7 +19,7 @@ import (
 //go:embed idle.lua
 var idleSrc string
 
-var idleScript = redis.NewScript(idleSrc)
+var idleScript = redis.NewScript(withPrelude(idleSrc))
 
 // IdleLimit bounds the places one Idle call returns (one sweep step of an item).
 const IdleLimit = 1000

@@ -13,7 +13,7 @@ local idle, gone = {}, {}
 for _, m in ipairs(ms) do
   local sp = string.find(m, ' ', 1, true)
   local tok = sp and string.sub(m, 1, sp - 1) or m
-  if redis.call('ZSCORE', KEYS[2], tok) or redis.call('ZSCORE', KEYS[3], tok) or redis.call('ZSCORE', KEYS[4], tok) then
+  if waits(tok, KEYS[2], KEYS[3], KEYS[4]) then
     idle[#idle + 1] = m
   else
     gone[#gone + 1] = m

@@ -12,8 +12,7 @@
 -- REPLAY when the offset was applied before.
 -- Every key is read (and so type-checked) before the first write, and the
 -- applied offset is written last.
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[2]) then
+if replayed(KEYS[1], ARGV[1], ARGV[2]) then
   return {'REPLAY', 0, ''}
 end
 local cur = redis.call('HGET', KEYS[2], ARGV[4])

@@ -3,8 +3,7 @@
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset
 -- ARGV[1] partition  ARGV[2] offset
 -- Returns {outcome, 0, ''}: MARKED, or REPLAY when the offset was applied before.
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[2]) then
+if replayed(KEYS[1], ARGV[1], ARGV[2]) then
   return {'REPLAY', 0, ''}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])

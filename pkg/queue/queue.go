@@ -43,17 +43,20 @@ func KeysFor(item string) Keys {
 	}
 }
 
+// withPrelude is a script's source with the prelude's shared rules before it.
+func withPrelude(src string) string { return prelude + src }
+
 // ActiveItems is the registry of items with a live line: the scheduler's work
 // list, so nothing ever needs KEYS or SCAN.
 const ActiveItems = "wr:items:active"
 
 var (
 	//go:embed enqueue.lua
-	enqueueSrc string
+	enqueueLua string
 	//go:embed leave.lua
-	leaveSrc string
+	leaveLua string
 	//go:embed mark.lua
-	markSrc string
+	markLua string
 	//go:embed status.lua
 	statusSrc string
 	//go:embed motion.lua
@@ -69,7 +72,12 @@ var (
 	//go:embed ack.lua
 	ackSrc string
 	//go:embed abandon.lua
-	abandonSrc string
+	abandonLua string
+
+	//go:embed prelude.lua
+	prelude string
+	// The sources of the scripts that share the prelude's rules.
+	enqueueSrc, leaveSrc, markSrc, abandonSrc = withPrelude(enqueueLua), withPrelude(leaveLua), withPrelude(markLua), withPrelude(abandonLua)
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
