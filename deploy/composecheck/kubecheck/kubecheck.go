@@ -743,7 +743,7 @@ func secretData(s corev1.Secret) map[string]string {
 // PrometheusRule wraps Prometheus rule files' groups (deploy/prometheus's
 // alerts.yml) in a Prometheus Operator PrometheusRule, comments and all: the
 // rules are written once, and TestPrometheusRuleIsAlerts keeps the copy in
-// deploy/kubernetes the same (go test -run PrometheusRule -update rewrites it).
+// deploy/kubernetes/base the same (go test -run PrometheusRule -update rewrites it).
 func PrometheusRule(alerts []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Generated from deploy/prometheus/alerts.yml by\n" +

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/kubernetes/prometheusrule.yaml from deploy/prometheus/alerts.yml")
+var update = flag.Bool("update", false, "rewrite deploy/kubernetes/base/prometheusrule.yaml from deploy/prometheus/alerts.yml")
 
 const (
-	baseDir    = "../../kubernetes"
+	kubeDir    = "../../kubernetes"
 	dockerfile = "../../compose/Dockerfile"
 	alertsFile = "../../prometheus/alerts.yml"
 )
@@ -54,23 +54,28 @@ func randomKeys(t *testing.T) string {
 	}, "\n") + "\n"
 }
 
-// baseFS is an in-memory copy of deploy/kubernetes (without a secrets.env
-// an operator may have written there), plus secrets as given.
+// baseFS is an in-memory copy of deploy/kubernetes at /k8s (without a
+// secrets.env an operator may have written there), plus secrets as given.
 func baseFS(t *testing.T, secrets string) filesys.FileSystem {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	entries, err := os.ReadDir(baseDir)
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.IsDir() || e.Name() == "secrets.env" {
-			continue
+	err := filepath.WalkDir(kubeDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "secrets.env" {
+			return err
 		}
-		b, err := os.ReadFile(filepath.Join(baseDir, e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, fs.WriteFile("/base/"+e.Name(), b))
-	}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(kubeDir, path)
+		if err != nil {
+			return err
+		}
+		return fs.WriteFile(filepath.Join("/k8s", rel), b)
+	})
+	require.NoError(t, err)
 	if secrets != "" {
-		require.NoError(t, fs.WriteFile("/base/secrets.env", []byte(secrets)))
+		require.NoError(t, fs.WriteFile("/k8s/base/secrets.env", []byte(secrets)))
 	}
 	return fs
 }
@@ -87,7 +92,12 @@ func binaries(t *testing.T) []string {
 // failure is returned as the only error.
 func check(t *testing.T, fs filesys.FileSystem) (Objects, []error) {
 	t.Helper()
-	out, err := Render(fs, "/base")
+	return checkDir(t, fs, "/k8s/base")
+}
+
+func checkDir(t *testing.T, fs filesys.FileSystem, dir string) (Objects, []error) {
+	t.Helper()
+	out, err := Render(fs, dir)
 	if err != nil {
 		return Objects{}, []error{err}
 	}
@@ -210,7 +220,7 @@ func TestCheckCatches(t *testing.T) {
 			}
 			fs := baseFS(t, secrets)
 			if tc.file != "" {
-				path := "/base/" + tc.file
+				path := "/k8s/base/" + tc.file
 				b, err := fs.ReadFile(path)
 				require.NoError(t, err)
 				require.Contains(t, string(b), tc.old, "the case edits nothing: the base changed under it")
@@ -223,17 +233,45 @@ func TestCheckCatches(t *testing.T) {
 	}
 }
 
+// TestExampleOverlay renders the example overlay (what an operator copies)
+// and checks it as the base, and that its settings took.
+func TestExampleOverlay(t *testing.T) {
+	o, errs := checkDir(t, baseFS(t, randomKeys(t)), "/k8s/example")
+	require.Empty(t, errs, "%v", errors.Join(errs...))
+	ws := o.Workloads()
+	require.Len(t, ws, 5)
+	for _, w := range ws {
+		require.Equal(t, "registry.example.com/waitroom:v1.0.0", w.Pod.Spec.Containers[0].Image, w.Name)
+	}
+	for _, ing := range o.Ingresses {
+		require.Equal(t, "waitroom", ing.Namespace)
+		require.Equal(t, "queue.shop.example", ing.Spec.Rules[0].Host)
+		require.Equal(t, []string{"queue.shop.example"}, ing.Spec.TLS[0].Hosts)
+	}
+	api, _ := find(o.Deployments, "waitroom-api")
+	var trusted []string
+	for _, e := range api.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "WR_TRUSTED_PROXIES" {
+			trusted = append(trusted, e.Value)
+		}
+	}
+	require.Equal(t, []string{"10.244.0.0/16"}, trusted)
+	require.Len(t, o.ConfigMaps, 1)
+	require.Equal(t, "redis-master.data:6379", o.ConfigMaps[0].Data["WR_REDIS_ADDR"])
+	require.Equal(t, "json", o.ConfigMaps[0].Data["WR_LOG_FORMAT"], "the overlay merges into the base's settings")
+}
+
 func TestPrometheusRuleIsAlerts(t *testing.T) {
 	alerts, err := os.ReadFile(alertsFile)
 	require.NoError(t, err)
 	want := PrometheusRule(alerts)
-	path := filepath.Join(baseDir, "prometheusrule.yaml")
+	path := filepath.Join(kubeDir, "base", "prometheusrule.yaml")
 	if *update {
 		require.NoError(t, os.WriteFile(path, want, 0o644))
 	}
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Equal(t, string(want), string(got), "deploy/kubernetes/prometheusrule.yaml is stale: go test ./deploy/composecheck/kubecheck -run PrometheusRule -update")
+	require.Equal(t, string(want), string(got), "deploy/kubernetes/base/prometheusrule.yaml is stale: go test ./deploy/composecheck/kubecheck -run PrometheusRule -update")
 }
 
 // TestGenSecrets runs gen-secrets.sh and renders the base with its keys: the
@@ -243,7 +281,7 @@ func TestGenSecrets(t *testing.T) {
 		t.Skip("openssl is not installed: gen-secrets.sh needs it")
 	}
 	out := filepath.Join(t.TempDir(), "secrets.env")
-	script, err := filepath.Abs(filepath.Join(baseDir, "gen-secrets.sh"))
+	script, err := filepath.Abs(filepath.Join(kubeDir, "base", "gen-secrets.sh"))
 	require.NoError(t, err)
 	b, err := exec.Command(script, out).CombinedOutput()
 	require.NoError(t, err, "%s", b)
