@@ -25,7 +25,7 @@ const (
 var keyEnv = map[string]string{
 	"WR_TOKEN_KEY":     "test-only-hmac-key-of-at-least-32-bytes-0123456789",
 	"WR_ADMISSION_KEY": "dGVzdC1vbmx5LWVkMjU1MTktc2VlZC0zMi1ieXRlcyE=", // 32 bytes
-	"WR_ADMIN_TOKEN":   "test-only-admin-token",
+	"WR_ADMIN_TOKEN":   "test-only-admin-token-of-32-bytes-or-more",    // MinAdminToken
 }
 
 func load(t *testing.T) (*types.Project, Dockerfile, FrontDoor) {
