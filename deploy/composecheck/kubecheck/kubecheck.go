@@ -322,8 +322,8 @@ func resolve(o Objects, w Workload, c corev1.Container, binaries []string) (cont
 				bad("envFrom names Secret %s, which the base does not hold", ef.SecretRef.Name)
 				continue
 			}
-			for k := range secretData(sec) {
-				set(ef.Prefix+k, source{Value: secretData(sec)[k], Secret: sec.Name + "/" + k})
+			for k, v := range secretData(sec) {
+				set(ef.Prefix+k, source{Value: v, Secret: sec.Name + "/" + k})
 			}
 		}
 	}
@@ -358,7 +358,7 @@ func resolve(o Objects, w Workload, c corev1.Container, binaries []string) (cont
 		}
 		set(e.Name, s)
 	}
-	_, listens := reflect.TypeOf(ct.cfg).FieldByName("Addr")
+	addrField, listens := reflect.TypeOf(ct.cfg).FieldByName("Addr")
 	for _, k := range Keys {
 		if _, reads := fields[k]; !reads || !listens {
 			continue
@@ -367,15 +367,11 @@ func resolve(o Objects, w Workload, c corev1.Container, binaries []string) (cont
 			bad("%s reads %s but takes it from no Secret (it would fall back to a derived or development key, or turn the feature off)", ct.binary, k)
 		}
 	}
-	values := map[string]string{}
-	for k, s := range ct.env {
-		values[k] = s.Value
-	}
-	if err := composecheck.LoadConfig(ct.cfg, values); err != nil {
+	if err := composecheck.LoadConfig(ct.cfg, values(ct.env)); err != nil {
 		bad("%v", err)
 	}
-	if f, ok := reflect.TypeOf(ct.cfg).FieldByName("Addr"); ok {
-		lk := f.Tag.Get("env")
+	if listens {
+		lk := addrField.Tag.Get("env")
 		addr, set := ct.env[lk]
 		host, port, err := net.SplitHostPort(addr.Value)
 		switch {
