@@ -258,6 +258,7 @@ func Check(o Objects, binaries []string) []error {
 		}
 	}
 	errs = append(errs, checkShared(all)...)
+	errs = append(errs, checkAgree(all)...)
 	errs = append(errs, checkIngress(o, all)...)
 	errs = append(errs, checkMonitor(o, all)...)
 	return errs
@@ -521,6 +522,56 @@ func checkShared(all []container) []error {
 		}
 	}
 	return errs
+}
+
+// Agree are the variables every binary that reads them must hold alike: the
+// same Kafka and Redis, the consumer's groups (the console shows their lag),
+// and how late signs of life may reach Redis (the schedulers wait that long
+// before releasing an idle place).
+var Agree = []string{
+	"WR_KAFKA_BROKERS", "WR_REDIS_MODE", "WR_REDIS_ADDR", "WR_REDIS_ADDRS", "WR_REDIS_DB", "WR_REDIS_SENTINEL_MASTER",
+	"WR_CONSUMER_GROUP", "WR_CONSUMER_ITEMS_GROUP", "WR_SEEN_FLUSH",
+}
+
+// checkAgree checks the Agree variables have one value (set, or the
+// default) in every container that reads them.
+func checkAgree(all []container) []error {
+	var errs []error
+	for _, k := range Agree {
+		seen := map[string][]string{} // value -> containers
+		for _, c := range all {
+			v, reads, err := effective(c, k)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if reads {
+				seen[v] = append(seen[v], c.String())
+			}
+		}
+		if len(seen) > 1 {
+			errs = append(errs, fmt.Errorf("%s differs between containers (%v): every binary must read the same value", k, seen))
+		}
+	}
+	return errs
+}
+
+// effective is the value of k in c: what it sets, or the default of the
+// field its binary reads k into.
+func effective(c container, k string) (v string, reads bool, err error) {
+	params, err := env.GetFieldParams(reflect.New(reflect.TypeOf(c.cfg)).Interface())
+	if err != nil {
+		return "", false, fmt.Errorf("%s: env fields of %T: %w", c, c.cfg, err)
+	}
+	for _, p := range params {
+		if p.Key != k {
+			continue
+		}
+		if s, ok := c.env[k]; ok {
+			return s.Value, true, nil
+		}
+		return p.DefaultValue, true, nil
+	}
+	return "", false, nil
 }
 
 // Sample paths of each route, the events stream's built from the notifier's
