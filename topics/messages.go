@@ -210,6 +210,11 @@ type ItemState struct {
 	// RejectMessage is what a registration refused in ModeReject is told
 	// (and the waiting page shows); empty: a default sentence.
 	RejectMessage string `json:"rejectMessage,omitempty"`
+	// Notice is the operator's message to everyone waiting for the item
+	// ("the show starts 20 minutes late"): every open page shows it within
+	// seconds (the notifier's notice event), every poller with its next
+	// status; empty: none.
+	Notice string `json:"notice,omitempty"`
 	// OpensAt (unix ms, 0: open now) schedules the sale: registrations
 	// before it are pre-queued and placed by a draw at OpensAt.
 	OpensAt int64 `json:"opensAt,omitempty"`
@@ -261,8 +266,11 @@ const (
 	MaxIdleTimeoutSeconds    = 86_400
 )
 
-// MaxRejectMessage bounds ItemState.RejectMessage.
-const MaxRejectMessage = 300
+// MaxRejectMessage bounds ItemState.RejectMessage, and MaxNotice ItemState.Notice.
+const (
+	MaxRejectMessage = 300
+	MaxNotice        = 300
+)
 
 // ModeOf is the item's mode, ModeFIFO when unset.
 func (s *ItemState) ModeOf() string {
@@ -299,6 +307,8 @@ func (s *ItemState) Validate() error {
 		return fmt.Errorf("%w: mode %q is not fifo, passthrough, reject or random", ErrInvalid, s.Mode)
 	case len(s.RejectMessage) > MaxRejectMessage:
 		return fmt.Errorf("%w: rejectMessage longer than %d bytes", ErrInvalid, MaxRejectMessage)
+	case len(s.Notice) > MaxNotice:
+		return fmt.Errorf("%w: notice longer than %d bytes", ErrInvalid, MaxNotice)
 	case s.OpensAt < 0:
 		return fmt.Errorf("%w: opensAt %d is negative", ErrInvalid, s.OpensAt)
 	case s.DrawWindowSeconds < 0 || s.DrawWindowSeconds > 86400:

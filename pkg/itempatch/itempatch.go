@@ -34,6 +34,8 @@ type State struct {
 	Mode *string `json:"mode,omitempty"`
 	// RejectMessage is what registrations refused in reject mode are told.
 	RejectMessage *string `json:"rejectMessage,omitempty"`
+	// Notice is the operator's message to everyone waiting ("": cleared).
+	Notice *string `json:"notice,omitempty"`
 	// IdleTimeoutSeconds releases places idle that long (0: off).
 	IdleTimeoutSeconds *int64 `json:"idleTimeoutSeconds,omitempty"`
 	// PowDifficulty asks registrations for a proof-of-work of that many
@@ -76,7 +78,7 @@ func fieldErr(field, format string, a ...any) *Error {
 
 // Empty reports a state change that changes nothing.
 func (s *State) Empty() bool {
-	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil &&
+	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil && s.Notice == nil &&
 		s.IdleTimeoutSeconds == nil && s.PowDifficulty == nil && s.OpensAt == nil && s.DrawWindowSeconds == nil
 }
 
@@ -91,6 +93,8 @@ func (s *State) Check() *Error {
 		return fieldErr("mode", "%q is not fifo, passthrough, reject or random", *s.Mode)
 	case s.RejectMessage != nil && len(*s.RejectMessage) > topics.MaxRejectMessage:
 		return fieldErr("rejectMessage", "longer than %d bytes", topics.MaxRejectMessage)
+	case s.Notice != nil && len(*s.Notice) > topics.MaxNotice:
+		return fieldErr("notice", "longer than %d bytes", topics.MaxNotice)
 	case s.IdleTimeoutSeconds != nil && (*s.IdleTimeoutSeconds < 0 || *s.IdleTimeoutSeconds > topics.MaxIdleTimeoutSeconds):
 		return fieldErr("idleTimeoutSeconds", "%d is not in 0..%d (0: off)", *s.IdleTimeoutSeconds, topics.MaxIdleTimeoutSeconds)
 	case s.PowDifficulty != nil && (*s.PowDifficulty < 0 || *s.PowDifficulty > topics.MaxPowDifficulty):
@@ -119,6 +123,9 @@ func (s *State) Apply(it topics.ItemState) topics.ItemState {
 	}
 	if s.RejectMessage != nil {
 		it.RejectMessage = *s.RejectMessage
+	}
+	if s.Notice != nil {
+		it.Notice = *s.Notice
 	}
 	if s.IdleTimeoutSeconds != nil {
 		it.IdleTimeoutSeconds = *s.IdleTimeoutSeconds

@@ -22,6 +22,7 @@ func StateFields(s topics.ItemState) []any {
 		"paused", strconv.FormatBool(s.Policy.Paused),
 		"mode", s.ModeOf(),
 		"rejectMessage", s.RejectMessage,
+		"notice", s.Notice,
 		"opensAt", strconv.FormatInt(s.OpensAt, 10),
 		"drawWindowSeconds", strconv.FormatInt(s.DrawWindowSeconds, 10),
 		"drawCommit", s.DrawCommit,
@@ -94,7 +95,7 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	if mode := m["mode"]; mode != topics.ModeFIFO {
 		s.Mode = mode // fifo reads back as "", as it was published
 	}
-	s.RejectMessage = m["rejectMessage"]
+	s.RejectMessage, s.Notice = m["rejectMessage"], m["notice"]
 	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
 		perr = fmt.Errorf("field ratePerSecond: %w", err)
 	}

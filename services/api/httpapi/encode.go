@@ -43,6 +43,7 @@ func (r *StatusResponse) appendJSON(b []byte) []byte {
 	b = optField(b, `,"message":`, r.Message)
 	b = intField(b, `,"drawAt":`, r.DrawAt)
 	b = intField(b, `,"inDraw":`, r.InDraw)
+	b = optField(b, `,"notice":`, r.Notice)
 	return append(b, '}')
 }
 

@@ -29,6 +29,7 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 		{Status: "ADMITTED", ItemID: "i", UserID: odd, TokenID: "t", AdmissionToken: "x.y.z", ExpiresAt: "2026-11-24T21:00:00.123Z"},
 		{Status: "PRE_QUEUE", ItemID: "i", PollAfterMs: 3000, DrawAt: 1_800_000_000_000, InDraw: 2000},
 		{Status: "BLOCKED", ItemID: "i", Message: odd},
+		{Status: "WAITING", ItemID: "i", Token: "n.e.w", Notice: odd, Position: 2},
 	} {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)

@@ -288,6 +288,8 @@ type StatusResponse struct {
 	// is due, InDraw how many it places so far.
 	DrawAt int64 `json:"drawAt,omitempty"`
 	InDraw int64 `json:"inDraw,omitempty"`
+	// Notice is the operator's message to everyone waiting for the item.
+	Notice string `json:"notice,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context) {
@@ -320,7 +322,7 @@ func (s *Server) status(c *gin.Context) {
 		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), s.now())
 	}
 	resp := StatusResponse{Status: a.Status, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
-		Position: a.Position, WaitingTotal: a.WaitingTotal, Token: resumed}
+		Position: a.Position, WaitingTotal: a.WaitingTotal, Token: resumed, Notice: it.Notice}
 	if !a.ExpiresAt.IsZero() {
 		resp.ExpiresAt = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}

@@ -12,6 +12,7 @@
  *       assertion: "eyJ…",                    // optional: the site's signed word of who the user is
  *       onJoin(reg) { ... },                  // registered, or resumed from storage
  *       onUpdate(st) { ... },                 // every status: see below
+ *       onNotice(text) { ... },               // the operator's message to everyone waiting ("": cleared)
  *       onTransport(t) { ... },               // "sse" or "poll"
  *       onError(err) { ... },                 // could not register (closed, sold out…)
  *       onWork(w) { ... },                    // solving the item's proof-of-work: {difficulty}
@@ -96,6 +97,14 @@
     const forget = () => { if (store) store.removeItem(key); };
     const transport = (t) => { room.transport = t; call(opts.onTransport, t); };
 
+    // notice tells the page the operator's message when it changed.
+    let told = "";
+    function notice(text) {
+      if (text === told) return;
+      told = text;
+      call(opts.onNotice, text);
+    }
+
     function update(st) {
       if (closed) return;
       if (st.status === "DUPLICATE" && source) {
@@ -178,6 +187,7 @@
       for (const [name, status] of EVENTS) {
         source.addEventListener(name, (e) => update(Object.assign({ status }, JSON.parse(e.data || "{}"))));
       }
+      source.addEventListener("notice", (e) => notice(JSON.parse(e.data || "{}").notice || ""));
       source.onerror = () => {
         if (done) return;
         // Never opened, or refused on a reconnect (the browser gives up on a
@@ -196,6 +206,7 @@
           if (r.status === 401) { forget(); await register(); call(opts.onJoin, reg); continue; }
           const st = await r.json();
           if (!r.ok) throw new Error(st.error ? st.error.message : "status " + r.status);
+          notice(st.notice || "");
           if (st.token) { adopt(st.token); update(st); if (!done) listen(); return; }
           update(st);
           // The server says when to read again: rarely far back in the line.

@@ -64,6 +64,7 @@ type itemView struct {
 	Policy             policyFields `json:"policy"`
 	Mode               string       `json:"mode"`
 	RejectMessage      string       `json:"rejectMessage"`
+	Notice             string       `json:"notice"`
 	Version            int64        `json:"version"`
 	UpdatedAt          int64        `json:"updatedAt"`
 	Waiting            int64        `json:"waiting"`

@@ -20,7 +20,7 @@ import (
 var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
-	"mode": "--mode", "rejectMessage": "--reject-message",
+	"mode": "--mode", "rejectMessage": "--reject-message", "notice": "--notice",
 	"powDifficulty":      "--pow-difficulty",
 	"idleTimeoutSeconds": "--idle-timeout",
 	"opensAt":            "--opens-at", "drawWindowSeconds": "--draw-window",
@@ -50,6 +50,7 @@ func (a *app) itemsCmd() *cobra.Command {
 		paused     bool
 		mode       string
 		rejectMsg  string
+		notice     string
 		powBits    int
 		idle       time.Duration
 		opensAt    string
@@ -116,6 +117,9 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 			if f.Changed("reject-message") {
 				c.RejectMessage = &rejectMsg
 			}
+			if f.Changed("notice") {
+				c.Notice = &notice
+			}
 			if f.Changed("pow-difficulty") {
 				c.PowDifficulty = &powBits
 			}
@@ -165,6 +169,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
 	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted) or reject (new registrations refused)")
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
+	f.StringVar(&notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
 	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
 	f.DurationVar(&idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
 	f.StringVar(&opensAt, "opens-at", "", "schedule the sale (RFC 3339 time or unix ms; 0: open now): registrations before it are pre-queued and placed by a committed-seed draw at that time (needs the admin API: it makes the commitment)")
@@ -251,7 +256,7 @@ func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *it
 		}
 	}
 	s := topics.ItemState{V: topics.Version, ItemID: v.ItemID, Name: v.Name, Stock: v.Stock, Enabled: v.Enabled, Version: v.Version, UpdatedAt: v.UpdatedAt,
-		Mode: v.Mode, RejectMessage: v.RejectMessage,
+		Mode: v.Mode, RejectMessage: v.RejectMessage, Notice: v.Notice,
 		OpensAt: v.OpensAt, DrawWindowSeconds: v.DrawWindowSeconds, DrawCommit: v.DrawCommit, DrawRounds: v.DrawRounds,
 		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds, Paused: v.Policy.Paused}}
 	return a.printItem(s, "admin", "applied through the admin API at "+o.url+" (published to "+topics.Items+" and in Redis now)")

@@ -33,6 +33,8 @@ type Snapshot struct {
 	At int64
 	// Verdict is the item's state from waitroom.items.
 	Verdict registration.Verdict
+	// Notice is the operator's message to everyone waiting (waitroom.items).
+	Notice string
 }
 
 // Feed is one item's current snapshot and how many local streams watch it.
@@ -180,7 +182,8 @@ func (h *Hub) Subscribe(item string) *Feed {
 	if f == nil {
 		f = &Feed{item: item}
 		f.waves.gap = h.every // a stream's positions are paced as the hub's publishes
-		f.cur.Store(&Snapshot{Verdict: h.verdict(item)})
+		v, n := h.itemState(item)
+		f.cur.Store(&Snapshot{Verdict: v, Notice: n})
 		h.feeds[item] = f
 	}
 	f.subs++
@@ -302,17 +305,17 @@ func (h *Hub) admitFirst(ev topics.AdmissionEvent) *sync.WaitGroup {
 }
 
 // RecheckItems re-judges every watched item and wakes the streams of those
-// whose verdict changed: O(watched items).
+// whose verdict or notice changed: O(watched items).
 func (h *Hub) RecheckItems() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for item, f := range h.feeds {
-		v := h.verdict(item)
+		v, n := h.itemState(item)
 		h.publish(f, func(s *Snapshot) bool {
-			if s.Verdict == v {
+			if s.Verdict == v && s.Notice == n {
 				return false
 			}
-			s.Verdict = v
+			s.Verdict, s.Notice = v, n
 			return true
 		})
 	}
@@ -321,12 +324,13 @@ func (h *Hub) RecheckItems() {
 // Stale counts admission events dropped as older than the item's head.
 func (h *Hub) Stale() int64 { return h.stale.Load() }
 
-func (h *Hub) verdict(item string) registration.Verdict {
+// itemState is what the item cache says of item: its verdict and notice.
+func (h *Hub) itemState(item string) (registration.Verdict, string) {
 	if h.items == nil {
-		return registration.Open
+		return registration.Open, ""
 	}
 	st, ok := h.items.Get(item)
-	return registration.VerdictOf(st, ok)
+	return registration.VerdictOf(st, ok), st.Notice
 }
 
 // publish replaces f's snapshot with a copy of its newest state changed by

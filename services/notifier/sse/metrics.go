@@ -22,6 +22,9 @@ const (
 	// EventDuplicate: another token of the same proven user holds the place
 	// (DUPLICATE); the api's status answer resumes it with a new token.
 	EventDuplicate = "duplicate"
+	// EventNotice: the operator's message to everyone waiting, {"notice"}
+	// ("" when cleared); sent at connect when there is one, then on change.
+	EventNotice = "notice"
 )
 
 // eventOf names the event of each status (registration's vocabulary).
@@ -36,7 +39,7 @@ var eventOf = map[string]string{
 	registration.StatusDuplicate: EventDuplicate,
 }
 
-var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned, EventDuplicate}
+var eventTypes = []string{EventPending, EventPreQueue, EventPosition, EventAdmitted, EventSoldOut, EventClosed, EventExpired, EventLeft, EventCompleted, EventRejected, EventAbandoned, EventDuplicate, EventNotice}
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 5}
 

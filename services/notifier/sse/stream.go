@@ -38,6 +38,11 @@ type (
 	Terminal struct {
 		Status string `json:"status"`
 	}
+	// Notice is the data of a notice event: the operator's message to
+	// everyone waiting ("" when it was cleared).
+	Notice struct {
+		Notice string `json:"notice"`
+	}
 	// PreQueue is the data of a pre_queue event: the registration waits for
 	// the draw due at DrawAt (unix ms), which places InDraw people so far.
 	PreQueue struct {
@@ -73,7 +78,8 @@ type stream struct {
 	// ceiling bounds the position to report: the last one sent, or the one
 	// Last-Event-ID implies. 0: none yet.
 	ceiling int64
-	sentPos int64 // last position event, to send only changes
+	notice  string // the item's notice sent last
+	sentPos int64  // last position event, to send only changes
 	sentTot int64
 	sentEta int64 // -1: none
 	pending bool  // told "pending", polling until the line has the registration
@@ -235,6 +241,9 @@ func (st *stream) start(ctx context.Context, status queue.Status) bool {
 	st.slot, st.beatSlot, st.beatGen = st.feed.waves.slot(), st.s.hub.beats.slot(), st.s.hub.beatGen.Load()
 	st.snap = st.feed.Latest()
 	st.version = st.snap.Version
+	if st.notify(st.snap) {
+		return true
+	}
 	return st.settle(ctx, status, st.snap, 0)
 }
 
@@ -488,6 +497,9 @@ func (st *stream) onSnapshot(ctx context.Context, snap *Snapshot) bool {
 		st.s.m.replaced.Add(float64(snap.Version - st.version - 1))
 	}
 	st.version = snap.Version
+	if st.notify(snap) {
+		return true
+	}
 	if st.seq == 0 || st.pending { // not in the line yet: the poll decides
 		if snap.Verdict != registration.Open {
 			return st.full(ctx, snap)
@@ -617,6 +629,16 @@ func (st *stream) admitted(until time.Time, at int64) bool {
 	st.progress = max(st.progress, st.seq)
 	_ = st.send(EventAdmitted, mustJSON(Admitted{AdmissionToken: raw, ExpiresAt: until.UTC().Format(time.RFC3339Nano)}), at)
 	return true
+}
+
+// notify sends the item's notice when it differs from the one sent last;
+// true ends the stream (the client is gone).
+func (st *stream) notify(snap *Snapshot) bool {
+	if snap.Notice == st.notice {
+		return false
+	}
+	st.notice = snap.Notice
+	return st.send(EventNotice, mustJSON(Notice{Notice: snap.Notice}), 0) != nil
 }
 
 // final sends the terminal event of status; the stream ends.

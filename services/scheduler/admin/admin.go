@@ -140,6 +140,7 @@ type ItemView struct {
 	Policy             topics.AdmissionPolicy `json:"policy"`
 	Mode               string                 `json:"mode"` // fifo, passthrough or reject
 	RejectMessage      string                 `json:"rejectMessage,omitempty"`
+	Notice             string                 `json:"notice,omitempty"`
 	Version            int64                  `json:"version"`
 	UpdatedAt          int64                  `json:"updatedAt"` // unix milliseconds
 	Waiting            int64                  `json:"waiting"`
@@ -430,7 +431,7 @@ func (s *Server) registry(ctx context.Context) (map[string]bool, error) {
 func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 	return ItemView{
 		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: !it.Policy.Admitting(),
-		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Version: it.Version, UpdatedAt: it.UpdatedAt,
+		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Notice: it.Notice, Version: it.Version, UpdatedAt: it.UpdatedAt,
 		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
 		Active:  active,
 		OpensAt: it.OpensAt, DrawWindowSeconds: it.DrawWindowSeconds, DrawCommit: it.DrawCommit, DrawRounds: it.DrawRounds, DrawSalt: it.DrawSalt,
