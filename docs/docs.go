@@ -4,15 +4,24 @@
 package docs
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"fmt"
+	"io"
+	"mime"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
 // Files holds openapi.yaml and schemas/*.json.
@@ -78,12 +87,77 @@ func GinRoute(method, path string) string {
 	return method + " " + ginParam.ReplaceAllString(path, "{$1}")
 }
 
-// ServerURL points doc's servers at base (a test's listener), so a router
-// of kin-openapi finds the operations of requests sent there.
-func ServerURL(doc *openapi3.T, base string) error {
+// Contract checks real HTTP exchanges with a service against the spec:
+// the request (unless a case sends a malformed one on purpose) and the
+// answer, whose status must be one the operation lists, with its headers and
+// its JSON body's schema (error codes included). It remembers the operations
+// it saw, for Unexercised.
+type Contract struct {
+	doc    *openapi3.T
+	router routers.Router
+	mu     sync.Mutex
+	seen   map[string]bool // operationIds
+}
+
+// NewContract loads the spec for exchanges with the server at base
+// ("http://127.0.0.1:port").
+func NewContract(ctx context.Context, base string) (*Contract, error) {
+	doc, err := OpenAPI(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := url.Parse(base); err != nil {
-		return fmt.Errorf("server url %q: %w", base, err)
+		return nil, fmt.Errorf("server url %q: %w", base, err)
 	}
 	doc.Servers = openapi3.Servers{{URL: base}}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("route openapi.yaml: %w", err)
+	}
+	return &Contract{doc: doc, router: router, seen: map[string]bool{}}, nil
+}
+
+// Check validates one exchange: req was sent with reqBody and answered
+// status with header and body. malformed skips the request's validation.
+// Bodies other than JSON (pages, scripts, metrics) are not read: the spec
+// says only that they are text.
+func (c *Contract) Check(ctx context.Context, req *http.Request, reqBody []byte, malformed bool, status int, header http.Header, body []byte) error {
+	req = req.Clone(ctx)
+	req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: no operation of the spec: %w", req.Method, req.URL.Path, err)
+	}
+	c.mu.Lock()
+	c.seen[route.Operation.OperationID] = true
+	c.mu.Unlock()
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if !malformed {
+		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+			return fmt.Errorf("%s %s: the request breaks the spec: %w", req.Method, req.URL.Path, err)
+		}
+	}
+	mt, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: mt != "application/json"}}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		return fmt.Errorf("%s %s answered %d %s, not as the spec says: %w", req.Method, req.URL.Path, status, body, err)
+	}
 	return nil
+}
+
+// Unexercised returns the routes of service no checked exchange used.
+func (c *Contract) Unexercised(service string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, r := range Routes(c.doc, service) {
+		method, path, _ := strings.Cut(r, " ")
+		if !c.seen[c.doc.Paths.Find(path).GetOperation(method).OperationID] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
