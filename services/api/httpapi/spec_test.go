@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/docs"
+	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
@@ -181,4 +182,41 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	c.exchange("GET", "/metrics", "", false, 200, "")
 
 	require.Empty(t, c.c.Unexercised("api"), "routes of the api no exchange used")
+}
+
+// TestProvenAnswersMatchTheSpec: the answers of an api that requires
+// site-signed assertions (the ASSERTION_* refusals, a proven registration and
+// a proven user's place resumed from a second device: DUPLICATE read back
+// with the place's own token) validate against docs/openapi.yaml.
+func TestProvenAnswersMatchTheSpec(t *testing.T) {
+	jwks, sign := siteJWKS(t)
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.Assertion = assertion.Config{Issuer: "shop", JWKSURL: jwks, Required: true, MaxTTL: 10 * time.Minute}
+	}, item("tix"))
+	c := newContract(t, s)
+	const reg = "/api/v1/items/tix/registrations"
+	body := func(assertion string) string { return `{"assertion":"` + assertion + `"}` }
+
+	c.exchange("POST", reg, `{"userId":"carol"}`, false, 401, "ASSERTION_REQUIRED")
+	c.exchange("POST", reg, body("x.y.z"), false, 401, "ASSERTION_INVALID")
+	late := siteClaims("carol", "tix")
+	late["iat"], late["exp"] = time.Now().Add(-2*time.Minute).Unix(), time.Now().Add(-time.Minute).Unix()
+	c.exchange("POST", reg, body(sign(late)), false, 401, "ASSERTION_EXPIRED")
+	c.exchange("POST", reg, `{"userId":"dave","assertion":"`+sign(siteClaims("carol", "tix"))+`"}`, false, 400, "ASSERTION_USER_MISMATCH")
+
+	first := sign(siteClaims("carol", "tix"))
+	var a, b httpapi.RegisterResponse
+	c.exchange("POST", reg, body(first), false, 202, "").decode(t, &a)
+	c.exchange("POST", reg, body(first), false, 401, "ASSERTION_USED")
+	c.exchange("POST", reg, body(sign(siteClaims("carol", "tix"))), false, 202, "").decode(t, &b)
+	for _, tok := range []string{a.Token, b.Token} {
+		q, err := s.signer.ParseQueue(tok)
+		require.NoError(t, err)
+		s.apply(q)
+	}
+	var st httpapi.StatusResponse
+	c.exchange("GET", reg+"/"+b.Token, "", false, 200, "").decode(t, &st)
+	require.Equal(t, "WAITING", st.Status, "the second device's token resumes the place")
+	require.NotEmpty(t, st.Token, "with the place's own token")
+	require.Equal(t, a.TokenID, st.TokenID)
 }
