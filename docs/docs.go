@@ -22,6 +22,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/gin-gonic/gin"
 )
 
 // Files holds openapi.yaml and schemas/*.json.
@@ -81,10 +82,34 @@ func services(op *openapi3.Operation) []string {
 
 var ginParam = regexp.MustCompile(`[:*]([A-Za-z0-9_]+)`)
 
-// GinRoute writes a gin route ("/items/:itemId") the way the spec does
-// ("/items/{itemId}"), with its method: "GET /items/{itemId}".
-func GinRoute(method, path string) string {
-	return method + " " + ginParam.ReplaceAllString(path, "{$1}")
+// CheckRoutes compares the routes a service's gin engine serves
+// (engine.Routes()) with the spec's routes of service, both ways: the error
+// names every route only one side has.
+func CheckRoutes(ctx context.Context, service string, served gin.RoutesInfo) error {
+	doc, err := OpenAPI(ctx)
+	if err != nil {
+		return err
+	}
+	spec := map[string]bool{}
+	for _, r := range Routes(doc, service) {
+		spec[r] = true
+	}
+	var extra, missing []string
+	for _, r := range served {
+		route := r.Method + " " + ginParam.ReplaceAllString(r.Path, "{$1}")
+		if !spec[route] {
+			extra = append(extra, route)
+		}
+		delete(spec, route)
+	}
+	for r := range spec {
+		missing = append(missing, r)
+	}
+	sort.Strings(missing)
+	if len(extra) > 0 || len(missing) > 0 {
+		return fmt.Errorf("%s serves routes openapi.yaml does not list for it: %v; openapi.yaml lists routes it does not serve: %v", service, extra, missing)
+	}
+	return nil
 }
 
 // Contract checks real HTTP exchanges with a service against the spec:
