@@ -146,3 +146,5 @@ replace (
 	github.com/waitroom/waitroom/services/scheduler => ../../services/scheduler
 	github.com/waitroom/waitroom/topics => ../../topics
 )
+
+replace github.com/waitroom/waitroom/docs => ../../docs

@@ -100,3 +100,5 @@ replace (
 	github.com/waitroom/waitroom/services/scheduler => ../scheduler
 	github.com/waitroom/waitroom/topics => ../../topics
 )
+
+replace github.com/waitroom/waitroom/docs => ../../docs

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/assertion"
@@ -190,11 +191,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
 		return fmt.Errorf("WR_TRUSTED_PROXIES: %w", err)
 	}
-	srv.Routes(engine)
-	engine.GET("/items/:itemId/wait", waitpage.Handler(cfg.PageTarget, items))
-	engine.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
-	engine.GET(waitpage.ScriptPath, waitpage.Script)
-	engine.GET(waitpage.PowWorkerPath, waitpage.PowWorker)
+	mount(engine, srv, cfg.PageTarget, items)
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
@@ -238,6 +235,16 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	err = g.Wait()
 	ready.Set(false)
 	return err
+}
+
+// mount adds the api's routes and its pages' to the engine (docs/openapi.yaml
+// lists them; TestServedRoutesAreTheSpecs holds the two together).
+func mount(r gin.IRouter, srv *Server, pageTarget string, items waitpage.Items) {
+	srv.Routes(r)
+	r.GET("/items/:itemId/wait", waitpage.Handler(pageTarget, items))
+	r.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
+	r.GET(waitpage.ScriptPath, waitpage.Script)
+	r.GET(waitpage.PowWorkerPath, waitpage.PowWorker)
 }
 
 // pprofMux serves net/http/pprof's handlers.

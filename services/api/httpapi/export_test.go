@@ -1,0 +1,4 @@
+package httpapi
+
+// Mount is mount, for the test that holds the served routes to the spec.
+var Mount = mount
