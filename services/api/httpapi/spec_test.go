@@ -133,17 +133,18 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 
 	// verify and complete
 	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+admission+`","itemId":"shoe"}`, false, 200, "")
-	c.exchange("POST", "/api/v1/admissions/verify", ``, false, 200, "", "Authorization", "Bearer "+admission)
+	c.exchange("POST", "/api/v1/admissions/verify", `{"itemId":"shoe"}`, false, 200, "", "Authorization", "Bearer "+admission)
 	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+admission+`","itemId":"other"}`, false, 403, "TOKEN_ITEM_MISMATCH")
-	c.exchange("POST", "/api/v1/admissions/verify", `{}`, false, 401, "TOKEN_MISSING")
-	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"x.y.z"}`, false, 401, "TOKEN_INVALID")
+	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+admission+`"}`, true, 400, "ITEM_ID_MISSING")
+	c.exchange("POST", "/api/v1/admissions/verify", `{"itemId":"shoe"}`, false, 401, "TOKEN_MISSING")
+	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"x.y.z","itemId":"shoe"}`, false, 401, "TOKEN_INVALID")
 	c.exchange("POST", "/api/v1/admissions/verify", `{"token":1}`, true, 400, "INVALID_JSON")
-	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+strings.Repeat("a", 5000)+`"}`, false, 413, "BODY_TOO_LARGE")
+	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+strings.Repeat("a", 5000)+`","itemId":"shoe"}`, false, 413, "BODY_TOO_LARGE")
 	var done httpapi.AdmissionResponse
-	c.exchange("POST", "/api/v1/admissions/complete", `{"token":"`+admission+`"}`, false, 200, "").decode(t, &done)
+	c.exchange("POST", "/api/v1/admissions/complete", `{"token":"`+admission+`","itemId":"shoe"}`, false, 200, "").decode(t, &done)
 	require.Equal(t, "COMPLETED", done.Status)
-	c.exchange("POST", "/api/v1/admissions/complete", `{"token":"`+admission+`"}`, false, 410, "ADMISSION_ENDED")
-	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+admission+`"}`, false, 410, "ADMISSION_ENDED")
+	c.exchange("POST", "/api/v1/admissions/complete", `{"token":"`+admission+`","itemId":"shoe"}`, false, 410, "ADMISSION_ENDED")
+	c.exchange("POST", "/api/v1/admissions/verify", `{"token":"`+admission+`","itemId":"shoe"}`, false, 410, "ADMISSION_ENDED")
 	c.exchange("GET", reg+"/"+tok, "", false, 200, "").decode(t, &st)
 	require.Equal(t, "COMPLETED", st.Status)
 
