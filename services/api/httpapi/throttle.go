@@ -200,6 +200,14 @@ func (t *Throttle) Allow(ctx context.Context, kind, key string) (bool, time.Dura
 // IPv6 /48, narrow first. When one is empty it returns false, its kind, and
 // how long until it has a token again.
 func (t *Throttle) AllowAddr(ctx context.Context, kind, wide, ip string) (ok bool, by string, wait time.Duration) {
+	if t == nil {
+		return true, "", 0
+	}
+	if _, on := t.limits[kind]; !on {
+		if _, on := t.limits[wide]; !on {
+			return true, "", 0 // both off: not even the address parsed
+		}
+	}
 	narrowKey, wideKey := addressKeys(ip)
 	if ok, wait := t.Allow(ctx, kind, narrowKey); !ok {
 		return false, kind, wait
