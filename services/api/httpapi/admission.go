@@ -66,6 +66,9 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 		registration.Abort(c, err)
 		return token.Admission{}, false
 	}
+	if !s.allowToken(c, byAdmission, a.TokenID) {
+		return token.Admission{}, false
+	}
 	if b, ok := s.blocks.user("admission", a.UserID); ok {
 		registration.Abort(c, registration.Blocked(b))
 		return token.Admission{}, false

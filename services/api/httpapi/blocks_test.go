@@ -57,7 +57,7 @@ func blockedBy(t *testing.T, a answer, reason string) {
 // started later builds the same list from the topic; a malformed record
 // blocks nobody and the rest still apply.
 func TestBlockedUsersAndRanges(t *testing.T) {
-	s := newAPI(t, item("drop"))
+	s := newAPIWith(t, behindFrontDoor, item("drop"))
 	// alice queues and is admitted before the block.
 	r, q := s.register("drop", "alice")
 	s.apply(q)

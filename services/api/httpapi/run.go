@@ -41,9 +41,9 @@ type Config struct {
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
 	// TrustedProxies are the addresses whose X-Forwarded-For names the
-	// client (the front door's); anyone else's is ignored, so a client
-	// cannot choose the address its throttle bucket is keyed by.
-	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:"," envDefault:"127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"`
+	// client (the front door's; none by default); anyone else's is ignored,
+	// so a client cannot choose the address its throttle bucket is keyed by.
+	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:","`
 	Throttle       ThrottleConfig
 	// PowKey signs proof-of-work challenges (empty: derived from
 	// WR_TOKEN_KEY); PowTTL is how long a challenge may be solved and used.
@@ -105,6 +105,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Assertion.Validate(); err != nil {
+		return err
+	}
+	if _, err := httpserver.ParseTrusted(c.TrustedProxies); err != nil {
 		return err
 	}
 	if err := c.TokenConfig.Validate(); err != nil {
@@ -188,8 +191,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		Guard: guard, Refusals: refusals,
 	}, reg, log)
 	engine := httpserver.New(log, reg, ready)
-	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
-		return fmt.Errorf("WR_TRUSTED_PROXIES: %w", err)
+	if err := httpserver.TrustProxies(engine, cfg.TrustedProxies); err != nil {
+		return err
 	}
 	mount(engine, srv, cfg.PageTarget, items)
 

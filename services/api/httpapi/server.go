@@ -53,7 +53,8 @@ type Options struct {
 	StatusTimeout  time.Duration
 	// View, when set, gates status, verify and complete on a trusted Redis view.
 	View *view.Watcher
-	// Throttle, when set, limits registrations per address and per user.
+	// Throttle, when set, limits registrations per address and per user,
+	// and the other calls per token and per address.
 	Throttle *Throttle
 	// Blocks, when set, refuses blocked users and addresses (403 BLOCKED).
 	Blocks Blocks
@@ -122,9 +123,9 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 func (s *Server) Routes(r gin.IRouter) {
 	g := r.Group("/api/v1/items/:itemId/registrations")
 	g.POST("", s.countRefusal, s.register)
-	g.GET("/:token", s.gateView, s.status)
-	g.DELETE("/:token", s.leave)
-	r.GET("/api/v1/items/:itemId/challenge", s.challenge)
+	g.GET("/:token", s.limitCalls(byStatus), s.gateView, s.status)
+	g.DELETE("/:token", s.limitCalls(byLeave), s.leave)
+	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls(""), s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
 	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
 	r.GET("/.well-known/jwks.json", s.jwks)
@@ -153,8 +154,8 @@ func (s *Server) register(c *gin.Context) {
 	}
 	ip := c.ClientIP() // parsed once: X-Forwarded-For against the trusted proxies
 	// The address's bucket first: a flood is refused before any work.
-	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "ip", ip); !ok {
-		registration.Abort(c, registration.RateLimited("ip", wait))
+	if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byIP, byIP48, ip); !ok {
+		registration.Abort(c, registration.RateLimited(by, wait))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
@@ -293,7 +294,7 @@ type StatusResponse struct {
 }
 
 func (s *Server) status(c *gin.Context) {
-	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	q, err := s.queueToken(c)
 	if err != nil {
 		registration.Abort(c, err)
 		return
@@ -402,7 +403,7 @@ func (s *Server) exactEvery(item string) time.Duration {
 }
 
 func (s *Server) leave(c *gin.Context) {
-	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	q, err := s.queueToken(c)
 	if err != nil {
 		registration.Abort(c, err)
 		return

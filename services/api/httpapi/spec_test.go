@@ -79,6 +79,7 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	pow.PowDifficulty = 4
 	s := newAPIWith(t, func(c *httpapi.Config) {
 		c.Throttle = httpapi.ThrottleConfig{IPRate: 3, Period: time.Minute}
+		c.TrustedProxies = []string{"127.0.0.1"} // the exchanges come through a front door, each from its own address
 	}, item("shoe"), item("other"), closed, sold, reject, pow)
 	c := newContract(t, s)
 	const reg = "/api/v1/items/shoe/registrations"

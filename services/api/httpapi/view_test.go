@@ -9,13 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/services/api/httpapi"
 )
 
 // A lost Redis: status, verify and complete answer 503 VIEW_REBUILDING with
 // Retry-After, never a wrong state; registrations are still accepted; /readyz
 // says why; once the view is rebuilt the answers come back.
 func TestViewLostAnswersRebuilding(t *testing.T) {
-	e := newAPI(t, item("tix"))
+	// The test reads one token's status every few ms, far past its bucket.
+	e := newAPIWith(t, func(c *httpapi.Config) { c.Throttle.StatusRate = 0 }, item("tix"))
 	r, q := e.register("tix", "alice")
 	e.apply(q)
 	require.Equal(t, "WAITING", e.status("tix", r.Token).Status)

@@ -184,8 +184,10 @@ func (c *Cluster) build() error {
 	}
 	redisEnv := "WR_REDIS_ADDR=" + c.RedisAddr
 	keysEnv := []string{"WR_TOKEN_KEY=" + tokenKey, "WR_ADMISSION_KEY=" + admissionKey}
+	// The apis sit behind the front door, which connects from loopback and
+	// names the client in X-Forwarded-For.
 	for i := range o.APIs {
-		c.APIs = append(c.APIs, svc("api", i, offAPI, append([]string{redisEnv}, keysEnv...)...))
+		c.APIs = append(c.APIs, svc("api", i, offAPI, append([]string{redisEnv, "WR_TRUSTED_PROXIES=127.0.0.1/32"}, keysEnv...)...))
 	}
 	for i := range o.Consumers {
 		r := "WR_REDIS_ADDR=" + c.addr(offProxy+i) // a link the chaos suite can cut

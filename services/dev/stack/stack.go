@@ -267,6 +267,17 @@ func configs(o Options) (serviceConfigs, error) {
 	}
 	keys(&c.api.TokenConfig)
 	keys(&c.notifier.TokenConfig)
+	// The stack's front door reaches the api from loopback and names the
+	// client in X-Forwarded-For, unless WR_TRUSTED_PROXIES says otherwise.
+	if len(c.api.TrustedProxies) == 0 {
+		c.api.TrustedProxies = []string{"127.0.0.1/32", "::1/128"}
+	}
+	if !o.Env {
+		// The tests read a token's status, verify its admission and leave
+		// every few ms, far past a page's pace (the per-token buckets);
+		// make run keeps the service's defaults.
+		c.api.Throttle.StatusRate, c.api.Throttle.LeaveRate, c.api.Throttle.AdmissionRate = 0, 0, 0
+	}
 	// The page's "continue" leads to the demo shop, unless WR_PAGE_TARGET_URL says otherwise.
 	c.api.PageTarget = or(c.api.PageTarget, shop.Target)
 	if o.ProduceLinger > 0 {

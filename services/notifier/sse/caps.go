@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"golang.org/x/time/rate"
 )
@@ -124,20 +125,8 @@ func (c *streamCaps) counts() (open, tokens, addrs int) {
 // host itself (loopback: a local proxy, a load test) and an address that
 // does not parse are not counted.
 func addressKey(ip string) netip.Prefix {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	a = a.Unmap().WithZone("")
-	if a.IsLoopback() {
-		return netip.Prefix{}
-	}
-	bits := 64
-	if a.Is4() {
-		bits = 32
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
+	p, _, ok := httpserver.ClientPrefixes(ip)
+	if !ok || p.Addr().IsLoopback() {
 		return netip.Prefix{}
 	}
 	return p

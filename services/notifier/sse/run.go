@@ -50,7 +50,7 @@ type Config struct {
 	OpenWait time.Duration `env:"WR_SSE_OPEN_WAIT" envDefault:"1s"`
 	// TrustedProxies are the addresses whose X-Forwarded-For names the
 	// client for the per-address cap (the api's variable and default).
-	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:"," envDefault:"127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"`
+	TrustedProxies []string `env:"WR_TRUSTED_PROXIES" envSeparator:","`
 	View           view.Config
 	Kafka          config.Kafka
 	Redis          config.Redis
@@ -250,10 +250,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return err
 	}
 	engine := httpserver.New(log, reg, ready)
-	if err := engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+	if err := httpserver.TrustProxies(engine, cfg.TrustedProxies); err != nil {
 		n.rdb.Close()
 		n.follow.Close()
-		return fmt.Errorf("WR_TRUSTED_PROXIES: %w", err)
+		return err
 	}
 	n.Routes(engine)
 	if ln == nil {
