@@ -6,6 +6,7 @@ require (
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/stretchr/testify v1.12.1
+	github.com/waitroom/waitroom/pkg v0.0.0
 	github.com/waitroom/waitroom/services/api v0.0.0
 	github.com/waitroom/waitroom/services/consumer v0.0.0
 	github.com/waitroom/waitroom/services/ctl v0.0.0
@@ -15,6 +16,8 @@ require (
 )
 
 require (
+	github.com/MicahParks/jwkset v0.11.4 // indirect
+	github.com/MicahParks/keyfunc/v3 v3.9.1 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.47.8 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.33.16 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.16 // indirect
@@ -81,7 +84,6 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
-	github.com/waitroom/waitroom/pkg v0.0.0 // indirect
 	github.com/waitroom/waitroom/topics v0.0.0 // indirect
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
