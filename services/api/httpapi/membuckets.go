@@ -42,6 +42,19 @@ func newMemBuckets(l redis_rate.Limit, max int) *memBuckets {
 	return b
 }
 
+// forgetHalf deletes a random half of m (map order is random): how a full
+// shard of remembered answers or buckets makes room.
+func forgetHalf[K comparable, V any](m map[K]V) {
+	n := len(m) / 2
+	for k := range m {
+		if n == 0 {
+			break
+		}
+		delete(m, k)
+		n--
+	}
+}
+
 // allow takes a token from key's bucket at now; when it has none, it says
 // how long until one is back.
 func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
@@ -51,14 +64,7 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	e, ok := sh.m[key]
 	if !ok {
 		if len(sh.m) >= b.perShard {
-			n := len(sh.m) / 2
-			for k := range sh.m { // map order is random: forget a random half
-				if n == 0 {
-					break
-				}
-				delete(sh.m, k)
-				n--
-			}
+			forgetHalf(sh.m)
 		}
 		e = memBucket{tokens: b.burst, at: now}
 	}

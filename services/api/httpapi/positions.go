@@ -146,14 +146,7 @@ func (p *positions) remember(item, tokenID string, st queue.Status, gen string) 
 		return
 	}
 	if len(sh.m) >= p.max/len(p.shards)+1 {
-		n := len(sh.m) / 2
-		for k := range sh.m { // map order is random: forget a random half
-			if n == 0 {
-				break
-			}
-			delete(sh.m, k)
-			n--
-		}
+		forgetHalf(sh.m)
 	}
 	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen}
 }
