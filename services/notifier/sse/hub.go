@@ -329,6 +329,15 @@ func (h *Hub) verdict(item string) registration.Verdict {
 	return registration.VerdictOf(st, ok)
 }
 
+// rejectMessage is item's rejectMessage ("": none set, or unknown item).
+func (h *Hub) rejectMessage(item string) string {
+	if h.items == nil {
+		return ""
+	}
+	st, _ := h.items.Get(item)
+	return st.RejectMessage
+}
+
 // publish replaces f's snapshot with a copy of its newest state changed by
 // change (when it reports a change) and wakes the watchers of the old one at
 // once. Callers hold h.mu.
