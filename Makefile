@@ -42,6 +42,7 @@ scripts-test: ## tests of the scripts in scripts/
 	@scripts/test-deps_test.sh
 	@scripts/dockerfile-replay_test.sh
 	@scripts/make-run_test.sh
+	@scripts/kit-outside_test.sh
 
 compose-check: ## deploy/ without Docker: the compose file against the services' config (compose-go), a replay of the Dockerfile's build stage, and promtool on the alert rules
 	$(GO) test -count=1 ./deploy/composecheck/...
