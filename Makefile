@@ -14,10 +14,20 @@ help: ## list the targets
 
 run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctrl-C stops it; exits 0)
 	$(GO) build -o bin/waitroom-dev ./services/dev
-	@# Not `go run` (it reports the signal as a failure). `set -m` runs the stack as
-	@# a job of its own that holds the terminal, so Ctrl-C reaches the stack only:
-	@# it stops cleanly and exits 0, and make, never interrupted, exits with it.
-	@set -m; bin/waitroom-dev; rc=$$?; exit $$rc
+	@# Not `go run` (it reports the signal as a failure). An inner shell with `set -m`
+	@# runs the stack as a job of its own that holds the terminal, so Ctrl-C reaches
+	@# the stack only: it stops cleanly and exits 0, and make, never interrupted,
+	@# exits with it. A shell defers its traps while a foreground job runs, so this
+	@# recipe's shell waits on the inner one with `wait` instead and forwards a
+	@# SIGTERM (make sends it to this shell when make itself is killed) to the
+	@# stack, whose own group would outlive make otherwise. `env --default-signal`
+	@# undoes the SIGINT a background job is started ignoring; without a terminal
+	@# (no job control) the inner shell simply waits.
+	@pidf=$$(mktemp); trap 'rm -f "$$pidf"' EXIT; \
+	env --default-signal=INT,QUIT bash -c 'set -m 2>/dev/null; bin/waitroom-dev & echo $$! >"$$0"; \
+	  if [[ $$- == *m* ]]; then fg %1 >/dev/null; else wait $$!; fi' "$$pidf" & job=$$!; \
+	trap 'for _ in {1..50}; do [ -s "$$pidf" ] && break; sleep 0.1; done; kill -TERM "$$(<"$$pidf")" 2>/dev/null' TERM; \
+	rc=0; wait $$job || rc=$$?; while kill -0 $$job 2>/dev/null; do rc=0; wait $$job || rc=$$?; done; exit $$rc
 
 test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run
 	@$(MAKE) --no-print-directory test-all
@@ -33,6 +43,7 @@ scripts-test: ## tests of the scripts in scripts/
 	@scripts/dockerfile-replay_test.sh
 	@scripts/make-run_test.sh
 	@scripts/readme_test.sh
+	@scripts/kit-outside_test.sh
 
 compose-check: ## deploy/ without Docker: the compose file against the services' config (compose-go), a replay of the Dockerfile's build stage, and promtool on the alert rules
 	$(GO) test -count=1 ./deploy/composecheck/...

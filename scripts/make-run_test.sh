@@ -6,6 +6,8 @@
 #   running:  after the banner, with the api ready;
 #   starting: as soon as the stack logs its first line (Redis starting), before
 #             the banner: a stop during start-up is no failure either.
+# And once it sends no Ctrl-C but `kill -TERM <make's pid>`, as a script would:
+#   killed:   every process under make ends and no port of the stack is held.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if ! command -v tmux >/dev/null 2>&1; then
@@ -26,6 +28,25 @@ stop_terminal() {
 }
 trap 'stop_terminal; rm -rf "$top"' EXIT
 
+# descendants PID: every process under PID (from /proc: no procps needed).
+descendants() {
+  local f st pid ppid rest todo=("$1")
+  while [ ${#todo[@]} -gt 0 ]; do
+    local parent=${todo[0]}
+    todo=("${todo[@]:1}")
+    for f in /proc/[0-9]*/stat; do
+      st=$(cat "$f" 2>/dev/null) || continue
+      pid=${st%% *}
+      rest=${st##*) } # past "pid (comm) ": the comm may hold spaces
+      ppid=${rest#* }; ppid=${ppid%% *}
+      [ "$ppid" = "$parent" ] && { echo "$pid"; todo+=("$pid"); }
+    done
+  done
+}
+alive() { local p n=""; for p in "$@"; do [ -e "/proc/$p" ] && n="$n $p"; done; echo "${n# }"; }
+ports() { echo "$base" $((base + 60)) $((base + 79)) $((base + 80)) $((base + 81)) $((base + 82)) $((base + 83)) $((base + 84)) $((base + 90)) $((base + 92)) $((base + 93)) $((base + 94)); }
+held() { local p n=""; for p in $(ports); do (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && n="$n $p"; done; echo "${n# }"; }
+
 pane() { tmux -L "$sock" capture-pane -p -t 0 -S -2000 2>/dev/null; }
 fail() {
   failed=$((failed + 1))
@@ -43,6 +64,7 @@ run_case() {
     fail "port $((base + 80)) already serves a stack; stop it or set MAKE_RUN_PORT_BASE"; return
   fi
   cat >"$tmp/run.sh" <<RUN
+echo \$\$ >"$tmp/shell.pid"
 cd "$root"
 export WR_DEV_DATA_DIR="$tmp/data" WR_DEV_KAFKA_PORTS=$((base + 92)),$((base + 93)),$((base + 94)) \
   WR_DEV_REDIS_PORT=$((base + 79)) WR_API_ADDR=127.0.0.1:$((base + 80)) WR_CONSUMER_ADDR=127.0.0.1:$((base + 81)) \
@@ -63,6 +85,8 @@ RUN
     running) grep -q 'waitroom is running' "$tmp/log" 2>/dev/null &&
       curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$((base + 80))/readyz" 2>/dev/null && moment=1 ;;
     starting) pane | grep -q 'kafka: embedded' && moment=1 ;;
+    killed) grep -q 'waitroom is running' "$tmp/log" 2>/dev/null &&
+      curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$((base + 80))/readyz" 2>/dev/null && moment=1 ;;
     esac
     [ -n "$moment" ] && break
     sleep 0.1
@@ -70,6 +94,7 @@ RUN
   [ -n "$moment" ] || { fail "the moment to press Ctrl-C never came"; stop_terminal; return; }
   [ "$case" = starting ] && grep -q 'waitroom is running' "$tmp/log" && echo "note $case: the banner was already out"
 
+  if [ "$case" = killed ]; then kill_make; stop_terminal; return; fi
   tmux -L "$sock" send-keys -t 0 C-c
   for _ in $(seq 1 600); do [ -e "$tmp/rc" ] && break; sleep 0.1; done
   if [ ! -e "$tmp/rc" ]; then
@@ -85,7 +110,36 @@ RUN
   stop_terminal
 }
 
+# kill_make sends SIGTERM to make alone (not its group, not the stack) and
+# checks that make ends and leaves nothing behind: no process that was under
+# it, no port of the stack held.
+kill_make() {
+  local mk="" p under left ports_held
+  for p in $(descendants "$(<"$tmp/shell.pid")"); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = make ] && { mk=$p; break; }
+  done
+  [ -n "$mk" ] || { fail "make's pid not found under the terminal's shell"; return; }
+  under=$(descendants "$mk")
+  echo "$under" | grep -q . || { fail "no process under make (pid $mk)"; return; }
+  [ -n "$(held)" ] || { fail "the stack holds none of its ports before the kill"; return; }
+  kill -TERM "$mk"
+  for _ in $(seq 1 600); do [ -e "$tmp/rc" ] && [ -z "$(alive $under)" ] && [ -z "$(held)" ] && break; sleep 0.1; done
+  left=$(alive $under) ports_held=$(held)
+  if [ ! -e "$tmp/rc" ]; then
+    fail "make did not end within 60 s of SIGTERM"
+  elif [ -n "$left" ]; then
+    fail "processes left after make was killed: $left"
+    kill -TERM $left 2>/dev/null # ours: the stack this case started
+  elif [ -n "$ports_held" ]; then
+    fail "ports still held after make was killed: $ports_held"
+  else
+    passed=$((passed + 1))
+    echo "ok   $case: kill -TERM <make> stops the stack: no process left ($(echo $under | wc -w) were under make), no port held"
+  fi
+}
+
 run_case running
 run_case starting
+run_case killed
 echo "make-run: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -9,6 +9,15 @@
 //	mux.Handle("GET /shop/{itemId}", kit.Protect(waitroomkit.ItemFromPath("itemId"))(shop))
 //	// at the end of checkout:
 //	kit.CompleteRequest(w, r)
+//
+// Versions: the module is github.com/waitroom/waitroom/kit/go/waitroomkit,
+// one module with no replace (gin's middleware is its package waitroomgin),
+// released by tags kit/go/waitroomkit/vX.Y.Z of the waitroom repository
+// (go get github.com/waitroom/waitroom/kit/go/waitroomkit@v0.1.0). Its go line
+// is the previous Go release, so a shop need not run the newest one. Before
+// v1 a minor version may change the API; the tokens and routes it reads are
+// the api's (/.well-known/jwks.json, /api/v1/admissions/...), and a kit keeps
+// working with any api of the same major version.
 package waitroomkit
 
 import (

@@ -255,13 +255,14 @@ func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Rec
 	return rec, true
 }
 
-// clientMeta describes the request's client at ip (gin's ClientIP).
+// clientMeta describes the request's client at ip (gin's ClientIP): its
+// network, never its address (networkOf).
 func clientMeta(c *gin.Context, ip string) *topics.ClientMeta {
 	ua := c.Request.UserAgent()
 	if len(ua) > 256 {
 		ua = ua[:256]
 	}
-	return &topics.ClientMeta{IP: ip, UserAgent: ua}
+	return &topics.ClientMeta{IP: networkOf(ip), UserAgent: ua}
 }
 
 // StatusResponse is where a registration stands.

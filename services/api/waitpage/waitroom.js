@@ -14,7 +14,9 @@
  *       onUpdate(st) { ... },                 // every status: see below
  *       onNotice(text) { ... },               // the operator's message to everyone waiting ("": cleared)
  *       onTransport(t) { ... },               // "sse" or "poll"
- *       onError(err) { ... },                 // could not register (closed, sold out…)
+ *       onError(err) { ... },                 // could not register (closed, sold out…):
+ *                                             // err.code, err.message (the operator's for
+ *                                             // REGISTRATION_REJECTED)
  *       onWork(w) { ... },                    // solving the item's proof-of-work: {difficulty}
  *       bypass: "wrb1.…",                     // optional: an operator's bypass code
  *     });
@@ -41,7 +43,9 @@
  * expiresAt}: status is PENDING, WAITING (with position, waitingTotal and,
  * unless admission is paused, etaSeconds), ADMITTED (with admissionToken and
  * expiresAt), one of the final SOLD_OUT, CLOSED, EXPIRED, LEFT, COMPLETED,
- * REJECTED, ABANDONED (away longer than the item's idle timeout), BLOCKED, or RECONNECTING while the connection is down; PRE_QUEUE (with
+ * REJECTED (with message, the operator's word, when the item has one),
+ * ABANDONED (away longer than the item's idle timeout), BLOCKED, or
+ * RECONNECTING while the connection is down; PRE_QUEUE (with
  * drawAt, unix ms, and inDraw) while the registration waits for the draw of
  * a scheduled sale or a random-mode window: count down to drawAt, the next
  * update after it gives the drawn position. Positions never go
@@ -70,6 +74,10 @@
   const EVENTS = [["pre_queue", "PRE_QUEUE"], ["position", "WAITING"], ["admitted", "ADMITTED"], ["sold_out", "SOLD_OUT"], ["closed", "CLOSED"],
     ["expired", "EXPIRED"], ["left", "LEFT"], ["completed", "COMPLETED"]];
   EVENTS.push(["abandoned", "ABANDONED"], ["duplicate", "DUPLICATE"]);
+  // Every event the notifier sends: "pending" (not in the line yet) and
+  // "rejected" (applied, never placed: its data may carry the operator's
+  // message), or the stream would end unheard and reconnect for ever.
+  EVENTS.push(["pending", "PENDING"], ["rejected", "REJECTED"]);
 
   function join(opts) {
     if (!opts || !opts.itemId) throw new Error("Waitroom.join: itemId is required");

@@ -125,10 +125,10 @@ func (c *streamCaps) counts() (open, tokens, addrs int) {
 // host itself (loopback: a local proxy, a load test) and an address that
 // does not parse are not counted.
 func addressKey(ip string) netip.Prefix {
-	p, _, ok := httpserver.ClientPrefixes(ip)
-	if !ok || p.Addr().IsLoopback() {
+	if a, err := netip.ParseAddr(ip); err != nil || a.Unmap().IsLoopback() {
 		return netip.Prefix{}
 	}
+	p, _, _ := httpserver.ClientPrefixes(ip)
 	return p
 }
 

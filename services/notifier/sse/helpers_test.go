@@ -76,9 +76,15 @@ func newWorld(t testing.TB) *world {
 // cache) and applies it to Redis (what the consumer does), with a new version.
 func (w *world) setItem(item string, stock int64, enabled bool, p topics.AdmissionPolicy) {
 	w.t.Helper()
-	w.version[item]++
-	st := topics.ItemState{V: topics.Version, ItemID: item, Name: item, Stock: stock, Enabled: enabled, Policy: p,
-		Version: w.version[item], UpdatedAt: time.Now().UnixMilli()}
+	w.setState(topics.ItemState{V: topics.Version, ItemID: item, Name: item, Stock: stock, Enabled: enabled, Policy: p})
+}
+
+// setState publishes st as setItem does, with the next version.
+func (w *world) setState(st topics.ItemState) {
+	w.t.Helper()
+	w.version[st.ItemID]++
+	st.Version, st.UpdatedAt = w.version[st.ItemID], time.Now().UnixMilli()
+	item := st.ItemID
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(w.t, w.prod.ProduceSync(ctx, &kgo.Record{Topic: topics.Items, Key: []byte(item), Value: topics.Encode(&st)}).FirstErr())

@@ -333,6 +333,15 @@ func (h *Hub) itemState(item string) (registration.Verdict, string) {
 	return registration.VerdictOf(st, ok), st.Notice
 }
 
+// rejectMessage is item's rejectMessage ("": none set, or unknown item).
+func (h *Hub) rejectMessage(item string) string {
+	if h.items == nil {
+		return ""
+	}
+	st, _ := h.items.Get(item)
+	return st.RejectMessage
+}
+
 // publish replaces f's snapshot with a copy of its newest state changed by
 // change (when it reports a change) and wakes the watchers of the old one at
 // once. Callers hold h.mu.

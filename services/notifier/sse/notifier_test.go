@@ -493,6 +493,43 @@ func TestFinalStates(t *testing.T) {
 	assert.Equal(t, sse.EventClosed, evs[len(evs)-1].Type)
 }
 
+// A registration applied but never placed (REJECTED: a bypass code with no
+// use left, a record sent to the DLQ) ends its stream with "rejected" and the
+// item's rejectMessage, so a page shows the operator's word, not a reconnect.
+func TestRejectedCarriesTheOperatorsMessage(t *testing.T) {
+	w := newWorld(t)
+	pol := topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60}
+	w.setItem("r", -1, true, pol)
+	w.register("r", 3) // offsets 0..2 applied
+	nt := w.notifier(time.Second, 0)
+	ctx := context.Background()
+	never, err := w.signer.IssueQueue(token.Queue{TokenID: "r-never", ItemID: "r", UserID: "never", Offset: 1}, time.Hour)
+	require.NoError(t, err)
+	final := func() sse.Terminal {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		c, err := w.open(cctx, nt.eventsURL("r", never), nil)
+		require.NoError(t, err)
+		defer c.close()
+		evs, err := c.all()
+		require.NoError(t, err, "the stream ends by itself")
+		require.Len(t, evs, 1, "%v", evs)
+		require.Equal(t, sse.EventRejected, evs[0].Type)
+		var term sse.Terminal
+		require.NoError(t, json.Unmarshal([]byte(evs[0].Data), &term))
+		assert.Equal(t, "REJECTED", term.Status)
+		return term
+	}
+	assert.Empty(t, final().Message, "no message set: none sent")
+
+	w.setState(topics.ItemState{V: topics.Version, ItemID: "r", Name: "r", Stock: -1, Enabled: true, Policy: pol,
+		RejectMessage: "Staff codes are used up; the public sale opens at noon"})
+	require.Eventually(t, func() bool {
+		return final().Message == "Staff codes are used up; the public sale opens at noon"
+	}, 10*time.Second, 50*time.Millisecond, "the item's message, once the notifier has the new state")
+}
+
 // Undecodable admission records are counted and handed to the DLQ hook; the
 // stream goes on.
 func TestUndecodableAdmissionRecordsAreSkipped(t *testing.T) {

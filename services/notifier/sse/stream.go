@@ -35,8 +35,11 @@ type (
 	}
 	// Terminal says why the stream ends (sold_out, closed, expired, left,
 	// completed, rejected) or that the registration is not in the line yet (pending).
+	// A rejected one carries the item's rejectMessage, the operator's word to
+	// the people it refuses, when one is set.
 	Terminal struct {
-		Status string `json:"status"`
+		Status  string `json:"status"`
+		Message string `json:"message,omitempty"`
 	}
 	// Notice is the data of a notice event: the operator's message to
 	// everyone waiting ("" when it was cleared).
@@ -643,7 +646,11 @@ func (st *stream) notify(snap *Snapshot) bool {
 
 // final sends the terminal event of status; the stream ends.
 func (st *stream) final(status string) bool {
-	_ = st.send(eventOf[status], mustJSON(Terminal{Status: status}), 0)
+	t := Terminal{Status: status}
+	if status == registration.StatusRejected {
+		t.Message = st.s.hub.rejectMessage(st.q.ItemID)
+	}
+	_ = st.send(eventOf[status], mustJSON(t), 0)
 	return true
 }
 

@@ -1,5 +1,7 @@
-// Package waitroomgin is waitroomkit's middleware for gin, in a module of its
-// own so that net/http users of waitroomkit never pull gin.
+// Package waitroomgin is waitroomkit's middleware for gin. It lives in the
+// waitroomkit module, so a shop imports one module with no replace; a
+// net/http user that never imports this package never compiles gin (only
+// gin's go.mod enters its module graph).
 //
 //	kit, err := waitroomkit.New("https://queue.example.com")
 //	shop := r.Group("/shop/:itemId", waitroomgin.Protect(kit, "itemId"))
