@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -59,4 +60,19 @@ func TestRefusalsAreCountedPerItemAndCode(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, c.Refused, "%s: a malformed request, an unknown item or a 202 is no refusal", it)
 	}
+}
+
+// A registration applied but never placed reads REJECTED with the item's
+// rejectMessage, so a polling page shows the operator's words as a stream's
+// does.
+func TestRejectedStatusCarriesTheOperatorsMessage(t *testing.T) {
+	it := item("gala")
+	it.RejectMessage = "sold to members first: try again at nine"
+	s := newAPI(t, it)
+	r, q := s.register("gala", "ann")
+	_, err := s.line.Apply(context.Background(), []queue.Op{{Kind: queue.OpMark, ItemID: "gala", Partition: q.Partition, Offset: q.Offset}})
+	require.NoError(t, err)
+	st := s.status("gala", r.Token)
+	assert.Equal(t, "REJECTED", st.Status)
+	assert.Equal(t, it.RejectMessage, st.Message)
 }

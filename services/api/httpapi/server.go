@@ -284,7 +284,8 @@ type StatusResponse struct {
 	// PollAfterMs is when to read the status again (registration.PollAfter),
 	// also sent as Retry-After in seconds; absent once it cannot change.
 	PollAfterMs int64 `json:"pollAfterMs,omitempty"`
-	// Message says why, for BLOCKED.
+	// Message says why, for BLOCKED (the block's reason) and REJECTED (the
+	// item's rejectMessage, when one is set).
 	Message string `json:"message,omitempty"`
 	// DrawAt (unix ms) is when the draw that places a PRE_QUEUE registration
 	// is due, InDraw how many it places so far.
@@ -329,6 +330,8 @@ func (s *Server) status(c *gin.Context) {
 		resp.ExpiresAt = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
 	switch a.Status {
+	case registration.StatusRejected:
+		resp.Message = it.RejectMessage
 	case registration.StatusWaiting:
 		if secs, ok := registration.ETA(a.Position, registration.PaceOf(st), it, known, s.now()); ok {
 			resp.EtaSeconds = &secs
