@@ -167,7 +167,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.Int64Var(&maxActive, "max-active", 0, "most people admitted at once; 0 means no cap")
 	f.DurationVar(&sessionTTL, "session-ttl", 0, "how long an admission lasts (whole seconds, up to 24h)")
 	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
-	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted) or reject (new registrations refused)")
+	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused) or random (a committed-seed draw over each window)")
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
 	f.StringVar(&notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
 	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")

@@ -68,8 +68,9 @@ func (a *app) lineCmd() *cobra.Command {
 		Use:   "snapshot <itemId>",
 		Short: "Write a canonical dump of an item's line: every token with its user, state, seq, position and expiry",
 		Long: `Write a canonical dump of an item's line in Redis: the seq and head counters, the
-applied offsets, and every token (sorted) with its user, state (WAITING, ADMITTED,
-LEFT, COMPLETED, GONE), seq and position while waiting, expiry while admitted.
+applied offsets, and every token (sorted) with its place key, state (WAITING,
+ADMITTED, LEFT, ABANDONED, COMPLETED, GONE), seq and position while waiting,
+expiry while admitted.
 The same line gives the same bytes (but for takenAtMs), so a snapshot taken
 before a rebuild and one taken after it can be compared with 'line diff'.
 Take it while the item is quiet (paused, consumer stopped) for an exact picture.`,
