@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
@@ -40,6 +41,25 @@ func (s *Server) proven(c *gin.Context, item string, req RegisterRequest) (asser
 		return assertion.Claims{}, false
 	}
 	return a, true
+}
+
+// identify is who a registration is for: a typed userId is a label, so the
+// place is keyed by the registration's own token (HolderToken) and no
+// per-user bucket is kept for it (anyone typing the name could empty it); a
+// userId an assertion proves keys the place (HolderUser) and has its bucket.
+// On a refusal it has answered and ok is false.
+func (s *Server) identify(c *gin.Context, item string, req RegisterRequest) (user, holder string, proof assertion.Claims, ok bool) {
+	if proof, ok = s.proven(c, item, req); !ok {
+		return "", "", proof, false
+	}
+	if proof.UserID == "" {
+		return req.UserID, topics.HolderToken, proof, true
+	}
+	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), byUser, proof.UserID); !ok {
+		registration.Abort(c, registration.RateLimited(byUser, wait))
+		return "", "", proof, false
+	}
+	return proof.UserID, topics.HolderUser, proof, true
 }
 
 // spend marks a's jti used, so each assertion registers once; on a refusal

@@ -173,20 +173,9 @@ func (s *Server) register(c *gin.Context) {
 		registration.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
 		return
 	}
-	proof, ok := s.proven(c, item, req)
+	user, holder, proof, ok := s.identify(c, item, req)
 	if !ok {
 		return
-	}
-	// A typed userId is a label: the place is the token's own, and the
-	// per-user bucket (which anyone typing the name could empty) is only
-	// for users the site proved.
-	user, holder := req.UserID, topics.HolderToken
-	if proof.UserID != "" {
-		user, holder = proof.UserID, topics.HolderUser
-		if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), "user", user); !ok {
-			registration.Abort(c, registration.RateLimited("user", wait))
-			return
-		}
 	}
 	if !s.blocks.register(c, user, ip) {
 		return
