@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -19,7 +20,9 @@ import (
 // The user agent is kept (abuse review); blocks and throttles judge the live
 // address, not the record (TestBlockedAddressHonoursTrustedProxies).
 func TestRegistrationRecordKeepsTheNetworkNotTheAddress(t *testing.T) {
-	s := newAPI(t, item("drop"))
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.TrustedProxies = []string{"127.0.0.1"} // a front door names each client in X-Forwarded-For
+	}, item("drop"))
 	want := map[string]string{ // userId -> the address it comes from, then the network kept
 		"v4": "203.0.113.77", "v6": "2001:db8:1234:5678::1", "mapped": "::ffff:198.51.100.9",
 	}

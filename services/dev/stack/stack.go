@@ -267,10 +267,13 @@ func configs(o Options) (serviceConfigs, error) {
 	}
 	keys(&c.api.TokenConfig)
 	keys(&c.notifier.TokenConfig)
-	// The stack's front door reaches the api from loopback and names the
-	// client in X-Forwarded-For, unless WR_TRUSTED_PROXIES says otherwise.
-	if len(c.api.TrustedProxies) == 0 {
-		c.api.TrustedProxies = []string{"127.0.0.1/32", "::1/128"}
+	// The stack's front door reaches the api and the notifier from loopback
+	// and names the client in X-Forwarded-For, unless WR_TRUSTED_PROXIES
+	// says otherwise.
+	for _, t := range []*[]string{&c.api.TrustedProxies, &c.notifier.TrustedProxies} {
+		if len(*t) == 0 {
+			*t = []string{"127.0.0.1/32", "::1/128"}
+		}
 	}
 	if !o.Env {
 		// The tests read a token's status, verify its admission and leave
