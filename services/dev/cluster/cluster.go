@@ -48,7 +48,7 @@ type Options struct {
 	// broker, to Redis, and from the front door to its HTTP listener. It
 	// needs root. Off: only each consumer's Redis link is a Link.
 	Isolate bool
-	Log *zap.Logger
+	Log     *zap.Logger
 }
 
 // Ports of a cluster, from Base.
