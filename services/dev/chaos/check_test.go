@@ -33,7 +33,7 @@ func TestOrderCheckCatchesViolations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := &tail{regs: map[string][]topics.RegistrationEvent{"i": line}, ticks: map[string][]topics.AdmissionEvent{"i": tc.ticks}}
 			var v verdict
-			tl.order(&v)
+			tl.order(&v, false)
 			if v.Doubled != tc.doubled || v.OutOfOrder != tc.outOfOrder {
 				t.Fatalf("doubled %d, out of order %d; want %d, %d (%v)", v.Doubled, v.OutOfOrder, tc.doubled, tc.outOfOrder, v.Notes)
 			}
