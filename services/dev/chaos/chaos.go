@@ -51,7 +51,10 @@ type Options struct {
 	// ProduceTimeout is the apis' WR_PRODUCE_TIMEOUT (default 5 s): an api
 	// cut from Kafka must answer 503 within it (plus a second of slack).
 	ProduceTimeout time.Duration
-	Log            *zap.Logger
+	// StrictPositions fails a run in which a client was told a position
+	// larger than one told before (reported either way).
+	StrictPositions bool
+	Log             *zap.Logger
 }
 
 // Policy of the items under load: the admitted set is small, so maxActive is
@@ -263,11 +266,13 @@ type Row struct {
 	Aim      time.Duration // enforced: the fault's aim times Options.AimSlack
 	Verdict  verdict
 	Err      error
+	// StrictPositions: a client told a larger position fails the row.
+	StrictPositions bool
 }
 
 // OK reports whether the row holds every invariant and its recovery aim.
 func (r Row) OK() bool {
-	return r.Err == nil && r.Verdict.ok() && (r.Aim == 0 || r.Recovery <= r.Aim)
+	return r.Err == nil && r.Verdict.ok() && (r.Aim == 0 || r.Recovery <= r.Aim) && (!r.StrictPositions || r.Verdict.Regressed == 0)
 }
 
 // Run starts a cluster, runs the load and the faults, checks, stops the
@@ -392,7 +397,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	stopSpawn()
 	fmt.Fprintln(out, "chaos: load stopped; waiting for everyone in line to be served")
 	ld.wait()
-	final := Row{Fault: "final", What: "everyone served; the record, the line and every client agree"}
+	final := Row{Fault: "final", What: "everyone served; the record, the line and every client agree", StrictPositions: o.StrictPositions}
 	final.Verdict = check(ctx, ld, tl, smp, rdb, true)
 	ld.regressions(&final.Verdict)
 	rows = append(rows, final)
@@ -491,7 +496,7 @@ func allReady(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 // and checks everything.
 func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb *redis.Client, steps []Step, out io.Writer) Row {
 	row := Row{Fault: "nemesis", What: fmt.Sprintf("seed %d: %d faults over %s, up to %d at once", o.Seed, len(steps), o.Nemesis, overlapping(steps)),
-		Aim: time.Duration(float64(nemesisAim) * o.AimSlack)}
+		Aim: time.Duration(float64(nemesisAim) * o.AimSlack), StrictPositions: o.StrictPositions}
 	fmt.Fprintf(out, "chaos: %s nemesis: %s\n", time.Now().Format("15:04:05.000"), row.What)
 	w := startWatch(ctx, tl, smp, ld, time.Second)
 	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: o.ProduceTimeout + time.Second}

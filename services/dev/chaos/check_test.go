@@ -25,6 +25,8 @@ func TestOrderCheckCatchesViolations(t *testing.T) {
 	}{
 		{"in order", []topics.AdmissionEvent{tick([]string{"t1", "t2"}, []int64{10, 10}), tick([]string{"t3"}, []int64{20})}, 0, 0},
 		{"a tick published again", []topics.AdmissionEvent{tick([]string{"t1"}, []int64{10}), tick([]string{"t1"}, []int64{10}), tick([]string{"t2"}, []int64{11})}, 0, 0},
+		{"a re-send without expiries", []topics.AdmissionEvent{tick([]string{"t1"}, nil), tick([]string{"t1", "t2"}, []int64{10, 11}), tick([]string{"t1"}, []int64{10})}, 0, 0},
+		{"admitted twice after a re-send without expiries", []topics.AdmissionEvent{tick([]string{"t1"}, []int64{10}), tick([]string{"t1"}, nil), tick([]string{"t1"}, []int64{99})}, 1, 0},
 		{"admitted twice", []topics.AdmissionEvent{tick([]string{"t1"}, []int64{10}), tick([]string{"t1"}, []int64{99})}, 1, 0},
 		{"out of order", []topics.AdmissionEvent{tick([]string{"t2", "t1"}, []int64{10, 10})}, 0, 1},
 		{"a user's second registration holds no second place", []topics.AdmissionEvent{tick([]string{"t1", "t1-again"}, []int64{10, 10})}, 0, 1},

@@ -365,6 +365,7 @@ func (l *load) stream(ctx context.Context, p *person, lastID string) (token, id 
 // would, retrying while the answer is not yet known (503, a dead api).
 func (l *load) admissionCall(ctx context.Context, p *person, kind, token string, deadline time.Time) bool {
 	body, _ := json.Marshal(map[string]string{"token": token, "itemId": p.item})
+	unanswered := false // a try went unanswered: it may have been done
 	for time.Now().Before(deadline.Add(30 * time.Second)) {
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, l.base+"/api/v1/admissions/"+kind, bytes.NewReader(body))
@@ -380,11 +381,18 @@ func (l *load) admissionCall(ctx context.Context, p *person, kind, token string,
 			switch {
 			case resp.StatusCode == http.StatusOK:
 				return true
+			case resp.StatusCode == http.StatusGone && kind == "complete" && unanswered &&
+				l.knownStatus(ctx, p.statusURL, requestTimeout) == "COMPLETED":
+				// An earlier try completed it and its answer was lost on
+				// the way back (a reset or held link): done, as an order
+				// service checking the status would conclude.
+				return true
 			case resp.StatusCode < 500:
 				p.set(func(p *state) { p.outcome = fmt.Sprintf("%s: %d %s", kind, resp.StatusCode, b) })
 				return false
 			}
 		}
+		unanswered = true
 		if !sleepCtx(ctx, 250*time.Millisecond) {
 			return false
 		}

@@ -51,6 +51,11 @@ type Step struct {
 }
 
 func (s Step) String() string {
+	return fmt.Sprintf("+%-6s %-7s %s", s.At.Round(100*time.Millisecond), s.For.Round(100*time.Millisecond), s.what())
+}
+
+// what is the step without its times: its target and its fault.
+func (s Step) what() string {
 	what := s.Kind
 	switch s.Kind {
 	case Slow:
@@ -64,7 +69,7 @@ func (s Step) String() string {
 	} else if s.Link != "" {
 		target += "→" + s.Link
 	}
-	return fmt.Sprintf("+%-6s %-7s %-28s %s", s.At.Round(100*time.Millisecond), s.For.Round(100*time.Millisecond), target, what)
+	return fmt.Sprintf("%-28s %s", target, what)
 }
 
 // blocking steps stop a link carrying anything: at most one per kind of
@@ -276,7 +281,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 			links = []*cluster.Link{p.Net.In}
 		}
 	}
-	n.printf("nemesis: +%s start %s (%s)\n", since(start), strings.TrimSpace(s.String()), proc)
+	n.printf("nemesis: +%-6s start %s (%s)\n", since(start), s.what(), proc)
 	each := func(f func(l *cluster.Link)) {
 		for _, l := range links {
 			f(l)
@@ -315,7 +320,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		n.ld.stallReaders.Store(false)
 	}
 	each((*cluster.Link).Heal)
-	n.printf("nemesis: +%s end   %s\n", since(start), strings.TrimSpace(s.String()))
+	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
 }
 
 // probe registers, straight at an api whose Kafka link is down (not through

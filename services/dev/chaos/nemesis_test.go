@@ -160,7 +160,13 @@ func TestClientToldALargerPositionIsCaught(t *testing.T) {
 	}
 	var v verdict
 	l.regressions(&v)
-	if v.Regressed != 1 || v.ok() {
+	if v.Regressed != 1 {
 		t.Fatalf("regressed %d (%v), want 1: b was told 6 after 5", v.Regressed, v.Notes)
+	}
+	if (Row{Verdict: v, StrictPositions: true}).OK() {
+		t.Fatal("a client told a larger position passed a strict run")
+	}
+	if !(Row{Verdict: v}).OK() {
+		t.Fatal("a client told a larger position failed a run that only reports it")
 	}
 }

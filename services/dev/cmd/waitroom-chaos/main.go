@@ -36,7 +36,10 @@ type Config struct {
 	Seed           string        `env:"WR_CHAOS_SEED"`
 	Isolate        bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
-	Log            config.Log
+	// StrictPositions fails the run when a client was told a position larger
+	// than before (always reported).
+	StrictPositions bool `env:"WR_CHAOS_STRICT_POSITIONS" envDefault:"false"`
+	Log             config.Log
 }
 
 var errFailed = errors.New("an invariant or a recovery aim failed (see the table)")
@@ -74,7 +77,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	rows, err := chaos.Run(ctx, chaos.Options{
 		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate},
 		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
-		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, Log: log,
+		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)
