@@ -235,6 +235,12 @@ func leader(c *cluster.Cluster) (*cluster.Proc, error) {
 // admittedTotals reads each scheduler's waitroom_scheduler_admitted_total
 // (-1 where it cannot be read).
 func admittedTotals(c *cluster.Cluster) []float64 {
+	return schedulerCounter(c, "waitroom_scheduler_admitted_total")
+}
+
+// schedulerCounter reads the counter name of each scheduler (-1 where it
+// cannot be read).
+func schedulerCounter(c *cluster.Cluster, name string) []float64 {
 	cl := &http.Client{Timeout: time.Second}
 	out := make([]float64, len(c.Schedulers))
 	for i, p := range c.Schedulers {
@@ -246,7 +252,7 @@ func admittedTotals(c *cluster.Cluster) []float64 {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "waitroom_scheduler_admitted_total "); ok {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
 					out[i] = f
 				}
@@ -500,9 +506,18 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	fmt.Fprintf(out, "chaos: %s nemesis: %s\n", time.Now().Format("15:04:05.000"), row.What)
 	w := startWatch(ctx, tl, smp, ld, time.Second)
 	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: o.ProduceTimeout + time.Second}
+	fencedBefore := schedulerCounter(c, "waitroom_scheduler_fenced_total")
 	at := time.Now()
 	n.run(ctx, steps)
 	healed := time.Now()
+	var fenced float64
+	for i, f := range schedulerCounter(c, "waitroom_scheduler_fenced_total") {
+		if f >= 0 && fencedBefore[i] >= 0 {
+			fenced += f - fencedBefore[i]
+		}
+	}
+	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); %d registrations at an api cut from Kafka, each answered within %s (the slowest in %s)\n",
+		fenced, n.probes, n.produceTimeout, round(n.slowest))
 	row.Down = healed.Sub(at)
 	// Recovery counts from the last fault's end: the nemesis overlaps its
 	// faults, so there is no one fault to count from.

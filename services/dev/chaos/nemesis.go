@@ -226,8 +226,10 @@ type nemesis struct {
 	// record (its WR_PRODUCE_TIMEOUT), plus the slack a busy machine needs.
 	produceTimeout time.Duration
 
-	mu    sync.Mutex
-	hangs []string // an api cut from Kafka that did not answer 503 in time
+	mu      sync.Mutex
+	hangs   []string      // an api cut from Kafka that did not answer 503 in time
+	probes  int           // registrations sent to an api cut from Kafka
+	slowest time.Duration // the slowest answer to one
 }
 
 func (n *nemesis) printf(format string, a ...any) {
@@ -349,6 +351,10 @@ func (n *nemesis) probe(ctx context.Context, api string, until time.Time) {
 			n.hung(fmt.Sprintf("%s cut from Kafka: a registration answered %d, want 503", api, resp.StatusCode))
 			return
 		}
+		n.mu.Lock()
+		n.probes++
+		n.slowest = max(n.slowest, time.Since(t0))
+		n.mu.Unlock()
 		n.log.Info("probe", zap.String("api", api), zap.Int("code", resp.StatusCode), zap.Duration("in", time.Since(t0)))
 		if !sleepCtx(ctx, 500*time.Millisecond) {
 			return
