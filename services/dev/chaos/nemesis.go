@@ -28,7 +28,7 @@ const (
 	// ResetPeer resets every connection of the link, once a second.
 	ResetPeer = "reset"
 	// Partition cuts the link: every connection reset, new ones too. An api
-	// cut from Kafka must answer a registration 503 within its produce
+	// cut from Kafka must answer a registration 503 within twice its produce
 	// timeout (probed directly, past the front door), never hang.
 	Partition = "partition"
 	// LeaderStall holds the Redis link of the scheduler replica admitting
@@ -223,7 +223,7 @@ type nemesis struct {
 	log *zap.Logger
 	out io.Writer
 	// produceTimeout bounds an api's answer to a registration it cannot
-	// record (its WR_PRODUCE_TIMEOUT), plus the slack a busy machine needs.
+	// record: twice its WR_PRODUCE_TIMEOUT (see Options.ProduceTimeout).
 	produceTimeout time.Duration
 
 	mu      sync.Mutex
@@ -290,15 +290,20 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		}
 	}
 	end := time.Now().Add(s.For)
+	var probing sync.WaitGroup
+	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout) {
+		probing.Add(1)
+		go func() {
+			defer probing.Done()
+			n.probe(ctx, proc, end)
+		}()
+	}
 	switch s.Kind {
 	case Slow, Squeeze:
 		each(func(l *cluster.Link) { l.Set(s.Toxics) })
 		sleepUntilCtx(ctx, end)
 	case Timeout, LeaderStall:
 		each((*cluster.Link).Hold)
-		if strings.HasPrefix(proc, "api") && s.Link == "kafka" {
-			n.probe(ctx, proc, end)
-		}
 		sleepUntilCtx(ctx, end)
 		if s.Kind == Timeout {
 			each((*cluster.Link).Reset)
@@ -312,9 +317,6 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		}
 	case Partition:
 		each((*cluster.Link).Cut)
-		if strings.HasPrefix(proc, "api") && s.Link == "kafka" {
-			n.probe(ctx, proc, end)
-		}
 		sleepUntilCtx(ctx, end)
 	case SlowReaders:
 		n.ld.stallReaders.Store(true)
@@ -322,17 +324,19 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		n.ld.stallReaders.Store(false)
 	}
 	each((*cluster.Link).Heal)
+	probing.Wait()
 	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
 }
 
 // probe registers, straight at an api whose Kafka link is down (not through
 // the front door, which would retry on another replica), until the fault
 // ends: every answer must be a 503 within the api's produce timeout. A 202
-// is possible only when the record got through before the link went.
+// is possible only when the record got through before the link went or
+// after it came back (a try sent just before the end).
 func (n *nemesis) probe(ctx context.Context, api string, until time.Time) {
 	p := n.proc(api)
 	cl := &http.Client{Timeout: n.produceTimeout}
-	for i := 0; time.Now().Add(n.produceTimeout).Before(until); i++ {
+	for i := 0; i == 0 || time.Now().Before(until); i++ {
 		body := fmt.Sprintf(`{"userId":"probe-%s-%d-%d"}`, api, time.Now().UnixMilli(), i)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.Addr+"/api/v1/items/"+ProbeItem+"/registrations", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -39,7 +39,12 @@ type Config struct {
 	// StrictPositions fails the run when a client was told a position larger
 	// than before (always reported).
 	StrictPositions bool `env:"WR_CHAOS_STRICT_POSITIONS" envDefault:"false"`
-	Log             config.Log
+	// Meter reads every process's RSS and goroutines this often (0: never);
+	// the run fails when one grew past Growth times its reading a third of
+	// the way in (make soak-chaos).
+	Meter  time.Duration `env:"WR_CHAOS_METER" envDefault:"0"`
+	Growth float64       `env:"WR_CHAOS_GROWTH" envDefault:"1.1"`
+	Log    config.Log
 }
 
 var errFailed = errors.New("an invariant or a recovery aim failed (see the table)")
@@ -55,7 +60,7 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	dir, keep := cfg.Dir, cfg.Dir != ""
+	dir, keep := cfg.Dir, cfg.Dir != "" || cfg.Meter > 0 // a soak keeps its meter.csv
 	if dir == "" {
 		d, err := os.MkdirTemp("", "waitroom-chaos-")
 		if err != nil {
@@ -77,7 +82,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	rows, err := chaos.Run(ctx, chaos.Options{
 		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate},
 		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
-		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions, Log: log,
+		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
+		Meter: cfg.Meter, Growth: cfg.Growth, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)

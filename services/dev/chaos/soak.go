@@ -1,0 +1,137 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/services/dev/cluster"
+)
+
+// sample is one reading of every process: its resident memory and, for a
+// Go service, its goroutines.
+type sample struct {
+	At         time.Duration // since the load started
+	RSS        map[string]int64
+	Goroutines map[string]int64
+}
+
+// meter reads every process's RSS (/proc/PID/status) and goroutines (the
+// go_goroutines of its /metrics) every interval, prints a line per reading
+// and appends it to a CSV file: the soak's memory curve.
+type meter struct {
+	c     *cluster.Cluster
+	out   io.Writer
+	csv   string
+	start time.Time
+
+	mu      sync.Mutex
+	samples []sample
+}
+
+func (m *meter) run(ctx context.Context, every time.Duration) {
+	if f, err := os.Create(m.csv); err == nil {
+		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines")
+		f.Close()
+	}
+	for sleepCtx(ctx, every) {
+		s := m.read()
+		m.mu.Lock()
+		m.samples = append(m.samples, s)
+		m.mu.Unlock()
+		var line []string
+		f, _ := os.OpenFile(m.csv, os.O_APPEND|os.O_WRONLY, 0o644)
+		for _, p := range m.c.All() {
+			line = append(line, fmt.Sprintf("%s %d MiB/%d", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name]))
+			if f != nil {
+				fmt.Fprintf(f, "%.2f,%s,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name])
+			}
+		}
+		if f != nil {
+			f.Close()
+		}
+		fmt.Fprintf(m.out, "soak: +%s rss/goroutines: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
+	}
+}
+
+func (m *meter) read() sample {
+	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}}
+	cl := &http.Client{Timeout: 2 * time.Second}
+	for _, p := range m.c.All() {
+		if pid := p.PID(); pid > 0 {
+			s.RSS[p.Name] = rssKiB(pid)
+		}
+		if p.Addr == "" {
+			continue
+		}
+		resp, err := cl.Get("http://" + p.Addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
+				s.Goroutines[p.Name], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+	}
+	return s
+}
+
+// unjudged are the processes the soak reads but does not hold to the growth
+// limit: Kafka is kfake, which keeps every record in memory, and Redis
+// holds the state of every person served; both grow with the load by
+// design. The waitroom services and the front door must not.
+var unjudged = map[string]bool{"kafka": true, "redis": true}
+
+// rssKiB is VmRSS of pid in KiB (0 when it cannot be read).
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// growth checks the soak's memory: no process's RSS, nor its goroutines, in
+// the last sample is above limit times the same in the sample a third of
+// the way in (at 20 min of an hour: the warm-up is over, a leak has had 40
+// minutes to show). Fewer than three samples prove nothing and are refused.
+// Processes in unjudged are read but not judged.
+func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
+	if len(samples) < 3 {
+		return []string{fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))}
+	}
+	base, last := samples[len(samples)/3], samples[len(samples)-1]
+	var bad []string
+	check := func(what string, was, now map[string]int64) {
+		for name, w := range was {
+			if unjudged[name] {
+				continue
+			}
+			if n := now[name]; w > 0 && float64(n) > limit*float64(w) {
+				bad = append(bad, fmt.Sprintf("%s: %s %d at %s, %d at %s (more than x%.2f)",
+					name, what, n, last.At.Round(time.Second), w, base.At.Round(time.Second), limit))
+			}
+		}
+	}
+	check("RSS KiB", base.RSS, last.RSS)
+	check("goroutines", base.Goroutines, last.Goroutines)
+	sort.Strings(bad)
+	return bad
+}

@@ -1,0 +1,42 @@
+package chaos
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The soak's judgement: a process whose RSS or goroutines grew past x1.1
+// between a third of the way in and the end fails it; warm-up before the
+// third does not, nor does an unjudged process's growth (kafka here grows
+// with every reading); too few readings are no proof.
+func TestGrowthJudgesTheLastReadingAgainstAThirdOfTheWay(t *testing.T) {
+	at := func(min int, rss, gr int64) sample {
+		return sample{At: time.Duration(min) * time.Minute, RSS: map[string]int64{"api-1": rss, "kafka": rss * int64(min)}, Goroutines: map[string]int64{"api-1": gr}}
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []sample
+		bad     string
+	}{
+		{"flat after a warm-up", []sample{at(0, 10, 10), at(20, 50, 40), at(40, 52, 41), at(60, 54, 43)}, ""},
+		{"RSS leaking", []sample{at(0, 50, 40), at(20, 50, 40), at(40, 53, 40), at(60, 56, 40)}, "RSS"},
+		{"goroutines leaking", []sample{at(0, 50, 40), at(20, 50, 40), at(40, 50, 44), at(60, 50, 45)}, "goroutines"},
+		{"too few readings", []sample{at(20, 50, 40), at(60, 50, 40)}, "too few"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := growth(tc.samples, 1.1, map[string]bool{"kafka": true})
+			if tc.bad == "" && len(bad) > 0 || tc.bad != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.bad)) {
+				t.Fatalf("growth = %q, want one about %q", bad, tc.bad)
+			}
+		})
+	}
+}
+
+// The meter reads a live process's resident memory.
+func TestRSSOfThisProcess(t *testing.T) {
+	if n := rssKiB(os.Getpid()); n <= 0 {
+		t.Fatalf("VmRSS of this process: %d KiB", n)
+	}
+}
