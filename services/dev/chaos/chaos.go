@@ -424,7 +424,11 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		if len(bad) > 0 {
 			row.Err = errors.New(strings.Join(bad, "; "))
 		}
-		fmt.Fprintf(out, "chaos: memory: %s\n", summary(row))
+		res := "every process within the limit"
+		if row.Err != nil {
+			res = "FAILED: " + row.Err.Error()
+		}
+		fmt.Fprintf(out, "chaos: memory: %s\n", res)
 		rows = append(rows, row)
 	}
 
@@ -628,6 +632,14 @@ func table(out io.Writer, rows []Row, ld *load) {
 	fmt.Fprintln(tw, "fault\tdown\trecovery (aim)\t202s\tlost\tunserved\tdoubled\tout of order\tseq\tmax active (≤ cap)\tSSE missed\ttold back\tapi hung\tresult")
 	for _, r := range rows {
 		v := r.Verdict
+		if r.Fault == "memory" {
+			res := "ok"
+			if !r.OK() {
+				res = "FAILED: " + r.Err.Error()
+			}
+			fmt.Fprintf(tw, "memory\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", res)
+			continue
+		}
 		aim := "-"
 		if r.Aim > 0 {
 			aim = r.Aim.String()

@@ -108,30 +108,43 @@ func rssKiB(pid int) int64 {
 	return 0
 }
 
-// growth checks the soak's memory: no process's RSS, nor its goroutines, in
-// the last sample is above limit times the same in the sample a third of
-// the way in (at 20 min of an hour: the warm-up is over, a leak has had 40
-// minutes to show). Fewer than three samples prove nothing and are refused.
-// Processes in unjudged are read but not judged.
+// growth checks the soak's memory: no process's RSS, nor its goroutines, at
+// the end is above limit times the same a third of the way in (at 20 min of
+// an hour: the warm-up is over, a leak has had 40 minutes to show). Each
+// side is the mean of a window of readings (a twelfth of them: 5 of an
+// hour's 60), so one reading taken mid-fault does not decide. Fewer than
+// three readings prove nothing and are refused. Processes in unjudged are
+// read but not judged.
 func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
 	if len(samples) < 3 {
 		return []string{fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))}
 	}
-	base, last := samples[len(samples)/3], samples[len(samples)-1]
+	w := max(1, len(samples)/12)
+	third := len(samples) / 3
+	base := samples[max(0, third-w+1) : third+1]
+	last := samples[len(samples)-w:]
+	mean := func(ss []sample, get func(sample) map[string]int64, name string) float64 {
+		var sum int64
+		for _, s := range ss {
+			sum += get(s)[name]
+		}
+		return float64(sum) / float64(len(ss))
+	}
 	var bad []string
-	check := func(what string, was, now map[string]int64) {
-		for name, w := range was {
+	check := func(what string, get func(sample) map[string]int64) {
+		for name := range get(base[0]) {
 			if unjudged[name] {
 				continue
 			}
-			if n := now[name]; w > 0 && float64(n) > limit*float64(w) {
-				bad = append(bad, fmt.Sprintf("%s: %s %d at %s, %d at %s (more than x%.2f)",
-					name, what, n, last.At.Round(time.Second), w, base.At.Round(time.Second), limit))
+			was, now := mean(base, get, name), mean(last, get, name)
+			if was > 0 && now > limit*was {
+				bad = append(bad, fmt.Sprintf("%s: %s %.0f at %s, %.0f at %s (more than x%.2f)",
+					name, what, now, last[len(last)-1].At.Round(time.Second), was, base[len(base)-1].At.Round(time.Second), limit))
 			}
 		}
 	}
-	check("RSS KiB", base.RSS, last.RSS)
-	check("goroutines", base.Goroutines, last.Goroutines)
+	check("RSS KiB", func(s sample) map[string]int64 { return s.RSS })
+	check("goroutines", func(s sample) map[string]int64 { return s.Goroutines })
 	sort.Strings(bad)
 	return bad
 }
