@@ -549,7 +549,7 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 			fenced += f - fencedBefore[i]
 		}
 	}
-	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); %d registrations at an api cut from Kafka, each answered within %s (the slowest in %s)\n",
+	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); registrations at an api cut from Kafka: %d, each answered within %s (the slowest in %s)\n",
 		fenced, n.probes, n.produceTimeout, round(n.slowest))
 	row.Down = healed.Sub(at)
 	// Recovery counts from the last fault's end: the nemesis overlaps its

@@ -324,8 +324,8 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		n.ld.stallReaders.Store(false)
 	}
 	each((*cluster.Link).Heal)
-	probing.Wait()
 	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
+	probing.Wait() // a try sent just before the end is answered after it
 }
 
 // probe registers, straight at an api whose Kafka link is down (not through
