@@ -3,7 +3,9 @@
 // environment, against Kafka as a process of its own (waitroom-kafka: kfake
 // with three brokers and a data dir), a real redis-server with appendonly on,
 // and Caddy as the front door balancing the api and notifier replicas.
-// `make cluster` and the chaos suite (package chaos) use it.
+// With Options.Isolate each service runs in a network namespace of its own,
+// every link of it through a fault-injecting Link. `make cluster` and the
+// chaos suite (package chaos) use it.
 package cluster
 
 import (
@@ -357,10 +359,7 @@ func (c *Cluster) Services() []*Proc {
 
 // All lists every process, in start order.
 func (c *Cluster) All() []*Proc {
-	ps := []*Proc{c.Kafka, c.Redis}
-	for _, g := range [][]*Proc{c.Consumers, c.Schedulers, c.APIs, c.Notifiers} {
-		ps = append(ps, g...)
-	}
+	ps := append([]*Proc{c.Kafka, c.Redis}, c.Services()...)
 	return append(ps, c.Front)
 }
 
