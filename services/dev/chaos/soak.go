@@ -112,7 +112,8 @@ func rssKiB(pid int) int64 {
 // the end is above limit times the same a third of the way in (at 20 min of
 // an hour: the warm-up is over, a leak has had 40 minutes to show). Each
 // side is the mean of a window of readings (a twelfth of them: 5 of an
-// hour's 60), so one reading taken mid-fault does not decide. Fewer than
+// hour's 60), so one reading taken mid-fault does not decide; a reading
+// that failed (zero) is left out of its window. Fewer than
 // three readings prove nothing and are refused. Processes in unjudged are
 // read but not judged.
 func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
@@ -123,12 +124,19 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 	third := len(samples) / 3
 	base := samples[max(0, third-w+1) : third+1]
 	last := samples[len(samples)-w:]
+	// mean of the readings taken: a zero is one that failed (a /metrics
+	// behind a held link), not a process with nothing.
 	mean := func(ss []sample, get func(sample) map[string]int64, name string) float64 {
-		var sum int64
+		var sum, n int64
 		for _, s := range ss {
-			sum += get(s)[name]
+			if v := get(s)[name]; v > 0 {
+				sum, n = sum+v, n+1
+			}
 		}
-		return float64(sum) / float64(len(ss))
+		if n == 0 {
+			return 0
+		}
+		return float64(sum) / float64(n)
 	}
 	var bad []string
 	check := func(what string, get func(sample) map[string]int64) {

@@ -32,6 +32,7 @@ func TestGrowthJudgesTheLastReadingAgainstAThirdOfTheWay(t *testing.T) {
 		{"goroutines leaking", []sample{at(0, 50, 40), at(20, 50, 40), at(40, 50, 44), at(60, 50, 45)}, "goroutines"},
 		{"one reading 40% up mid-fault among an hour's", hour(func(m int) int64 { return map[bool]int64{true: 70, false: 50}[m == 59] }), ""},
 		{"an hour's slow leak", hour(func(m int) int64 { return 50 + int64(m)/3 }), "RSS"},
+		{"a failed reading (zero) at minute 20", hour(func(m int) int64 { return map[bool]int64{true: 0, false: 50}[m == 20] }), ""},
 		{"too few readings", []sample{at(20, 50, 40), at(60, 50, 40)}, "too few"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
