@@ -133,13 +133,14 @@ func (t *tail) order(v *verdict, partial bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for item, regs := range t.regs {
-		// The line's order: each user's first registration, in offset order
-		// (a user registering again holds the place already held).
+		// The line's order: each place's first registration, in offset
+		// order (a registration under a place key already held holds that
+		// place: topics.PlaceKey).
 		var line []string
 		users := map[string]bool{}
 		for _, ev := range regs {
-			if ev.Kind == topics.KindRegister && !users[ev.UserID] {
-				users[ev.UserID] = true
+			if ev.Kind == topics.KindRegister && !users[ev.PlaceKey()] {
+				users[ev.PlaceKey()] = true
 				line = append(line, ev.TokenID)
 			}
 		}
@@ -194,8 +195,8 @@ func (t *tail) places() map[string]int64 {
 	for item, regs := range t.regs {
 		users := map[string]bool{}
 		for _, ev := range regs {
-			if ev.Kind == topics.KindRegister && !users[ev.UserID] {
-				users[ev.UserID] = true
+			if ev.Kind == topics.KindRegister && !users[ev.PlaceKey()] {
+				users[ev.PlaceKey()] = true
 				out[item]++
 			}
 		}

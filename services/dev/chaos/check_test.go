@@ -46,6 +46,28 @@ func TestOrderCheckCatchesViolations(t *testing.T) {
 	}
 }
 
+// A place is keyed by topics.PlaceKey: an unproven user's registration is
+// held by its token, so the same userId registering again (its first answer
+// lost) holds a second place, admitted in its turn. The nemesis's 20-minute
+// run showed one; keyed by userId the checker took it for a place too many.
+func TestOrderCheckKeysPlacesAsTheLineDoes(t *testing.T) {
+	reg := func(holder, user, tok string) topics.RegistrationEvent {
+		return topics.RegistrationEvent{Kind: topics.KindRegister, ItemID: "i", UserID: user, TokenID: tok, Holder: holder}
+	}
+	line := []topics.RegistrationEvent{reg(topics.HolderToken, "a", "t1"), reg(topics.HolderToken, "b", "t2"),
+		reg(topics.HolderToken, "a", "t1-again"), reg(topics.HolderUser, "c", "t3"), reg(topics.HolderUser, "c", "t3-again")}
+	tl := &tail{regs: map[string][]topics.RegistrationEvent{"i": line}, ticks: map[string][]topics.AdmissionEvent{"i": {
+		{ItemID: "i", Admitted: []string{"t1", "t2", "t1-again", "t3"}, ExpiresAt: []int64{1, 1, 1, 1}}}}}
+	var v verdict
+	tl.order(&v, false)
+	if !v.ok() {
+		t.Fatalf("a token-held second registration admitted in its turn: %v", v.Notes)
+	}
+	if got := tl.places()["i"]; got != 4 {
+		t.Fatalf("places %d, want 4 (a proven user's second registration holds no second place)", got)
+	}
+}
+
 // Every SSE listener that got a 202 must have been told of its admission
 // over the stream.
 func TestSSECheckCountsListenersNotTold(t *testing.T) {
