@@ -135,7 +135,9 @@ func (l *load) regressions(v *verdict) {
 		p.mu.Lock()
 		if len(p.regressed) > 0 {
 			v.Regressed++
-			v.note("%s", p.regressed[0])
+			if v.Regressed <= 3 { // the notes are few: leave room for the others
+				v.note("%s", p.regressed[0])
+			}
 		}
 		p.mu.Unlock()
 	}
