@@ -1,10 +1,11 @@
 // Package chaos runs load against a multi-process cluster (package cluster),
 // injects faults one after the other (kill -9 of each kind of process, Kafka
-// and Redis restarts, a frozen leader, a consumer cut off from Redis), and
-// after each, and at the end, checks from the server's own data and the
-// Kafka record that nobody was lost, admitted twice or out of order, and
-// that the admitted set never went past maxActive. `make chaos`, `make
-// chaos-ci`.
+// and Redis restarts, a frozen leader, a consumer cut off from Redis), then a
+// nemesis of overlapping link faults from a seed (Schedule), and checks from
+// the server's own data and the Kafka record, after each fault, throughout the
+// nemesis and at the end, that nobody was lost, admitted twice or out of
+// order, and that the admitted set never went past maxActive. `make chaos`,
+// `make chaos-ci`, `make soak-chaos`.
 package chaos
 
 import (
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,7 +45,26 @@ type Options struct {
 	// 1): the short run in `make test` shares two cores with the build, where
 	// recovery times are noisier. Invariants are never relaxed.
 	AimSlack float64
-	Log      *zap.Logger
+	// Nemesis is how long the nemesis runs after the faults above (0: no
+	// nemesis): the schedule of Seed (see Schedule), overlapping faults on
+	// the links of an isolated cluster (Cluster.Isolate).
+	Nemesis time.Duration
+	Seed    int64
+	// ProduceTimeout is the apis' WR_PRODUCE_TIMEOUT (default 5 s): an api
+	// cut from Kafka must answer 503 within twice it. Not within it: the
+	// Kafka client fails a buffered record whose context ended only at its
+	// next produce attempt, which measured up to 2 s late.
+	ProduceTimeout time.Duration
+	// StrictPositions fails a run in which a client was told a position
+	// larger than one told before (reported either way).
+	StrictPositions bool
+	// Meter reads every process's RSS and goroutines this often (0: never)
+	// into meter.csv in the cluster's dir; with it, the run fails when a
+	// process's last reading is above Growth (default 1.1) times its
+	// reading a third of the way in (the soak).
+	Meter  time.Duration
+	Growth float64
+	Log    *zap.Logger
 }
 
 // Policy of the items under load: the admitted set is small, so maxActive is
@@ -50,7 +72,10 @@ type Options struct {
 var (
 	Policy = topics.AdmissionPolicy{RatePerSecond: 30, MaxActive: 8, SessionTTLSeconds: 60}
 	Items  = []string{"chaos-a", "chaos-b", "chaos-c", "chaos-d"}
-	Use    = 300 * time.Millisecond
+	// ProbeItem is registered on only by the nemesis's probes of an api cut
+	// from Kafka, past the front door, outside the load and its ledger.
+	ProbeItem = "chaos-probe"
+	Use       = 300 * time.Millisecond
 )
 
 // lockExpiry is the schedulers' lock expiry (their default WR_SCHEDULER_LOCK_EXPIRY).
@@ -220,6 +245,12 @@ func leader(c *cluster.Cluster) (*cluster.Proc, error) {
 // admittedTotals reads each scheduler's waitroom_scheduler_admitted_total
 // (-1 where it cannot be read).
 func admittedTotals(c *cluster.Cluster) []float64 {
+	return schedulerCounter(c, "waitroom_scheduler_admitted_total")
+}
+
+// schedulerCounter reads the counter name of each scheduler (-1 where it
+// cannot be read).
+func schedulerCounter(c *cluster.Cluster, name string) []float64 {
 	cl := &http.Client{Timeout: time.Second}
 	out := make([]float64, len(c.Schedulers))
 	for i, p := range c.Schedulers {
@@ -231,7 +262,7 @@ func admittedTotals(c *cluster.Cluster) []float64 {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "waitroom_scheduler_admitted_total "); ok {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
 					out[i] = f
 				}
@@ -251,11 +282,13 @@ type Row struct {
 	Aim      time.Duration // enforced: the fault's aim times Options.AimSlack
 	Verdict  verdict
 	Err      error
+	// StrictPositions: a client told a larger position fails the row.
+	StrictPositions bool
 }
 
 // OK reports whether the row holds every invariant and its recovery aim.
 func (r Row) OK() bool {
-	return r.Err == nil && r.Verdict.ok() && (r.Aim == 0 || r.Recovery <= r.Aim)
+	return r.Err == nil && r.Verdict.ok() && (r.Aim == 0 || r.Recovery <= r.Aim) && (!r.StrictPositions || r.Verdict.Regressed == 0)
 }
 
 // Run starts a cluster, runs the load and the faults, checks, stops the
@@ -280,14 +313,33 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	if o.AimSlack < 1 {
 		o.AimSlack = 1
 	}
+	if o.Growth <= 1 {
+		o.Growth = 1.1
+	}
+	if o.ProduceTimeout <= 0 {
+		o.ProduceTimeout = 5 * time.Second
+	}
 	faults, err := pick(o.Faults)
 	if err != nil {
 		return nil, err
 	}
+	if o.Nemesis > 0 && !o.Cluster.Isolate {
+		return nil, errors.New("the nemesis needs an isolated cluster (Cluster.Isolate)")
+	}
+	var steps []Step
+	if o.Nemesis > 0 {
+		steps = Schedule(o.Seed, o.Nemesis, Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
+			Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2)})
+		fmt.Fprintf(out, "chaos: nemesis of seed %d (WR_CHAOS_SEED=%d replays it): %d faults over %s, up to %d at once\n",
+			o.Seed, o.Seed, len(steps), o.Nemesis, overlapping(steps))
+		for _, s := range steps {
+			fmt.Fprintf(out, "  %s\n", s)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	now := time.Now().UnixMilli()
-	for _, id := range Items {
+	for _, id := range append(slices.Clone(Items), ProbeItem) {
 		o.Cluster.Items = append(o.Cluster.Items, topics.ItemState{ItemID: id, Name: "chaos " + id, Stock: topics.Unlimited,
 			Enabled: true, Policy: Policy, Version: 1, UpdatedAt: now})
 	}
@@ -321,6 +373,11 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	runID := fmt.Sprintf("r%d", time.Now().Unix()%100000)
 	go ld.run(spawn, ctx, Items, o.Rate, 3, o.MaxPeople, runID)
 	fmt.Fprintf(out, "chaos: load of %.0f people/s on %v (every 3rd on SSE), %d faults\n", o.Rate, Items, len(faults))
+	var mt *meter
+	if o.Meter > 0 {
+		mt = &meter{c: c, out: out, csv: filepath.Join(c.Dir(), "meter.csv"), start: time.Now()}
+		go mt.run(bg, o.Meter)
+	}
 	sleepCtx(ctx, o.Settle)
 
 	var rows []Row
@@ -356,12 +413,33 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		rows = append(rows, row)
 	}
 
+	if len(steps) > 0 && ctx.Err() == nil {
+		rows = append(rows, runNemesis(ctx, o, c, ld, tl, smp, rdb, steps, out))
+	}
+
+	if mt != nil {
+		mt.mu.Lock()
+		bad := growth(mt.samples, o.Growth, unjudged)
+		mt.mu.Unlock()
+		row := Row{Fault: "memory", What: fmt.Sprintf("every process's RSS and goroutines at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
+		if len(bad) > 0 {
+			row.Err = errors.New(strings.Join(bad, "; "))
+		}
+		res := "every process within the limit"
+		if row.Err != nil {
+			res = "FAILED: " + row.Err.Error()
+		}
+		fmt.Fprintf(out, "chaos: memory: %s\n", res)
+		rows = append(rows, row)
+	}
+
 	// The end: no one new comes; everyone still in line is served.
 	stopSpawn()
 	fmt.Fprintln(out, "chaos: load stopped; waiting for everyone in line to be served")
 	ld.wait()
-	final := Row{Fault: "final", What: "everyone served; the record, the line and every client agree"}
+	final := Row{Fault: "final", What: "everyone served; the record, the line and every client agree", StrictPositions: o.StrictPositions}
 	final.Verdict = check(ctx, ld, tl, smp, rdb, true)
+	ld.regressions(&final.Verdict)
 	rows = append(rows, final)
 	table(out, rows, ld)
 	return rows, ctx.Err()
@@ -375,7 +453,7 @@ func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb *redis.Cli
 		v.note("the record could not be read: %v", err)
 		v.Lost++ // unchecked counts as failed
 	}
-	tl.order(&v)
+	tl.order(&v, false)
 	if final {
 		seq(ctx, rdb, tl.places(), &v)
 		sseMissing(ld.all(), &v)
@@ -453,10 +531,71 @@ func allReady(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 	return nil
 }
 
+// runNemesis carries the schedule out under the load, the invariants
+// watched every second throughout, then waits for service to be whole again
+// and checks everything.
+func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb *redis.Client, steps []Step, out io.Writer) Row {
+	row := Row{Fault: "nemesis", What: fmt.Sprintf("seed %d: %d faults over %s, up to %d at once", o.Seed, len(steps), o.Nemesis, overlapping(steps)),
+		Aim: time.Duration(float64(nemesisAim) * o.AimSlack), StrictPositions: o.StrictPositions}
+	fmt.Fprintf(out, "chaos: %s nemesis: %s\n", time.Now().Format("15:04:05.000"), row.What)
+	w := startWatch(ctx, tl, smp, ld, time.Second)
+	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: 2 * o.ProduceTimeout}
+	fencedBefore := schedulerCounter(c, "waitroom_scheduler_fenced_total")
+	at := time.Now()
+	n.run(ctx, steps)
+	healed := time.Now()
+	var fenced float64
+	for i, f := range schedulerCounter(c, "waitroom_scheduler_fenced_total") {
+		if f >= 0 && fencedBefore[i] >= 0 {
+			fenced += f - fencedBefore[i]
+		}
+	}
+	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); registrations at an api cut from Kafka: %d, each answered within %s (the slowest in %s)\n",
+		fenced, n.probes, n.produceTimeout, round(n.slowest))
+	row.Down = healed.Sub(at)
+	// Recovery counts from the last fault's end: the nemesis overlaps its
+	// faults, so there is no one fault to count from.
+	row.Recovery, row.Err = recovery(ctx, ld, tl, healed, healed, 60*time.Second)
+	if row.Err == nil {
+		row.Err = allReady(ctx, c, 60*time.Second)
+	}
+	sleepCtx(ctx, o.Settle)
+	watched := w.result()
+	row.Verdict = check(ctx, ld, tl, smp, rdb, false)
+	ld.regressions(&row.Verdict)
+	v := &row.Verdict
+	v.Doubled, v.OutOfOrder = max(v.Doubled, watched.Doubled), max(v.OutOfOrder, watched.OutOfOrder)
+	v.OverMax, v.Regressed = max(v.OverMax, watched.OverMax), max(v.Regressed, watched.Regressed)
+	v.MaxActive = max(v.MaxActive, watched.MaxActive)
+	for _, note := range watched.Notes {
+		v.note("during: %s", note)
+	}
+	v.Hung = len(n.hangs)
+	for _, h := range n.hangs {
+		v.note("%s", h)
+	}
+	fmt.Fprintf(out, "chaos: nemesis: over in %s, whole again %s after its last fault, %s\n", round(row.Down), round(row.Recovery), summary(row))
+	return row
+}
+
+// nemesisAim is the recovery aim of the nemesis, from the end of its last
+// fault to service whole again.
+const nemesisAim = 20 * time.Second
+
+func replicas(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
 func pick(names []string) ([]Fault, error) {
 	all := Faults()
 	if len(names) == 0 {
 		return all, nil
+	}
+	if len(names) == 1 && names[0] == "none" {
+		return nil, nil
 	}
 	var out []Fault
 	for _, n := range names {
@@ -480,7 +619,8 @@ func summary(r Row) string {
 		return "ERROR: " + r.Err.Error()
 	}
 	v := r.Verdict
-	s := fmt.Sprintf("%d people: %d lost, %d doubled, %d out of order, max active %d", v.People, v.Lost, v.Doubled, v.OutOfOrder, v.MaxActive)
+	s := fmt.Sprintf("%d people: %d lost, %d doubled, %d out of order, max active %d, %d told a larger position, %d api hangs",
+		v.People, v.Lost, v.Doubled, v.OutOfOrder, v.MaxActive, v.Regressed, v.Hung)
 	if !r.OK() {
 		s += " — FAILED"
 	}
@@ -490,15 +630,23 @@ func summary(r Row) string {
 func table(out io.Writer, rows []Row, ld *load) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\tdown\trecovery (aim)\t202s\tlost\tunserved\tdoubled\tout of order\tseq\tmax active (≤ cap)\tSSE missed\tresult")
+	fmt.Fprintln(tw, "fault\tdown\trecovery (aim)\t202s\tlost\tunserved\tdoubled\tout of order\tseq\tmax active (≤ cap)\tSSE missed\ttold back\tapi hung\tresult")
 	for _, r := range rows {
 		v := r.Verdict
+		if r.Fault == "memory" {
+			res := "ok"
+			if !r.OK() {
+				res = "FAILED: " + r.Err.Error()
+			}
+			fmt.Fprintf(tw, "memory\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", res)
+			continue
+		}
 		aim := "-"
 		if r.Aim > 0 {
 			aim = r.Aim.String()
 		}
 		rec, down := "-", "-"
-		if r.Fault != "final" {
+		if r.Fault != "final" && r.Fault != "memory" {
 			rec, down = fmt.Sprintf("%s (%s)", round(r.Recovery), aim), round(r.Down).String()
 		}
 		res := "ok"
@@ -508,8 +656,8 @@ func table(out io.Writer, rows []Row, ld *load) {
 				res += ": " + r.Err.Error()
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%s\n", r.Fault, down, rec, v.People, v.Lost, v.Unserved,
-			v.Doubled, v.OutOfOrder, v.SeqMismatch, v.MaxActive, Policy.MaxActive, v.SSEMissing, res)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%s\n", r.Fault, down, rec, v.People, v.Lost, v.Unserved,
+			v.Doubled, v.OutOfOrder, v.SeqMismatch, v.MaxActive, Policy.MaxActive, v.SSEMissing, v.Regressed, v.Hung, res)
 	}
 	tw.Flush()
 	ps := ld.all()

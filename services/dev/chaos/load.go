@@ -37,6 +37,22 @@ type state struct {
 	completed  bool
 	outcome    string // what ended it: completed, or the failure
 	reconnects int
+	lastPos    int64    // the last position the server told this person
+	regressed  []string // each time it told a larger one
+}
+
+// told records a position the server told p (0: none in that answer): it
+// must never be larger than the last one told.
+func (p *person) told(pos int64, via string) {
+	if pos <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lastPos > 0 && pos > p.lastPos {
+		p.regressed = append(p.regressed, fmt.Sprintf("%s %s told position %d after %d (%s)", p.item, p.user, pos, p.lastPos, via))
+	}
+	p.lastPos = pos
 }
 
 func (p *person) set(f func(s *state)) {
@@ -61,7 +77,10 @@ type load struct {
 	mu      sync.Mutex
 	people  []*person
 	refused atomic.Int64 // people who never got a 202 (every try refused)
-	wg      sync.WaitGroup
+	// stallReaders, while set, stops every SSE listener reading its stream
+	// (the nemesis's slow readers).
+	stallReaders atomic.Bool
+	wg           sync.WaitGroup
 }
 
 func newLoad(base string, use, patient time.Duration) *load {
@@ -106,6 +125,29 @@ func (l *load) run(spawn, ctx context.Context, items []string, rate float64, sse
 	}
 }
 
+// regressions counts the people told a position larger than one they were
+// told before, from each one's own history.
+func (l *load) regressions(v *verdict) {
+	l.mu.Lock()
+	ps := append([]*person(nil), l.people...)
+	l.mu.Unlock()
+	for _, p := range ps {
+		p.mu.Lock()
+		if len(p.regressed) > 0 {
+			v.Regressed++
+			if v.Regressed <= 3 { // the notes are few: leave room for the others
+				v.note("%s", p.regressed[0])
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// requestTimeout bounds one request of a person (not a stream): a request
+// stuck behind a link that never answers is given up and tried again, as a
+// browser's fetch with a timeout would.
+const requestTimeout = 10 * time.Second
+
 // wait waits for every person's journey to end (they end by themselves:
 // admitted and completed, or out of patience).
 func (l *load) wait() { l.wg.Wait() }
@@ -141,12 +183,14 @@ func (l *load) register(ctx context.Context, p *person, deadline time.Time) bool
 	p.set(func(p *state) { p.t0 = time.Now() })
 	body := []byte(`{"userId":"` + p.user + `"}`)
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.base+"/api/v1/items/"+p.item+"/registrations", bytes.NewReader(body))
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, l.base+"/api/v1/items/"+p.item+"/registrations", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := l.cl.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			cancel()
 			if resp.StatusCode == http.StatusAccepted {
 				var r struct{ Token, TokenID, StatusURL, EventsURL string }
 				if err := json.Unmarshal(b, &r); err == nil && r.Token != "" {
@@ -162,6 +206,7 @@ func (l *load) register(ctx context.Context, p *person, deadline time.Time) bool
 				return false
 			}
 		}
+		cancel()
 		if !sleepCtx(ctx, 300*time.Millisecond) {
 			return false
 		}
@@ -174,10 +219,13 @@ func (l *load) register(ctx context.Context, p *person, deadline time.Time) bool
 type statusBody struct {
 	Status         string `json:"status"`
 	AdmissionToken string `json:"admissionToken"`
+	Position       int64  `json:"position"`
 }
 
 // status reads the registration's status: the HTTP code and the body.
 func (l *load) status(ctx context.Context, url string) (int, statusBody, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.base+url, nil)
 	resp, err := l.cl.Do(req)
 	if err != nil {
@@ -195,6 +243,7 @@ func (l *load) poll(ctx context.Context, p *person, deadline time.Time) string {
 		if err == nil && code == http.StatusOK {
 			switch b.Status {
 			case "WAITING":
+				p.told(b.Position, "status")
 				p.set(func(p *state) {
 					if p.inLine.IsZero() {
 						p.inLine = time.Now()
@@ -270,6 +319,8 @@ func (l *load) stream(ctx context.Context, p *person, lastID string) (token, id 
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	var event, data string
 	for sc.Scan() {
+		for l.stallReaders.Load() && sleepCtx(ctx, 100*time.Millisecond) {
+		}
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "id:"):
@@ -281,6 +332,10 @@ func (l *load) stream(ctx context.Context, p *person, lastID string) (token, id 
 		case line == "":
 			switch event {
 			case "position":
+				var d struct{ Position int64 }
+				if json.Unmarshal([]byte(data), &d) == nil {
+					p.told(d.Position, "sse")
+				}
 				p.set(func(p *state) {
 					if p.inLine.IsZero() {
 						p.inLine = time.Now()
@@ -312,21 +367,34 @@ func (l *load) stream(ctx context.Context, p *person, lastID string) (token, id 
 // would, retrying while the answer is not yet known (503, a dead api).
 func (l *load) admissionCall(ctx context.Context, p *person, kind, token string, deadline time.Time) bool {
 	body, _ := json.Marshal(map[string]string{"token": token, "itemId": p.item})
+	unanswered := false // a try went unanswered: it may have been done
 	for time.Now().Before(deadline.Add(30 * time.Second)) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.base+"/api/v1/admissions/"+kind, bytes.NewReader(body))
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, l.base+"/api/v1/admissions/"+kind, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := l.cl.Do(req)
+		var b []byte
 		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
+			b, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
+		}
+		cancel()
+		if err == nil {
 			switch {
 			case resp.StatusCode == http.StatusOK:
+				return true
+			case resp.StatusCode == http.StatusGone && kind == "complete" && unanswered &&
+				l.knownStatus(ctx, p.statusURL, requestTimeout) == "COMPLETED":
+				// An earlier try completed it and its answer was lost on
+				// the way back (a reset or held link): done, as an order
+				// service checking the status would conclude.
 				return true
 			case resp.StatusCode < 500:
 				p.set(func(p *state) { p.outcome = fmt.Sprintf("%s: %d %s", kind, resp.StatusCode, b) })
 				return false
 			}
 		}
+		unanswered = true
 		if !sleepCtx(ctx, 250*time.Millisecond) {
 			return false
 		}

@@ -3,7 +3,9 @@
 // environment, against Kafka as a process of its own (waitroom-kafka: kfake
 // with three brokers and a data dir), a real redis-server with appendonly on,
 // and Caddy as the front door balancing the api and notifier replicas.
-// `make cluster` and the chaos suite (package chaos) use it.
+// With Options.Isolate each service runs in a network namespace of its own,
+// every link of it through a fault-injecting Link. `make cluster` and the
+// chaos suite (package chaos) use it.
 package cluster
 
 import (
@@ -43,7 +45,12 @@ type Options struct {
 	Items []topics.ItemState
 	// Env is added to every service's environment (e.g. WR_LOG_LEVEL=warn).
 	Env []string
-	Log *zap.Logger
+	// Isolate runs every service in a network namespace of its own whose
+	// only ways out and in are Links (see Netns, ProcNet): to each Kafka
+	// broker, to Redis, and from the front door to its HTTP listener. It
+	// needs root. Off: only each consumer's Redis link is a Link.
+	Isolate bool
+	Log     *zap.Logger
 }
 
 // Ports of a cluster, from Base.
@@ -75,7 +82,7 @@ type Cluster struct {
 	Front      *Proc
 	// RedisLinks carry each consumer's connections to Redis (Cut/Heal), in
 	// the order of Consumers.
-	RedisLinks []*Proxy
+	RedisLinks []*Link
 
 	URL        string // the front door
 	Brokers    []string
@@ -191,6 +198,9 @@ func (c *Cluster) build() error {
 	}
 	for i := range o.Consumers {
 		r := "WR_REDIS_ADDR=" + c.addr(offProxy+i) // a link the chaos suite can cut
+		if o.Isolate {
+			r = redisEnv // inside its namespace, that address is a link
+		}
 		c.Consumers = append(c.Consumers, svc("consumer", i, offConsumer, r,
 			fmt.Sprintf("WR_CONSUMER_INSTANCE_ID=consumer-%d", i+1)))
 	}
@@ -199,6 +209,12 @@ func (c *Cluster) build() error {
 	}
 	for i := range o.Notifiers {
 		c.Notifiers = append(c.Notifiers, svc("notifier", i, offNotifier, append([]string{redisEnv}, keysEnv...)...))
+	}
+	if o.Isolate {
+		for _, p := range c.Services() {
+			p.Net = &ProcNet{NS: &Netns{Name: fmt.Sprintf("wr%d-%s", o.Base, p.Name)}}
+			p.Bin, p.Args = p.Net.NS.Command(p.Bin, p.Args...)
+		}
 	}
 	caddyfile := filepath.Join(abs, "Caddyfile")
 	if err := os.MkdirAll(abs, 0o755); err != nil {
@@ -277,12 +293,23 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
-	for i := range c.Consumers {
-		l, err := NewProxy(c.addr(offProxy+i), c.RedisAddr)
-		if err != nil {
-			return fmt.Errorf("listen for %s's Redis link: %w", c.Consumers[i].Name, err)
+	if c.opt.Isolate {
+		for _, p := range c.Services() {
+			if err := c.isolate(ctx, p); err != nil {
+				return err
+			}
 		}
-		c.RedisLinks = append(c.RedisLinks, l)
+		for _, p := range c.Consumers {
+			c.RedisLinks = append(c.RedisLinks, p.Net.Redis)
+		}
+	} else {
+		for i := range c.Consumers {
+			l, err := NewProxy(c.addr(offProxy+i), c.RedisAddr)
+			if err != nil {
+				return fmt.Errorf("listen for %s's Redis link: %w", c.Consumers[i].Name, err)
+			}
+			c.RedisLinks = append(c.RedisLinks, l)
+		}
 	}
 	if err := c.ensureTopics(ctx); err != nil {
 		return err
@@ -329,12 +356,18 @@ func (c *Cluster) ensureTopics(ctx context.Context) error {
 	return stack.PublishItems(ctx, cl, items...)
 }
 
-// All lists every process, in start order.
-func (c *Cluster) All() []*Proc {
-	ps := []*Proc{c.Kafka, c.Redis}
+// Services lists the api, consumer, scheduler and notifier processes.
+func (c *Cluster) Services() []*Proc {
+	var ps []*Proc
 	for _, g := range [][]*Proc{c.Consumers, c.Schedulers, c.APIs, c.Notifiers} {
 		ps = append(ps, g...)
 	}
+	return ps
+}
+
+// All lists every process, in start order.
+func (c *Cluster) All() []*Proc {
+	ps := append([]*Proc{c.Kafka, c.Redis}, c.Services()...)
 	return append(ps, c.Front)
 }
 
@@ -346,6 +379,14 @@ func (c *Cluster) Stop() error {
 		if ps[i] != nil {
 			errs = append(errs, ps[i].Stop(stopTimeout))
 		}
+	}
+	if c.opt.Isolate {
+		for _, p := range c.Services() {
+			if p.Net != nil {
+				errs = append(errs, p.Net.close())
+			}
+		}
+		return errors.Join(errs...)
 	}
 	for _, l := range c.RedisLinks {
 		l.Close()

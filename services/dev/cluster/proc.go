@@ -28,6 +28,8 @@ type Proc struct {
 	Health    string
 	ReadyAddr string
 	LogFile   string
+	// Net is the service's own network namespace and links (Options.Isolate).
+	Net *ProcNet
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/waitroom/waitroom/pkg/config"
@@ -29,7 +30,21 @@ type Config struct {
 	MaxPeople int           `env:"WR_CHAOS_MAX_PEOPLE" envDefault:"20000"`
 	Deadline  time.Duration `env:"WR_CHAOS_DEADLINE" envDefault:"20m"`
 	AimSlack  float64       `env:"WR_CHAOS_AIM_SLACK" envDefault:"1"`
-	Log       config.Log
+	// Nemesis runs after the faults: overlapping link faults from the
+	// schedule of Seed (empty: a new seed, printed) on an isolated cluster.
+	Nemesis        time.Duration `env:"WR_CHAOS_NEMESIS" envDefault:"2m"`
+	Seed           string        `env:"WR_CHAOS_SEED"`
+	Isolate        bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
+	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
+	// StrictPositions fails the run when a client was told a position larger
+	// than before (always reported).
+	StrictPositions bool `env:"WR_CHAOS_STRICT_POSITIONS" envDefault:"false"`
+	// Meter reads every process's RSS and goroutines this often (0: never);
+	// the run fails when one grew past Growth times its reading a third of
+	// the way in (make soak-chaos).
+	Meter  time.Duration `env:"WR_CHAOS_METER" envDefault:"0"`
+	Growth float64       `env:"WR_CHAOS_GROWTH" envDefault:"1.1"`
+	Log    config.Log
 }
 
 var errFailed = errors.New("an invariant or a recovery aim failed (see the table)")
@@ -45,7 +60,7 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	dir, keep := cfg.Dir, cfg.Dir != ""
+	dir, keep := cfg.Dir, cfg.Dir != "" || cfg.Meter > 0 // a soak keeps its meter.csv
 	if dir == "" {
 		d, err := os.MkdirTemp("", "waitroom-chaos-")
 		if err != nil {
@@ -53,9 +68,22 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		dir = d
 	}
+	seed := time.Now().UnixNano() % 1_000_000_000
+	if cfg.Seed != "" {
+		s, err := strconv.ParseInt(cfg.Seed, 10, 64)
+		if err != nil {
+			return fmt.Errorf("WR_CHAOS_SEED %q: %w", cfg.Seed, err)
+		}
+		seed = s
+	}
+	if cfg.Nemesis > 0 {
+		fmt.Printf("chaos: seed %d (WR_CHAOS_SEED=%d replays this nemesis)\n", seed, seed)
+	}
 	rows, err := chaos.Run(ctx, chaos.Options{
-		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}},
-		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack, Log: log,
+		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate},
+		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
+		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
+		Meter: cfg.Meter, Growth: cfg.Growth, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)

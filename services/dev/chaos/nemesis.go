@@ -1,0 +1,445 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/services/dev/cluster"
+	"go.uber.org/zap"
+)
+
+// The kinds of nemesis step: what happens to a link of one replica (or to
+// the clients) for the step's duration.
+const (
+	// Slow adds 50–500 ms (latency ± jitter) to every chunk, each way.
+	Slow = "slow"
+	// Squeeze caps the link at 2–16 kB/s each way.
+	Squeeze = "squeeze"
+	// Timeout: the link accepts and never answers; at the end what it held
+	// is dropped and its connections reset (toxiproxy's timeout toxic).
+	Timeout = "timeout"
+	// ResetPeer resets every connection of the link, once a second.
+	ResetPeer = "reset"
+	// Partition cuts the link: every connection reset, new ones too. An api
+	// cut from Kafka must answer a registration 503 within twice its produce
+	// timeout (probed directly, past the front door), never hang.
+	Partition = "partition"
+	// LeaderStall holds the Redis link of the scheduler replica admitting
+	// the load past its lock expiry, then delivers what it held: the
+	// replica believed it led while another took over, and its late writes
+	// must be refused by the fencing.
+	LeaderStall = "leader-stall"
+	// SlowReaders: every SSE listener stops reading its stream (the notifier
+	// must not block on them or lose their events).
+	SlowReaders = "slow-readers"
+)
+
+// Step is one fault of a nemesis schedule.
+type Step struct {
+	At, For time.Duration // from the start of the nemesis
+	Kind    string
+	Proc    string // api-1, ..., "leader" (resolved when the step starts), "clients"
+	Link    string // kafka (every broker), redis, in (from the front door); empty for clients
+	Toxics  cluster.Toxics
+}
+
+func (s Step) String() string {
+	return fmt.Sprintf("+%-6s %-7s %s", s.At.Round(100*time.Millisecond), s.For.Round(100*time.Millisecond), s.what())
+}
+
+// what is the step without its times: its target and its fault.
+func (s Step) what() string {
+	what := s.Kind
+	switch s.Kind {
+	case Slow:
+		what += fmt.Sprintf(" %s±%s", s.Toxics.Latency, s.Toxics.Jitter)
+	case Squeeze:
+		what += fmt.Sprintf(" %d B/s", s.Toxics.Rate)
+	}
+	target := s.Proc
+	if s.Link == "in" {
+		target = "front→" + s.Proc
+	} else if s.Link != "" {
+		target += "→" + s.Link
+	}
+	return fmt.Sprintf("%-28s %s", target, what)
+}
+
+// blocking steps stop a link carrying anything: at most one per kind of
+// process at a time, so a partition isolates one replica, not a service.
+func (s Step) blocking() bool {
+	return s.Kind == Timeout || s.Kind == Partition || s.Kind == LeaderStall
+}
+
+// Replicas of each kind of process the schedule picks targets from.
+type Replicas struct{ APIs, Consumers, Schedulers, Notifiers int }
+
+// maxOverlap is the most steps active at once.
+const maxOverlap = 3
+
+// Schedule is the nemesis of seed: a sequence of steps over length, one to
+// three active at any time, each on one link of one replica. It is a pure
+// function of its arguments (math/rand/v2's PCG seeded from seed), so
+// WR_CHAOS_SEED replays a run's schedule; only thread timing differs.
+func Schedule(seed int64, length time.Duration, r Replicas) []Step {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	kinds := []struct {
+		kind   string
+		weight int
+	}{{Slow, 3}, {Partition, 3}, {ResetPeer, 2}, {Timeout, 2}, {Squeeze, 1}, {LeaderStall, 1}, {SlowReaders, 1}}
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	procs := func(kind string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s-%d", kind, i+1)
+		}
+		return out
+	}
+	all := map[string][]string{"api": procs("api", r.APIs), "consumer": procs("consumer", r.Consumers),
+		"scheduler": procs("scheduler", r.Schedulers), "notifier": procs("notifier", r.Notifiers)}
+	classes := []string{"api", "consumer", "scheduler", "notifier"}
+
+	var steps []Step
+	// busy reports whether a step would share a link, or a kind's one
+	// blocking slot, with a step active at t. Every scheduler's Redis link
+	// is one slot: the leader a stall takes is only known when it starts.
+	busy := func(cand Step, t time.Duration) bool {
+		key := func(s Step) string {
+			if s.Proc == "leader" || (strings.HasPrefix(s.Proc, "scheduler") && s.Link == "redis") {
+				return "scheduler→redis"
+			}
+			return s.Proc + "→" + s.Link
+		}
+		class := func(s Step) string { return strings.SplitN(s.Proc, "-", 2)[0] }
+		for _, s := range steps {
+			if t < s.At || t >= s.At+s.For {
+				continue
+			}
+			if key(s) == key(cand) || (s.blocking() && cand.blocking() && class(s) == class(cand)) ||
+				(class(s) == "leader" && class(cand) == "scheduler" && cand.blocking()) ||
+				(class(cand) == "leader" && class(s) == "scheduler" && s.blocking()) {
+				return true
+			}
+		}
+		return false
+	}
+	active := func(t time.Duration) []Step {
+		var a []Step
+		for _, s := range steps {
+			if s.At <= t && t < s.At+s.For {
+				a = append(a, s)
+			}
+		}
+		return a
+	}
+	for t := between(time.Second, 3*time.Second); t < length; t += between(500*time.Millisecond, 3*time.Second) {
+		if a := active(t); len(a) >= maxOverlap {
+			end := a[0].At + a[0].For
+			for _, s := range a[1:] {
+				end = min(end, s.At+s.For)
+			}
+			t = end
+			continue
+		}
+		n := rng.IntN(total)
+		var kind string
+		for _, k := range kinds {
+			if n -= k.weight; n < 0 {
+				kind = k.kind
+				break
+			}
+		}
+		s := Step{At: t, Kind: kind}
+		class := classes[rng.IntN(len(classes))]
+		links := []string{"kafka", "redis"}
+		if class == "api" || class == "notifier" {
+			links = append(links, "in")
+		}
+		s.Proc = all[class][rng.IntN(len(all[class]))]
+		s.Link = links[rng.IntN(len(links))]
+		switch kind {
+		case Slow:
+			s.For = between(4*time.Second, 10*time.Second)
+			// latency ± jitter within 50–500 ms
+			lat := between(100*time.Millisecond, 350*time.Millisecond).Round(time.Millisecond)
+			s.Toxics = cluster.Toxics{Latency: lat, Jitter: between(20*time.Millisecond, min(150*time.Millisecond, lat-50*time.Millisecond)).Round(time.Millisecond)}
+		case Squeeze:
+			s.For = between(4*time.Second, 10*time.Second)
+			s.Toxics = cluster.Toxics{Rate: int(between(2000, 16000))}
+		case Timeout:
+			s.For = between(2*time.Second, 5*time.Second)
+		case ResetPeer:
+			s.For = between(2*time.Second, 6*time.Second)
+		case Partition:
+			s.For = between(3*time.Second, 8*time.Second)
+		case LeaderStall:
+			s.Proc, s.Link = "leader", "redis"
+			s.For = lockExpiry + between(time.Second, 3*time.Second)
+		case SlowReaders:
+			s.Proc, s.Link = "clients", ""
+			s.For = between(3*time.Second, 8*time.Second)
+		}
+		if s.At+s.For > length {
+			s.For = length - s.At
+		}
+		if s.For < time.Second || busy(s, t) {
+			continue // the draw is spent either way: the sequence stays a function of the seed
+		}
+		steps = append(steps, s)
+	}
+	return steps
+}
+
+// overlapping is the most steps active at one time.
+func overlapping(steps []Step) int {
+	most := 0
+	for _, s := range steps {
+		n := 0
+		for _, o := range steps {
+			if o.At <= s.At && s.At < o.At+o.For {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// nemesis carries a schedule out against a running cluster.
+type nemesis struct {
+	c   *cluster.Cluster
+	ld  *load
+	log *zap.Logger
+	out io.Writer
+	// produceTimeout bounds an api's answer to a registration it cannot
+	// record: twice its WR_PRODUCE_TIMEOUT (see Options.ProduceTimeout).
+	produceTimeout time.Duration
+
+	mu      sync.Mutex
+	hangs   []string      // an api cut from Kafka that did not answer 503 in time
+	probes  int           // registrations sent to an api cut from Kafka
+	slowest time.Duration // the slowest answer to one
+}
+
+func (n *nemesis) printf(format string, a ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fmt.Fprintf(n.out, format, a...)
+}
+
+// run carries every step out from start, each in its own goroutine, and
+// returns once every step is over and its link healed.
+func (n *nemesis) run(ctx context.Context, steps []Step) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, s := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !sleepUntilCtx(ctx, start.Add(s.At)) {
+				return
+			}
+			n.step(ctx, s, start)
+		}()
+	}
+	wg.Wait()
+}
+
+func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
+	var links []*cluster.Link
+	proc := s.Proc
+	switch s.Proc {
+	case "clients":
+	case "leader":
+		p, err := leader(n.c)
+		if err != nil {
+			n.printf("nemesis: +%s %s: no leader found (%v); skipped\n", since(start), s.Kind, err)
+			return
+		}
+		proc, links = p.Name, []*cluster.Link{p.Net.Redis}
+	default:
+		p := n.proc(s.Proc)
+		if p == nil || p.Net == nil {
+			n.printf("nemesis: +%s %s: no isolated process %s; skipped\n", since(start), s.Kind, s.Proc)
+			return
+		}
+		switch s.Link {
+		case "kafka":
+			links = p.Net.Kafka
+		case "redis":
+			links = []*cluster.Link{p.Net.Redis}
+		case "in":
+			links = []*cluster.Link{p.Net.In}
+		}
+	}
+	n.printf("nemesis: +%-6s start %s (%s)\n", since(start), s.what(), proc)
+	each := func(f func(l *cluster.Link)) {
+		for _, l := range links {
+			f(l)
+		}
+	}
+	end := time.Now().Add(s.For)
+	var probing sync.WaitGroup
+	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout) {
+		probing.Add(1)
+		go func() {
+			defer probing.Done()
+			n.probe(ctx, proc, end)
+		}()
+	}
+	switch s.Kind {
+	case Slow, Squeeze:
+		each(func(l *cluster.Link) { l.Set(s.Toxics) })
+		sleepUntilCtx(ctx, end)
+	case Timeout, LeaderStall:
+		each((*cluster.Link).Hold)
+		sleepUntilCtx(ctx, end)
+		if s.Kind == Timeout {
+			each((*cluster.Link).Reset)
+		}
+	case ResetPeer:
+		for {
+			each((*cluster.Link).Reset)
+			if !sleepCtx(ctx, time.Second) || time.Now().After(end) {
+				break
+			}
+		}
+	case Partition:
+		each((*cluster.Link).Cut)
+		sleepUntilCtx(ctx, end)
+	case SlowReaders:
+		n.ld.stallReaders.Store(true)
+		sleepUntilCtx(ctx, end)
+		n.ld.stallReaders.Store(false)
+	}
+	each((*cluster.Link).Heal)
+	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
+	probing.Wait() // a try sent just before the end is answered after it
+}
+
+// probe registers, straight at an api whose Kafka link is down (not through
+// the front door, which would retry on another replica), until the fault
+// ends: every answer must be a 503 within the api's produce timeout. A 202
+// is possible only when the record got through before the link went or
+// after it came back (a try sent just before the end).
+func (n *nemesis) probe(ctx context.Context, api string, until time.Time) {
+	p := n.proc(api)
+	cl := &http.Client{Timeout: n.produceTimeout}
+	for i := 0; i == 0 || time.Now().Before(until); i++ {
+		body := fmt.Sprintf(`{"userId":"probe-%s-%d-%d"}`, api, time.Now().UnixMilli(), i)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.Addr+"/api/v1/items/"+ProbeItem+"/registrations", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		t0 := time.Now()
+		resp, err := cl.Do(req)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			n.hung(fmt.Sprintf("%s cut from Kafka: no answer to a registration within %s (%v)", api, n.produceTimeout, err))
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusAccepted {
+			n.hung(fmt.Sprintf("%s cut from Kafka: a registration answered %d, want 503", api, resp.StatusCode))
+			return
+		}
+		n.mu.Lock()
+		n.probes++
+		n.slowest = max(n.slowest, time.Since(t0))
+		n.mu.Unlock()
+		n.log.Info("probe", zap.String("api", api), zap.Int("code", resp.StatusCode), zap.Duration("in", time.Since(t0)))
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func (n *nemesis) hung(s string) {
+	n.mu.Lock()
+	n.hangs = append(n.hangs, s)
+	n.mu.Unlock()
+}
+
+func (n *nemesis) proc(name string) *cluster.Proc {
+	i := slices.IndexFunc(n.c.Services(), func(p *cluster.Proc) bool { return p.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return n.c.Services()[i]
+}
+
+func since(start time.Time) time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
+
+func sleepUntilCtx(ctx context.Context, t time.Time) bool {
+	if d := time.Until(t); d > 0 {
+		return sleepCtx(ctx, d)
+	}
+	return ctx.Err() == nil
+}
+
+// watch checks, every interval until stopped, the invariants the record can
+// tell mid-run: nobody admitted twice, nobody admitted out of order (as far
+// as the record has been read: see tail.order), the admitted set within
+// maxActive, and no client told something going backwards. The first
+// violation of each is noted with its time; the verdict holds the worst seen.
+type watch struct {
+	mu   sync.Mutex
+	v    verdict
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func startWatch(ctx context.Context, tl *tail, smp *sampler, ld *load, every time.Duration) *watch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watch{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for sleepCtx(ctx, every) {
+			var now verdict
+			tl.order(&now, true)
+			smp.fill(&now)
+			ld.regressions(&now)
+			w.add(now, time.Now())
+		}
+	}()
+	return w
+}
+
+// add folds one check's findings into the worst seen.
+func (w *watch) add(now verdict, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v := &w.v
+	if now.Doubled > v.Doubled || now.OutOfOrder > v.OutOfOrder || now.Regressed > v.Regressed {
+		for _, note := range now.Notes {
+			v.note("%s %s", at.Format("15:04:05.000"), note)
+		}
+	}
+	if now.OverMax > v.OverMax {
+		v.note("%s the admitted set was past maxActive (%d samples over so far)", at.Format("15:04:05.000"), now.OverMax)
+	}
+	v.Doubled, v.OutOfOrder = max(v.Doubled, now.Doubled), max(v.OutOfOrder, now.OutOfOrder)
+	v.OverMax, v.Regressed = max(v.OverMax, now.OverMax), max(v.Regressed, now.Regressed)
+	v.MaxActive = max(v.MaxActive, now.MaxActive)
+}
+
+// result stops the watch and returns the worst it saw.
+func (w *watch) result() verdict {
+	w.stop()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.v
+}

@@ -1,0 +1,158 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/services/dev/cluster"
+)
+
+// sample is one reading of every process: its resident memory and, for a
+// Go service, its goroutines.
+type sample struct {
+	At         time.Duration // since the load started
+	RSS        map[string]int64
+	Goroutines map[string]int64
+}
+
+// meter reads every process's RSS (/proc/PID/status) and goroutines (the
+// go_goroutines of its /metrics) every interval, prints a line per reading
+// and appends it to a CSV file: the soak's memory curve.
+type meter struct {
+	c     *cluster.Cluster
+	out   io.Writer
+	csv   string
+	start time.Time
+
+	mu      sync.Mutex
+	samples []sample
+}
+
+func (m *meter) run(ctx context.Context, every time.Duration) {
+	if f, err := os.Create(m.csv); err == nil {
+		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines")
+		f.Close()
+	}
+	for sleepCtx(ctx, every) {
+		s := m.read()
+		m.mu.Lock()
+		m.samples = append(m.samples, s)
+		m.mu.Unlock()
+		var line []string
+		f, _ := os.OpenFile(m.csv, os.O_APPEND|os.O_WRONLY, 0o644)
+		for _, p := range m.c.All() {
+			line = append(line, fmt.Sprintf("%s %d MiB/%d", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name]))
+			if f != nil {
+				fmt.Fprintf(f, "%.2f,%s,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name])
+			}
+		}
+		if f != nil {
+			f.Close()
+		}
+		fmt.Fprintf(m.out, "soak: +%s rss/goroutines: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
+	}
+}
+
+func (m *meter) read() sample {
+	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}}
+	cl := &http.Client{Timeout: 2 * time.Second}
+	for _, p := range m.c.All() {
+		if pid := p.PID(); pid > 0 {
+			s.RSS[p.Name] = rssKiB(pid)
+		}
+		if p.Addr == "" {
+			continue
+		}
+		resp, err := cl.Get("http://" + p.Addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
+				s.Goroutines[p.Name], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+	}
+	return s
+}
+
+// unjudged are the processes the soak reads but does not hold to the growth
+// limit: Kafka is kfake, which keeps every record in memory, and Redis
+// holds the state of every person served; both grow with the load by
+// design. The waitroom services and the front door must not.
+var unjudged = map[string]bool{"kafka": true, "redis": true}
+
+// rssKiB is VmRSS of pid in KiB (0 when it cannot be read).
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// growth checks the soak's memory: no process's RSS, nor its goroutines, at
+// the end is above limit times the same a third of the way in (at 20 min of
+// an hour: the warm-up is over, a leak has had 40 minutes to show). Each
+// side is the mean of a window of readings (a twelfth of them: 5 of an
+// hour's 60), so one reading taken mid-fault does not decide; a reading
+// that failed (zero) is left out of its window. Fewer than
+// three readings prove nothing and are refused. Processes in unjudged are
+// read but not judged.
+func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
+	if len(samples) < 3 {
+		return []string{fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))}
+	}
+	w := max(1, len(samples)/12)
+	third := len(samples) / 3
+	base := samples[max(0, third-w+1) : third+1]
+	last := samples[len(samples)-w:]
+	// mean of the readings taken: a zero is one that failed (a /metrics
+	// behind a held link), not a process with nothing.
+	mean := func(ss []sample, get func(sample) map[string]int64, name string) float64 {
+		var sum, n int64
+		for _, s := range ss {
+			if v := get(s)[name]; v > 0 {
+				sum, n = sum+v, n+1
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		return float64(sum) / float64(n)
+	}
+	var bad []string
+	check := func(what string, get func(sample) map[string]int64) {
+		for name := range get(base[0]) {
+			if unjudged[name] {
+				continue
+			}
+			was, now := mean(base, get, name), mean(last, get, name)
+			if was > 0 && now > limit*was {
+				bad = append(bad, fmt.Sprintf("%s: %s %.0f at %s, %.0f at %s (more than x%.2f)",
+					name, what, now, last[len(last)-1].At.Round(time.Second), was, base[len(base)-1].At.Round(time.Second), limit))
+			}
+		}
+	}
+	check("RSS KiB", func(s sample) map[string]int64 { return s.RSS })
+	check("goroutines", func(s sample) map[string]int64 { return s.Goroutines })
+	sort.Strings(bad)
+	return bad
+}
