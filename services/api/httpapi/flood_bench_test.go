@@ -151,6 +151,17 @@ func BenchmarkRegisterUnderFlood(b *testing.B) {
 // second with a burst of 2,000 (the calm address never empties its own).
 func floodAPI(b *testing.B) string {
 	b.Helper()
+	url, _ := benchAPI(b, func(cfg *httpapi.Config) {
+		cfg.Throttle = httpapi.ThrottleConfig{IPRate: 6000, IPBurst: 2000, Period: time.Minute}
+	})
+	return url
+}
+
+// benchAPI runs an api over kfake and its own redis-server for a benchmark,
+// with the item "drop", its config changed by set; it returns the api's URL
+// and the Redis address.
+func benchAPI(b *testing.B, set func(*httpapi.Config)) (url, redisAddr string) {
+	b.Helper()
 	brokers := testenv.Kafka(b, 3)
 	rds := testenv.StartRedis(b)
 	ctx := context.Background()
@@ -173,8 +184,8 @@ func floodAPI(b *testing.B) string {
 	}
 	cfg.Kafka.Brokers, cfg.Redis.Addr = brokers, rds.Addr
 	cfg.TokenKey, cfg.AdmissionKey = testKey, admissionKey
-	cfg.Throttle = httpapi.ThrottleConfig{IPRate: 6000, IPBurst: 2000, Period: time.Minute}
 	cfg.TrustedProxies = []string{"127.0.0.1/32"} // the bench's addresses come in X-Forwarded-For
+	set(&cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -189,5 +200,5 @@ func floodAPI(b *testing.B) string {
 			b.Fatal("api not ready")
 		}
 	}
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), rds.Addr
 }
