@@ -7,6 +7,7 @@
 package registration
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -29,10 +30,13 @@ const DevAdmissionKey = "d2FpdHJvb20tZGV2LW9ubHktZWQyNTUxOS1zZWVkISE="
 // TokenConfig is the key material of the api and the notifier: the notifier
 // verifies the api's queue tokens and signs the same admission tokens.
 type TokenConfig struct {
-	TokenAlg     string `env:"WR_TOKEN_ALG" envDefault:"HS256"`
-	TokenKey     string `env:"WR_TOKEN_KEY" secret:"true"`
-	TokenKID     string `env:"WR_TOKEN_KID" envDefault:"k1"`
-	AdmissionKey string `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed
+	TokenAlg string `env:"WR_TOKEN_ALG" envDefault:"HS256"`
+	TokenKey string `env:"WR_TOKEN_KEY" secret:"true"`
+	TokenKID string `env:"WR_TOKEN_KID" envDefault:"k1"`
+	// AdmissionAlg signs admission tokens: EdDSA (Ed25519), or ES256 (P-256)
+	// for sites whose stack cannot verify EdDSA.
+	AdmissionAlg string `env:"WR_ADMISSION_ALG" envDefault:"EdDSA"`
+	AdmissionKey string `env:"WR_ADMISSION_KEY" secret:"true"` // base64 Ed25519 seed, or DER P-256 key with ES256
 	AdmissionKID string `env:"WR_ADMISSION_KID" envDefault:"a1"`
 	// AdmissionKeysExtra are the other keys of a rollover, "kid:seed" pairs
 	// (comma-separated, each seed like WR_ADMISSION_KEY's): they verify
@@ -53,7 +57,7 @@ func (c TokenConfig) Validate() error {
 // Signers are the two signers a transport needs.
 type Signers struct {
 	Queue     *token.Signer // queue tokens (HMAC or Ed25519)
-	Admission *token.Signer // admission tokens (Ed25519, published as JWKS)
+	Admission *token.Signer // admission tokens (Ed25519 or P-256, published as JWKS)
 }
 
 // ErrNoKey says a key variable is unset outside the dev stack.
@@ -64,6 +68,17 @@ var ErrNoKey = errors.New("key not set")
 // environment (config.ErrPublishedKey).
 func (c TokenConfig) Signers(log *zap.Logger) (Signers, error) {
 	qkey, akey := c.TokenKey, c.AdmissionKey
+	alg := cmp.Or(c.AdmissionAlg, token.EdDSA)
+	switch {
+	case c.TokenAlg == token.ES256:
+		return Signers{}, errors.New("WR_TOKEN_ALG: ES256 is for admission tokens (WR_ADMISSION_ALG); queue tokens are HS256 or EdDSA")
+	case alg != token.EdDSA && alg != token.ES256:
+		return Signers{}, fmt.Errorf("WR_ADMISSION_ALG is %q, not %s or %s", alg, token.EdDSA, token.ES256)
+	case alg == token.ES256 && akey == "":
+		return Signers{}, fmt.Errorf("WR_ADMISSION_KEY is required with WR_ADMISSION_ALG=ES256 (a base64 DER P-256 private key): %w", ErrNoKey)
+	case alg == token.ES256 && c.AdmissionKeysExtra != "":
+		return Signers{}, errors.New("WR_ADMISSION_KEYS_EXTRA holds Ed25519 keys: a rollover is for WR_ADMISSION_ALG=EdDSA")
+	}
 	if !c.DevKeys {
 		if err := config.RefusePublished("WR_TOKEN_KEY", qkey, DevTokenKey); err != nil {
 			return Signers{}, err
@@ -106,7 +121,11 @@ func (c TokenConfig) Signers(log *zap.Logger) (Signers, error) {
 			}
 		}
 	}
-	a, err := token.New(token.EdDSA, akey, c.AdmissionKID, token.VerifyAlso(extra...))
+	var opts []token.Option
+	if len(extra) > 0 {
+		opts = append(opts, token.VerifyAlso(extra...))
+	}
+	a, err := token.New(alg, akey, c.AdmissionKID, opts...)
 	if err != nil {
 		if len(extra) > 0 {
 			return Signers{}, fmt.Errorf("WR_ADMISSION_KEY, WR_ADMISSION_KID and WR_ADMISSION_KEYS_EXTRA: %w", err)

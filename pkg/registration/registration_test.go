@@ -1,6 +1,10 @@
 package registration_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -16,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
 )
 
 func TestSignersRefuseMissingKeysOutsideTheDevStack(t *testing.T) {
@@ -292,4 +297,34 @@ func TestAdmissionKeysExtra(t *testing.T) {
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), "WR_ADMISSION_KEYS_EXTRA", name)
 	}
+}
+
+// Admission tokens may be ES256 (P-256) for sites that cannot verify EdDSA;
+// queue tokens never are, and an ES256 room has no Ed25519 rollover keys.
+func TestSignersWithES256Admissions(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	require.NoError(t, err)
+	c := registration.TokenConfig{TokenAlg: token.HS256, TokenKey: "a-real-secret-of-at-least-32-bytes-long!!", TokenKID: "k1",
+		AdmissionAlg: token.ES256, AdmissionKey: base64.StdEncoding.EncodeToString(der), AdmissionKID: "e1"}
+	s, err := c.Signers(zap.NewNop())
+	require.NoError(t, err)
+	assert.Equal(t, token.ES256, s.Admission.Alg())
+	set, ok := s.Admission.PublicJWKS()
+	require.True(t, ok)
+	assert.Equal(t, "EC", set.Keys[0].Kty)
+
+	bad := c
+	bad.TokenAlg = token.ES256
+	assert.ErrorContains(t, bad.Validate(), "WR_TOKEN_ALG")
+	bad = c
+	bad.AdmissionKey = ""
+	assert.ErrorIs(t, bad.Validate(), registration.ErrNoKey)
+	bad = c
+	bad.AdmissionKeysExtra = "old:" + registration.DevAdmissionKey
+	assert.ErrorContains(t, bad.Validate(), "WR_ADMISSION_KEYS_EXTRA")
+	bad = c
+	bad.AdmissionAlg = "RS256"
+	assert.ErrorContains(t, bad.Validate(), "WR_ADMISSION_ALG")
 }

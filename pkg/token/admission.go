@@ -1,6 +1,7 @@
 package token
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
@@ -80,6 +81,7 @@ type JWK struct {
 	Kty string `json:"kty"`
 	Crv string `json:"crv"`
 	X   string `json:"x"`
+	Y   string `json:"y,omitempty"` // EC keys
 	Kid string `json:"kid,omitempty"`
 	Alg string `json:"alg"`
 	Use string `json:"use"`
@@ -94,6 +96,14 @@ type JWKS struct {
 // key first, then the VerifyAlso keys of a rollover. ok is false for HMAC,
 // whose key is a secret.
 func (s *Signer) PublicJWKS() (JWKS, bool) {
+	if ec, ok := s.verifyKey.(*ecdsa.PublicKey); ok {
+		b, err := ec.Bytes() // 0x04 || X || Y, 32 bytes each for P-256
+		if err != nil || len(b) != 65 {
+			return JWKS{}, false
+		}
+		return JWKS{Keys: []JWK{{Kty: "EC", Crv: "P-256", X: base64.RawURLEncoding.EncodeToString(b[1:33]),
+			Y: base64.RawURLEncoding.EncodeToString(b[33:]), Kid: s.kid, Alg: ES256, Use: "sig"}}}, true
+	}
 	pub, ok := s.verifyKey.(ed25519.PublicKey)
 	if !ok {
 		return JWKS{}, false

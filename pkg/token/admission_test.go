@@ -1,9 +1,14 @@
 package token
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"math/big"
 	"testing"
 	"time"
 
@@ -122,4 +127,41 @@ func make32(b byte) []byte {
 		out[i] = b
 	}
 	return out
+}
+
+// ES256 admission tokens, for sites that cannot verify EdDSA: they round-trip,
+// the JWKS publishes the P-256 key, and the signer issues no queue tokens.
+func TestES256Admissions(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	require.NoError(t, err)
+	s, err := New(ES256, base64.StdEncoding.EncodeToString(der), "e1")
+	require.NoError(t, err)
+	exp := time.Now().Add(time.Minute).Truncate(time.Second)
+	raw, err := s.IssueAdmission(Admission{TokenID: "T", ItemID: "i", UserID: "u", ExpiresAt: exp})
+	require.NoError(t, err)
+	a, err := s.ParseAdmission(raw)
+	require.NoError(t, err)
+	assert.Equal(t, "T", a.TokenID)
+
+	set, ok := s.PublicJWKS()
+	require.True(t, ok)
+	require.Len(t, set.Keys, 1)
+	k := set.Keys[0]
+	assert.Equal(t, []string{"EC", "P-256", "ES256", "e1"}, []string{k.Kty, k.Crv, k.Alg, k.Kid})
+	x, _ := base64.RawURLEncoding.DecodeString(k.X)
+	y, _ := base64.RawURLEncoding.DecodeString(k.Y)
+	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+	_, err = jwt.Parse(raw, func(*jwt.Token) (any, error) { return pub, nil }, jwt.WithValidMethods([]string{"ES256"}))
+	assert.NoError(t, err, "the published key verifies the token")
+
+	_, err = s.IssueQueue(Queue{TokenID: "t", ItemID: "i", UserID: "u"}, time.Minute)
+	assert.Error(t, err, "ES256 is for admission tokens only")
+	sec1, err := x509.MarshalECPrivateKey(priv)
+	require.NoError(t, err)
+	_, err = ES256Key(base64.StdEncoding.EncodeToString(sec1))
+	assert.NoError(t, err, "SEC 1 too")
+	_, err = ES256Key("not a key")
+	assert.Error(t, err)
 }

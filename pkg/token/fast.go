@@ -57,10 +57,14 @@ func newMAC(alg string, sign, verify any) mac {
 	case HS256:
 		key := sign.([]byte)
 		return mac{hs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
-	default:
+	case EdDSA:
 		return mac{priv: sign.(ed25519.PrivateKey), pub: verify.(ed25519.PublicKey)}
 	}
+	return mac{} // ES256: admission tokens only, through golang-jwt
 }
+
+// usable reports whether the fast path can sign and verify (HS256, EdDSA).
+func (m mac) usable() bool { return m.hs != nil || m.pub != nil }
 
 // appendSig appends the signature of input to dst.
 func (m mac) appendSig(dst, input []byte) []byte {

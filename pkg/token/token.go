@@ -3,11 +3,15 @@
 package token
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -29,6 +33,9 @@ const (
 const (
 	HS256 = "HS256"
 	EdDSA = "EdDSA"
+	// ES256 (ECDSA P-256) is for admission tokens only, for the sites
+	// whose stack cannot verify EdDSA (older .NET, Java, PHP).
+	ES256 = "ES256"
 )
 
 // Queue is what a queue token says: whose registration it is and where the
@@ -161,8 +168,13 @@ func New(alg, key, kid string, opts ...Option) (*Signer, error) {
 		if priv, err = Ed25519Seed(key); err == nil {
 			s, err = NewEd25519(priv, kid)
 		}
+	case ES256:
+		var priv *ecdsa.PrivateKey
+		if priv, err = ES256Key(key); err == nil {
+			s, err = NewES256(priv, kid)
+		}
 	default:
-		err = fmt.Errorf("token algorithm %q is not %s or %s", alg, HS256, EdDSA)
+		err = fmt.Errorf("token algorithm %q is not %s, %s or %s", alg, HS256, EdDSA, ES256)
 	}
 	if err != nil {
 		return nil, err
@@ -173,6 +185,35 @@ func New(alg, key, kid string, opts ...Option) (*Signer, error) {
 		}
 	}
 	return s, nil
+}
+
+// NewES256 returns a Signer using ECDSA P-256 (ES256), for admission tokens;
+// it issues no queue tokens (IssueQueue refuses).
+func NewES256(priv *ecdsa.PrivateKey, kid string) (*Signer, error) {
+	if priv == nil || priv.Curve != elliptic.P256() {
+		return nil, errors.New("ES256 needs a P-256 private key")
+	}
+	return newSigner(jwt.SigningMethodES256, priv, &priv.PublicKey, kid), nil
+}
+
+// ES256Key decodes a base64 P-256 private key, PKCS #8 or SEC 1 DER (openssl
+// genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -outform DER | base64).
+func ES256Key(key string) (*ecdsa.PrivateKey, error) {
+	der, err := base64.StdEncoding.DecodeString(strings.TrimSpace(key))
+	if err != nil {
+		return nil, errors.New("ES256 key must be a base64 DER P-256 private key (PKCS #8 or SEC 1)")
+	}
+	if k, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+		if ec, ok := k.(*ecdsa.PrivateKey); ok && ec.Curve == elliptic.P256() {
+			return ec, nil
+		}
+		return nil, errors.New("ES256 key is not a P-256 private key")
+	}
+	ec, err := x509.ParseECPrivateKey(der)
+	if err != nil || ec.Curve != elliptic.P256() {
+		return nil, errors.New("ES256 key must be a base64 DER P-256 private key (PKCS #8 or SEC 1)")
+	}
+	return ec, nil
 }
 
 // Ed25519Seed decodes a base64 Ed25519 seed (32 bytes) into its private key.
@@ -224,6 +265,9 @@ func (s *Signer) Alg() string { return s.method.Alg() }
 // JWS compact form itself (the header is encoded once per Signer; see
 // fast.go); golang-jwt's parser reads it.
 func (s *Signer) IssueQueue(q Queue, ttl time.Duration) (string, error) {
+	if !s.mac.usable() {
+		return "", fmt.Errorf("%s signs admission tokens only", s.method.Alg())
+	}
 	return s.issueQueueFast(q, ttl), nil
 }
 
@@ -232,6 +276,9 @@ func (s *Signer) IssueQueue(q Queue, ttl time.Duration) (string, error) {
 func (s *Signer) ParseQueue(raw string) (Queue, error) {
 	if len(raw) > 4096 {
 		return Queue{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
+	}
+	if !s.mac.usable() {
+		return s.parseQueueLib(raw)
 	}
 	switch q, r := s.parseQueueFast(raw); r {
 	case fastOK:

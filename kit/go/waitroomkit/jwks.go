@@ -2,7 +2,10 @@ package waitroomkit
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -35,7 +38,7 @@ type keySet struct {
 	wg     sync.WaitGroup // the fetches and the refresh loop
 
 	mu       sync.Mutex
-	keys     map[string]ed25519.PublicKey
+	keys     map[string]crypto.PublicKey
 	fetched  time.Time     // last successful fetch
 	tried    time.Time     // last attempt
 	failures int           // consecutive failed fetches
@@ -53,7 +56,7 @@ func newKeySet(url string) *keySet {
 // key returns the public key of kid ("" when the token names none: the one
 // key, if the set holds exactly one). It waits (at most until ctx is done or
 // the fetch's timeout) only when the set does not hold kid.
-func (s *keySet) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
+func (s *keySet) key(ctx context.Context, kid string) (crypto.PublicKey, error) {
 	s.mu.Lock()
 	if k, ok := s.lookupLocked(kid); ok {
 		if s.mayFetchLocked(false) { // stale: fetch in the background, serve k meanwhile
@@ -87,7 +90,7 @@ func (s *keySet) key(ctx context.Context, kid string) (ed25519.PublicKey, error)
 	return nil, fmt.Errorf("no key %q in the JWKS", kid)
 }
 
-func (s *keySet) lookupLocked(kid string) (ed25519.PublicKey, bool) {
+func (s *keySet) lookupLocked(kid string) (crypto.PublicKey, bool) {
 	if kid == "" && len(s.keys) == 1 {
 		for _, k := range s.keys {
 			return k, true
@@ -228,12 +231,13 @@ type jwk struct {
 	Kty string `json:"kty"`
 	Crv string `json:"crv"`
 	X   string `json:"x"`
+	Y   string `json:"y"`
 	Kid string `json:"kid"`
 	Alg string `json:"alg"`
 	Use string `json:"use"`
 }
 
-func (s *keySet) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {
+func (s *keySet) fetch(ctx context.Context) (map[string]crypto.PublicKey, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: build JWKS request: %w", ErrUnavailable, err)
@@ -257,28 +261,50 @@ func (s *keySet) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error
 	return keys, nil
 }
 
-// parseJWKS keeps the Ed25519 signing keys of a JWKS (RFC 8037) and passes
-// over any other key, so a set that also holds RSA keys still works.
-func parseJWKS(b []byte) (map[string]ed25519.PublicKey, error) {
+// parseJWKS keeps the signing keys of a JWKS the api may sign admission
+// tokens with: Ed25519 (RFC 8037, EdDSA) and P-256 (ES256); it passes over
+// any other key, so a set that also holds RSA keys still works.
+func parseJWKS(b []byte) (map[string]crypto.PublicKey, error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(b, &set); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	out := map[string]ed25519.PublicKey{}
+	out := map[string]crypto.PublicKey{}
 	for _, k := range set.Keys {
-		if k.Kty != "OKP" || k.Crv != "Ed25519" || (k.Alg != "" && k.Alg != Alg) || (k.Use != "" && k.Use != "sig") {
+		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
-		x, err := base64.RawURLEncoding.DecodeString(k.X)
-		if err != nil || len(x) != ed25519.PublicKeySize {
-			continue
+		if pub, ok := publicKeyOf(k); ok {
+			out[k.Kid] = pub
 		}
-		out[k.Kid] = ed25519.PublicKey(x)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no Ed25519 signing key")
+		return nil, errors.New("no Ed25519 or P-256 signing key")
 	}
 	return out, nil
+}
+
+// publicKeyOf is k's key when it is one admission tokens may be signed with.
+func publicKeyOf(k jwk) (crypto.PublicKey, bool) {
+	x, err := base64.RawURLEncoding.DecodeString(k.X)
+	if err != nil {
+		return nil, false
+	}
+	switch {
+	case k.Kty == "OKP" && k.Crv == "Ed25519" && (k.Alg == "" || k.Alg == AlgEdDSA) && len(x) == ed25519.PublicKeySize:
+		return ed25519.PublicKey(x), true
+	case k.Kty == "EC" && k.Crv == "P-256" && (k.Alg == "" || k.Alg == AlgES256):
+		y, err := base64.RawURLEncoding.DecodeString(k.Y)
+		if err != nil || len(x) != 32 || len(y) != 32 {
+			return nil, false
+		}
+		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return nil, false
+		}
+		return pub, true
+	}
+	return nil, false
 }

@@ -51,9 +51,14 @@ var (
 const (
 	Issuer   = "waitroom"
 	Audience = "waitroom-admission"
-	// Alg is the only algorithm accepted: the api signs admission tokens
-	// with Ed25519 and publishes the public keys, so nothing else is valid.
-	Alg = "EdDSA"
+	// AlgEdDSA and AlgES256 are the algorithms accepted: the api signs
+	// admission tokens with Ed25519, or P-256 where the operator chose
+	// WR_ADMISSION_ALG=ES256, and publishes the public keys, so nothing else
+	// is valid (no "none", no HMAC with a public key as the secret).
+	AlgEdDSA = "EdDSA"
+	AlgES256 = "ES256"
+	// Alg is AlgEdDSA, the api's default.
+	Alg = AlgEdDSA
 	// MaxTokenBytes is the longest token read (the api's own limit).
 	MaxTokenBytes = 4096
 )
@@ -255,7 +260,7 @@ func (k *Kit) clock() time.Time { return k.now() }
 
 func newParser(leeway time.Duration, now func() time.Time) *jwt.Parser {
 	return jwt.NewParser(
-		jwt.WithValidMethods([]string{Alg}), // pinned: no "none", no HS256 with the public key as secret
+		jwt.WithValidMethods([]string{AlgEdDSA, AlgES256}), // pinned: no "none", no HS256 with the public key as secret
 		jwt.WithIssuer(Issuer),
 		jwt.WithAudience(Audience),
 		jwt.WithExpirationRequired(),

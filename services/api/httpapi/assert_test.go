@@ -1,8 +1,11 @@
 package httpapi_test
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 )
 
@@ -103,4 +107,37 @@ func TestConfigRefusesTheDevBypassKey(t *testing.T) {
 	assert.Contains(t, err.Error(), "WR_BYPASS_PUBLIC_KEY")
 	cfg.DevKeys = true
 	assert.NoError(t, cfg.Validate())
+}
+
+// An api whose operator chose ES256 admission tokens: the status answer's
+// admission token is ES256, the JWKS publishes its P-256 key, the token
+// verifies with it, and verify takes it.
+func TestES256AdmissionsOverTheAPI(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	require.NoError(t, err)
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.AdmissionAlg, c.AdmissionKey, c.AdmissionKID = token.ES256, base64.StdEncoding.EncodeToString(der), "e1"
+	}, item("tix"))
+	r, q := s.register("tix", "ivy")
+	s.apply(q)
+	s.admit("tix")
+	st := s.status("tix", r.Token)
+	require.Equal(t, "ADMITTED", st.Status)
+
+	var set token.JWKS
+	s.do(http.MethodGet, "/.well-known/jwks.json", nil).decode(t, &set)
+	require.Len(t, set.Keys, 1)
+	k := set.Keys[0]
+	require.Equal(t, []string{"EC", "P-256", "ES256", "e1"}, []string{k.Kty, k.Crv, k.Alg, k.Kid})
+	x, _ := base64.RawURLEncoding.DecodeString(k.X)
+	y, _ := base64.RawURLEncoding.DecodeString(k.Y)
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	require.NoError(t, err)
+	parsed, err := jwt.Parse(st.AdmissionToken, func(*jwt.Token) (any, error) { return pub, nil }, jwt.WithValidMethods([]string{"ES256"}))
+	require.NoError(t, err)
+	assert.Equal(t, "e1", parsed.Header["kid"])
+	a := s.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
+	assert.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 }
