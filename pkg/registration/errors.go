@@ -60,6 +60,12 @@ func BadRequest(code, message string) *Error {
 	return refuse(http.StatusBadRequest, code, message)
 }
 
+// Disabled refuses what this service is not set up to do (409), with a code
+// <FEATURE>_DISABLED: the naming rule is in docs/api.md, "Error codes".
+func Disabled(code, message string) *Error {
+	return refuse(http.StatusConflict, code, message)
+}
+
 // Unauthorized refuses a request whose credentials (a token, an assertion)
 // are missing or not good (401) with code.
 func Unauthorized(code, message string) *Error {
@@ -73,7 +79,7 @@ func BodyTooLarge(limit int64) *Error {
 
 // ErrNoPublicKey answers a JWKS request when admission tokens are signed
 // with a shared secret (404).
-var ErrNoPublicKey = refuse(http.StatusNotFound, "NO_PUBLIC_KEY", "admission tokens are signed with a shared secret")
+var ErrNoPublicKey = Disabled("JWKS_DISABLED", "admission tokens are signed with a shared secret")
 
 // ErrShuttingDown asks a client to reconnect elsewhere: this replica is
 // stopping (503, Retry-After 1).

@@ -25,7 +25,7 @@ func (s *Server) proven(c *gin.Context, item string, req RegisterRequest) (asser
 	case req.Assertion == "":
 		return assertion.Claims{}, true
 	case v == nil:
-		registration.Abort(c, registration.BadRequest("ASSERTIONS_DISABLED", "this room trusts no assertions (WR_ASSERTION_ISSUER is not set); register without one"))
+		registration.Abort(c, registration.Disabled("ASSERTIONS_DISABLED", "this room trusts no assertions (WR_ASSERTION_ISSUER is not set); register without one"))
 		return assertion.Claims{}, false
 	}
 	a, err := v.Verify(req.Assertion, item)
@@ -63,7 +63,7 @@ func (s *Server) identify(c *gin.Context, item string, req RegisterRequest) (use
 }
 
 // spend marks a's jti used, so each assertion registers once; on a refusal
-// it has answered (401 ASSERTION_USED, or 503 when Redis cannot say).
+// it has answered (401 ASSERTION_REUSED, or 503 when Redis cannot say).
 func (s *Server) spend(ctx context.Context, c *gin.Context, a assertion.Claims) bool {
 	first, err := s.opt.Guard.Spent.Mark(ctx, s.opt.Guard.Assertions.SpentKey(a), a.ExpiresAt)
 	if err != nil {
@@ -72,7 +72,7 @@ func (s *Server) spend(ctx context.Context, c *gin.Context, a assertion.Claims) 
 		return false
 	}
 	if !first {
-		registration.Abort(c, registration.Unauthorized("ASSERTION_USED", "this assertion was used before; each registers once: get a fresh link from the site"))
+		registration.Abort(c, registration.Unauthorized("ASSERTION_REUSED", "this assertion was used before; each registers once: get a fresh link from the site"))
 		return false
 	}
 	return true

@@ -89,7 +89,7 @@ func TestAssertionsRequiredFromTheSitesJWKS(t *testing.T) {
 func TestAnAssertionWhereNoneIsTrusted(t *testing.T) {
 	s := newAPI(t, item("tix"))
 	a := s.post("/api/v1/items/tix/registrations", map[string]any{"assertion": "x.y.z"})
-	assert.Equal(t, http.StatusBadRequest, a.Code)
+	assert.Equal(t, http.StatusConflict, a.Code)
 	assert.Equal(t, "ASSERTIONS_DISABLED", a.errCode(t))
 }
 

@@ -88,7 +88,7 @@ func (s *Server) guard(c *gin.Context, item string, st topics.ItemState, req Reg
 	if req.Bypass != "" {
 		if g.BypassKey == nil {
 			s.m.guard.WithLabelValues("bypass", "disabled").Inc()
-			registration.Abort(c, guardErr(http.StatusBadRequest, "BYPASS_DISABLED", "this room takes no bypass codes"))
+			registration.Abort(c, guardErr(http.StatusConflict, "BYPASS_DISABLED", "this room takes no bypass codes"))
 			return nil, false
 		}
 		code, err := bypass.Verify(g.BypassKey, item, req.Bypass, s.now())

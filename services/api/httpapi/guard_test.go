@@ -149,6 +149,6 @@ func TestBypassCodes(t *testing.T) {
 	_, code2, _ := bypass.Issue(priv, "plain", 1, time.Hour, time.Now())
 	b, _ := json.Marshal(map[string]string{"bypass": code2})
 	a = off.do(http.MethodPost, "/api/v1/items/plain/registrations", b)
-	require.Equal(t, http.StatusBadRequest, a.Code, "%s", a.Body)
+	require.Equal(t, http.StatusConflict, a.Code, "%s", a.Body)
 	assert.Equal(t, "BYPASS_DISABLED", a.errCode(t))
 }

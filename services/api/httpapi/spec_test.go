@@ -92,8 +92,8 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	c.exchange("POST", reg, `{"userId":42}`, true, 400, "INVALID_JSON")
 	c.exchange("POST", reg, `{"userId":"al ice"}`, true, 400, "INVALID_USER_ID")
 	c.exchange("POST", "/api/v1/items/t%7Bx%7D/registrations", `{}`, false, 400, "INVALID_ITEM_ID")
-	c.exchange("POST", reg, `{"bypass":"not-a-code"}`, false, 400, "BYPASS_DISABLED")
-	c.exchange("POST", reg, `{"assertion":"a.b.c"}`, false, 400, "ASSERTIONS_DISABLED")
+	c.exchange("POST", reg, `{"bypass":"not-a-code"}`, false, 409, "BYPASS_DISABLED")
+	c.exchange("POST", reg, `{"assertion":"a.b.c"}`, false, 409, "ASSERTIONS_DISABLED")
 	c.exchange("POST", reg, `{"userId":"`+strings.Repeat("a", 5000)+`"}`, true, 413, "BODY_TOO_LARGE")
 	c.exchange("POST", "/api/v1/items/nope/registrations", `{}`, false, 404, "ITEM_NOT_FOUND")
 	c.exchange("POST", "/api/v1/items/closed/registrations", `{}`, false, 409, "QUEUE_CLOSED")
@@ -203,7 +203,7 @@ func TestProvenAnswersMatchTheSpec(t *testing.T) {
 	first := sign(siteClaims("carol", "tix"))
 	var a, b httpapi.RegisterResponse
 	c.exchange("POST", reg, body(first), false, 202, "").decode(t, &a)
-	c.exchange("POST", reg, body(first), false, 401, "ASSERTION_USED")
+	c.exchange("POST", reg, body(first), false, 401, "ASSERTION_REUSED")
 	c.exchange("POST", reg, body(sign(siteClaims("carol", "tix"))), false, 202, "").decode(t, &b)
 	for _, tok := range []string{a.Token, b.Token} {
 		q, err := s.signer.ParseQueue(tok)

@@ -184,7 +184,7 @@ func TestAProvenUserResumesTheirPlaceOnANewDevice(t *testing.T) {
 		code    int
 		errCode string
 	}{
-		"used twice": {"vip", map[string]any{"assertion": first}, http.StatusUnauthorized, "ASSERTION_USED"},
+		"used twice": {"vip", map[string]any{"assertion": first}, http.StatusUnauthorized, "ASSERTION_REUSED"},
 		"forged":     {"vip", map[string]any{"assertion": assertionFor(t, "bob", "vip", "another-secret-of-at-least-thirty-two-bytes", nil)}, http.StatusUnauthorized, "ASSERTION_INVALID"},
 		"expired": {"vip", map[string]any{"assertion": assertionFor(t, "bob", "vip", siteSecret, func(c jwt.MapClaims) {
 			c["iat"], c["exp"] = time.Now().Add(-5*time.Minute).Unix(), time.Now().Add(-time.Minute).Unix()

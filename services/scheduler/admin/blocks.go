@@ -23,7 +23,7 @@ type Blocks interface {
 }
 
 // WithBlocks lets the admin API list the blocks (the block routes answer
-// 503 BLOCKS_NOT_CONFIGURED without it). It returns s.
+// 409 BLOCKS_DISABLED without it). It returns s.
 func (s *Server) WithBlocks(b Blocks) *Server {
 	s.blocks = b
 	return s
@@ -59,7 +59,7 @@ func (s *Server) blockRoutes(g gin.IRouter) {
 
 func (s *Server) blocksReady(c *gin.Context) bool {
 	if s.blocks == nil {
-		httpserver.Abort(c, http.StatusServiceUnavailable, "BLOCKS_NOT_CONFIGURED", "this server does not follow "+topics.Blocks)
+		httpserver.Abort(c, http.StatusConflict, "BLOCKS_DISABLED", "this server does not follow "+topics.Blocks)
 		return false
 	}
 	return true

@@ -13,7 +13,7 @@ import (
 )
 
 // WithBypass lets the admin API issue bypass codes signed with key
-// (WR_BYPASS_KEY); without it POST .../bypass answers 404 BYPASS_DISABLED.
+// (WR_BYPASS_KEY); without it POST .../bypass answers 409 BYPASS_DISABLED.
 func (s *Server) WithBypass(key ed25519.PrivateKey) *Server {
 	s.bypassKey = key
 	return s
@@ -44,7 +44,7 @@ func (s *Server) issueBypass(c *gin.Context) {
 		return
 	}
 	if s.bypassKey == nil {
-		httpserver.Abort(c, http.StatusNotFound, "BYPASS_DISABLED", "no bypass key: set WR_BYPASS_KEY on the scheduler")
+		httpserver.Abort(c, http.StatusConflict, "BYPASS_DISABLED", "no bypass key: set WR_BYPASS_KEY on the scheduler")
 		return
 	}
 	var req BypassRequest

@@ -70,7 +70,7 @@ func TestIssueBypass(t *testing.T) {
 // Without a key the route says so.
 func TestIssueBypassDisabled(t *testing.T) {
 	e := newEnv(t, fakes{})
-	if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/gala/bypass", `{"count":1,"ttlSeconds":60}`, nil); code != http.StatusNotFound || ed.Code != "BYPASS_DISABLED" {
-		t.Errorf("%d %s, want 404 BYPASS_DISABLED", code, ed.Code)
+	if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/gala/bypass", `{"count":1,"ttlSeconds":60}`, nil); code != http.StatusConflict || ed.Code != "BYPASS_DISABLED" {
+		t.Errorf("%d %s, want 409 BYPASS_DISABLED", code, ed.Code)
 	}
 }

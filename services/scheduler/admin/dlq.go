@@ -24,7 +24,7 @@ const (
 
 // WithKafka lets the server read and replay the DLQs, with clients built from
 // base (kclient.Opts: seed brokers, client id, logger, TLS and SASL). Without it the DLQ
-// routes answer 503 DLQ_NOT_CONFIGURED. It returns s.
+// routes answer 409 DLQ_DISABLED. It returns s.
 func (s *Server) WithKafka(base []kgo.Opt) *Server {
 	s.dlqs, s.replayer = dlq.NewInspector(base), dlq.NewReplayer(base)
 	return s
@@ -148,7 +148,7 @@ func (s *Server) replayDLQ(c *gin.Context) {
 
 func (s *Server) dlqReady(c *gin.Context) bool {
 	if s.dlqs == nil {
-		httpserver.Abort(c, http.StatusServiceUnavailable, "DLQ_NOT_CONFIGURED", "this scheduler was started without Kafka access for the DLQs")
+		httpserver.Abort(c, http.StatusConflict, "DLQ_DISABLED", "this scheduler was started without Kafka access for the DLQs")
 		return false
 	}
 	return true

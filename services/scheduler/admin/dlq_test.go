@@ -110,8 +110,8 @@ func TestDLQWithoutKafka(t *testing.T) {
 	srv := httptest.NewServer(g)
 	defer srv.Close()
 	for _, r := range [][2]string{{http.MethodGet, "/dlq"}, {http.MethodPost, "/dlq/replay"}} {
-		if code, ed := call(t, r[0], srv.URL+admin.Prefix+r[1], "Bearer "+token, "{}", nil); code != http.StatusServiceUnavailable || ed.Code != "DLQ_NOT_CONFIGURED" {
-			t.Errorf("%s %s: %d %s, want 503 DLQ_NOT_CONFIGURED", r[0], r[1], code, ed.Code)
+		if code, ed := call(t, r[0], srv.URL+admin.Prefix+r[1], "Bearer "+token, "{}", nil); code != http.StatusConflict || ed.Code != "DLQ_DISABLED" {
+			t.Errorf("%s %s: %d %s, want 409 DLQ_DISABLED", r[0], r[1], code, ed.Code)
 		}
 	}
 }

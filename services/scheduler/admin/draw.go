@@ -36,7 +36,7 @@ func (s *Server) commit(ctx context.Context, it topics.ItemState) (topics.ItemSt
 		}
 	}
 	if len(s.drawKey) == 0 {
-		return it, http.StatusConflict, &RequestError{Code: "DRAW_KEY_MISSING",
+		return it, http.StatusConflict, &RequestError{Code: "DRAWS_DISABLED",
 			Message: "opensAt and random mode need a draw commitment, and this scheduler has no WR_DRAW_KEY to make one"}
 	}
 	var salt [16]byte

@@ -45,5 +45,5 @@ func TestScheduledSaleGetsADrawCommitment(t *testing.T) {
 	nokey := newEnv(t, fakes{})
 	code, ed = call(t, http.MethodPost, nokey.url+admin.Prefix+"/items/sale", "Bearer "+token, `{"opensAt":1900000000000}`, nil)
 	require.Equal(t, http.StatusConflict, code)
-	require.Equal(t, "DRAW_KEY_MISSING", ed.Code)
+	require.Equal(t, "DRAWS_DISABLED", ed.Code)
 }
