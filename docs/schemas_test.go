@@ -85,6 +85,8 @@ func admissionSamples() []record {
 	return []record{
 		ad("tick", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{"T1", "T2"}, ExpiresAt: []int64{1700000300000, 1700000300001},
 			Head: 2, Waiting: 10, Active: 2, Epoch: 7, At: 1700000000000}),
+		ad("tick with applied offsets", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{"T1"}, ExpiresAt: []int64{1700000300000},
+			Head: 1, Waiting: 3, Active: 1, Epoch: 7, At: 1700000000000, Applied: map[int32]int64{0: 41, 3: 7}}),
 		ad("tick before expiries", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{"T1"}, Head: 1, Epoch: 1, At: 1}),
 		ad("empty tick", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{}, Head: 2, Waiting: 0, Active: 0, Epoch: 7, At: 2}),
 		ad("epoch claim", topics.AdmissionEvent{V: 1, Kind: topics.KindEpochClaim, ItemID: topics.EpochClaimItem, Epoch: 8, At: 3}),
@@ -140,6 +142,7 @@ func TestSchemasRefuseWhatDecodersRefuse(t *testing.T) {
 		{docs.ItemSchema, "stock below unlimited", `{"v":1,"itemId":"i","name":"","stock":-2,"enabled":true,"policy":{"ratePerSecond":1,"maxActive":0,"sessionTTLSeconds":60},"version":1,"updatedAt":1}`, decodeItem},
 		{docs.ItemSchema, "pow too hard", `{"v":1,"itemId":"i","name":"","stock":1,"enabled":true,"policy":{"ratePerSecond":1,"maxActive":0,"sessionTTLSeconds":60},"powDifficulty":29,"version":1,"updatedAt":1}`, decodeItem},
 		{docs.AdmissionSchema, "unknown kind", `{"v":1,"kind":"tick","itemId":"i","admitted":[],"head":0,"waiting":0,"active":0,"epoch":1,"at":1}`, decodeAdmission},
+		{docs.AdmissionSchema, "negative applied offset", `{"v":1,"itemId":"i","admitted":[],"head":0,"waiting":0,"active":0,"epoch":1,"at":1,"applied":{"0":-1}}`, decodeAdmission},
 		{docs.AdmissionSchema, "negative head", `{"v":1,"itemId":"i","admitted":[],"head":-1,"waiting":0,"active":0,"epoch":1,"at":1}`, decodeAdmission},
 		{docs.BlockSchema, "not a subject", `{"v":1,"subject":"mallory","at":1}`, decodeBlock},
 		{docs.BlockSchema, "reason too long", `{"v":1,"subject":"user:m","reason":"` + strings.Repeat("x", 301) + `","at":1}`, decodeBlock},

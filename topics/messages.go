@@ -363,6 +363,13 @@ type AdmissionEvent struct {
 	Active    int64   `json:"active"`
 	Epoch     int64   `json:"epoch"` // the leader's fencing epoch
 	At        int64   `json:"at"`    // unix milliseconds
+	// Applied is the item's applied offsets of waitroom.registrations
+	// (partition -> offset of the last record applied) when the scheduler
+	// decided these admissions: a rebuild applies the event right after
+	// those records, where it happened. Absent in events written before it
+	// existed (a rebuild then places them by time: the first registration
+	// of the item stamped after At comes after them).
+	Applied map[int32]int64 `json:"applied,omitempty"`
 }
 
 // Validate checks the fields against the contract.
@@ -378,6 +385,11 @@ func (a *AdmissionEvent) Validate() error {
 	}
 	if a.Kind != "" && a.Kind != KindEpochClaim {
 		return fmt.Errorf("%w: admission kind %q is not empty or %q", ErrInvalid, a.Kind, KindEpochClaim)
+	}
+	for p, off := range a.Applied {
+		if p < 0 || off < 0 {
+			return fmt.Errorf("%w: applied offset %d of partition %d", ErrInvalid, off, p)
+		}
 	}
 	return nil
 }

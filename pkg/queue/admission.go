@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,9 @@ type Tick struct {
 	// and not yet acknowledged as published (this tick's last), in line
 	// order: the next event to publish.
 	Unpublished []string
+	// Admits are the same admissions with what their event carries besides
+	// the tokenId (same order as Unpublished).
+	Admits []Admit
 	// UnpublishedTotal is how many tokenIds wait to be published, counting
 	// those beyond the first page (see Line.Unpublished).
 	UnpublishedTotal int64
@@ -85,11 +89,11 @@ func (l *Line) finishTick(ctx context.Context, item string, epoch int64, now tim
 		next.Expired += tk.Expired
 		tk = next
 	}
-	page, err := l.Unpublished(ctx, item, UnpublishedPage)
+	page, err := l.AdmitPage(ctx, item, UnpublishedPage)
 	if err != nil {
 		return Tick{}, fmt.Errorf("after admitting %d: %w", tk.Admitted, err)
 	}
-	tk.Unpublished = page
+	tk.Admits, tk.Unpublished = page, tokensOf(page)
 	return tk, nil
 }
 
@@ -145,7 +149,7 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 
 func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration, page int) ([]string, []any) {
 	k := KeysFor(item)
-	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished, k.Express},
+	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished, k.Express, k.Applied},
 		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10),
 			strconv.Itoa(MaxAdmitPerCall), strconv.Itoa(page)}
 }
@@ -170,11 +174,12 @@ func parseTick(item string, v []any) (Tick, error) {
 	t.Active, _ = v[4].(int64)
 	t.Expired, _ = v[5].(int64)
 	ids, _ := v[6].([]any)
-	t.Unpublished = make([]string, 0, len(ids))
+	raw := make([]string, 0, len(ids))
 	for _, id := range ids {
 		s, _ := id.(string)
-		t.Unpublished = append(t.Unpublished, s)
+		raw = append(raw, s)
 	}
+	t.Admits, t.Unpublished = parsePending(raw)
 	t.UnpublishedTotal, _ = v[7].(int64)
 	more, _ := v[8].(int64)
 	t.More = more == 1
@@ -185,15 +190,90 @@ func parseTick(item string, v []any) (Tick, error) {
 // admitted and not yet acknowledged as published: the next page to publish
 // once the pages before it were acknowledged.
 func (l *Line) Unpublished(ctx context.Context, item string, n int) ([]string, error) {
+	p, err := l.AdmitPage(ctx, item, n)
+	return tokensOf(p), err
+}
+
+// AdmitPage is Unpublished with what each admission's event carries.
+func (l *Line) AdmitPage(ctx context.Context, item string, n int) ([]Admit, error) {
 	n = min(n, UnpublishedPage)
 	if n <= 0 {
 		return nil, nil
 	}
-	ids, err := l.rdb.LRange(ctx, KeysFor(item).Unpublished, 0, int64(n-1)).Result()
+	raw, err := l.rdb.LRange(ctx, KeysFor(item).Unpublished, 0, int64(n-1)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("unpublished of %s: %w", item, err)
 	}
-	return ids, nil
+	p, _ := parsePending(raw)
+	return p, nil
+}
+
+// Admit is one admission promote wrote and the scheduler has not published
+// yet: what its event says of it.
+type Admit struct {
+	Token string
+	// ExpiresAt is when the admission ends (unix ms; 0: an entry written
+	// before it was kept there).
+	ExpiresAt int64
+	// Applied is the item's applied registrations offsets when promote
+	// decided it (partition -> offset; nil: not known, an older entry).
+	Applied map[int32]int64
+}
+
+// parsePending decodes unpublished entries ("tokenId", or
+// "tokenId<TAB>expiry<TAB>mark" as the prelude's admit writes them) and
+// returns them with their tokenIds alone. Entries of one tick share one
+// Applied map.
+func parsePending(raw []string) ([]Admit, []string) {
+	out, toks := make([]Admit, len(raw)), make([]string, len(raw))
+	var lastMark string
+	var lastApplied map[int32]int64
+	for i, e := range raw {
+		tok, rest, ok := strings.Cut(e, "\t")
+		out[i].Token, toks[i] = tok, tok
+		if !ok {
+			continue
+		}
+		exp, mark, _ := strings.Cut(rest, "\t")
+		out[i].ExpiresAt, _ = strconv.ParseInt(exp, 10, 64)
+		if mark != lastMark || lastApplied == nil {
+			lastMark, lastApplied = mark, ParseApplied(mark)
+		}
+		out[i].Applied = lastApplied
+	}
+	return out, toks
+}
+
+func tokensOf(p []Admit) []string {
+	if p == nil {
+		return nil
+	}
+	out := make([]string, len(p))
+	for i := range p {
+		out[i] = p[i].Token
+	}
+	return out
+}
+
+// ParseApplied decodes the applied offsets promote marks an admission with
+// ("partition:offset,..."; "" is an item with no registration applied: an
+// empty map). Unreadable pairs are skipped.
+func ParseApplied(mark string) map[int32]int64 {
+	m := map[int32]int64{}
+	for mark != "" {
+		var pair string
+		pair, mark, _ = strings.Cut(mark, ",")
+		p, o, ok := strings.Cut(pair, ":")
+		if !ok {
+			continue
+		}
+		part, err1 := strconv.ParseInt(p, 10, 32)
+		off, err2 := strconv.ParseInt(o, 10, 64)
+		if err1 == nil && err2 == nil {
+			m[int32(part)] = off
+		}
+	}
+	return m
 }
 
 // AckPublished forgets the first n unpublished tokenIds of each item (their
@@ -289,4 +369,40 @@ func (l *Line) Stats(ctx context.Context, item string) (Stats, error) {
 	}
 	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
 	return Stats{Waiting: w.Val(), Admitted: a.Val(), Head: num(head), Seq: num(seq), AdmittedLastMinute: num(sum), Epoch: num(epoch)}, nil
+}
+
+// Settled is one item's line once a rebuild settled it.
+type Settled struct {
+	Waiting, Admitted int64
+}
+
+// Settle ends a rebuild's replay of items at now as their next tick would
+// find them (settle.lua): expired admissions dropped, the pace window pruned,
+// the rate budget empty, and each item fenced at epoch. One pipelined round
+// per ApplyChunk items, with EVALSHA: call Load first.
+func (l *Line) Settle(ctx context.Context, items []string, now, epoch int64) ([]Settled, error) {
+	out := make([]Settled, len(items))
+	for lo := 0; lo < len(items); lo += ApplyChunk {
+		part := items[lo:min(lo+ApplyChunk, len(items))]
+		cmds := make([]*redis.Cmd, len(part))
+		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, it := range part {
+				k := KeysFor(it)
+				cmds[i] = settleScript.EvalSha(ctx, p, []string{k.Waiting, k.Admitted, k.Paced, k.Pace, k.Express, k.Epoch},
+					strconv.FormatInt(now, 10), strconv.FormatInt(epoch, 10))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("settle %d rebuilt items: %w", len(part), err)
+		}
+		for i, c := range cmds {
+			v, err := c.Int64Slice()
+			if err != nil || len(v) != 2 {
+				return nil, fmt.Errorf("settle %s: %v answered %v", part[i], err, v)
+			}
+			out[lo+i] = Settled{Waiting: v[0], Admitted: v[1]}
+		}
+	}
+	return out, nil
 }

@@ -73,7 +73,8 @@ func TestPromoteTickOfAnySize(t *testing.T) {
 			unpub, err := rdb.LRange(ctx, k.Unpublished, 0, -1).Result()
 			require.NoError(t, err)
 			require.Len(t, unpub, n)
-			for i, id := range unpub {
+			for i, e := range unpub {
+				id, _, _ := strings.Cut(e, "\t") // tokenId, expiry, applied offsets
 				require.Equal(t, tokenOf(i), id, "unpublished in admission order")
 			}
 			adm, err := rdb.ZRangeWithScores(ctx, k.Admitted, 0, -1).Result()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/topics"
 )
 
 var (
@@ -233,4 +234,29 @@ func (l *Line) LastDraw(ctx context.Context, item string) (window, round int64, 
 	window, _ = strconv.ParseInt(str(v[0]), 10, 64)
 	round, _ = strconv.ParseInt(str(v[1]), 10, 64)
 	return window, round, str(v[2]), nil
+}
+
+// CheckDraw judges a draw record before it is applied: its revealed seed must
+// hash to its commitment in its round, and a new window must not reuse a
+// round of the chain already drawn. A draw that fails is wrapped with
+// topics.ErrInvalid (the consumer dead-letters it, a rebuild records its
+// offset only); any other error is Redis's.
+func (l *Line) CheckDraw(ctx context.Context, op DrawOp) error {
+	if err := draw.Verify(op.Seed, op.Round, op.Commit); err != nil {
+		return fmt.Errorf("%w: draw of window %d: %w", topics.ErrInvalid, op.Window, err)
+	}
+	w, round, commit, err := l.LastDraw(ctx, op.ItemID)
+	if err != nil {
+		return err
+	}
+	if op.Window > w && op.Commit == commit && op.Round <= round {
+		return fmt.Errorf("%w: draw of window %d reuses round %d of the chain (round %d was drawn)", topics.ErrInvalid, op.Window, op.Round, round)
+	}
+	return nil
+}
+
+// DrawOf is the draw op of a draw record ev at partition and offset.
+func DrawOf(ev *topics.RegistrationEvent, partition int32, offset int64) DrawOp {
+	d := ev.Draw
+	return DrawOp{ItemID: ev.ItemID, Partition: partition, Offset: offset, Window: d.Window, Round: d.Round, Seed: d.Seed, Commit: d.Commit}
 }

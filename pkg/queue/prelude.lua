@@ -18,3 +18,69 @@ local function waits(tok, waiting, pool, late)
     redis.call('ZSCORE', late, tok)) and true or false
 end
 
+
+-- admit writes one tick's admissions, the one write of an admission: promote.lua
+-- calls it with what it decided, apply_admission.lua with what the record says
+-- promote decided, so the line a rebuild replays is the line live wrote.
+-- toks are the admitted tokenIds in admission order, the first nx of them
+-- through the express set (bypass places: they do not move the head); each
+-- leaves the line and the express set and is admitted until exps[i] (exps a
+-- table, or one number for all). head, when not nil, is the new head (the
+-- highest FIFO seq admitted). The tick is counted in the pace window as
+-- "now:n". unpub, when not nil, is the unpublished list:
+-- each token is pushed as "tokenId<TAB>expiry<TAB>mark" (mark: the item's
+-- applied offsets when promote decided, see appliedMark) for the scheduler
+-- to publish. k: {waiting, admitted, head, paced, express}.
+local ADMIT_CHUNK = 1000
+local function admit(k, toks, nx, exps, head, now, unpub, mark)
+  local many = type(exps) == 'table'
+  for lo = 1, #toks, ADMIT_CHUNK do
+    local hi = math.min(lo + ADMIT_CHUNK - 1, #toks)
+    local z, u = {}, {}
+    for i = lo, hi do
+      local e = exps
+      if many then e = exps[i] end
+      z[#z + 1] = e
+      z[#z + 1] = toks[i]
+      if unpub then u[#u + 1] = toks[i] .. '\t' .. e .. '\t' .. mark end
+    end
+    redis.call('ZREM', k[1], unpack(toks, lo, hi))
+    if lo <= nx then
+      redis.call('ZREM', k[5], unpack(toks, lo, math.min(hi, nx)))
+    end
+    redis.call('ZADD', k[2], unpack(z))
+    if unpub then redis.call('RPUSH', unpub, unpack(u)) end
+  end
+  if head then
+    redis.call('SET', k[3], head)
+  end
+  if #toks > 0 then
+    redis.call('RPUSH', k[4], now .. ':' .. #toks)
+  end
+end
+
+-- appliedMark is the item's applied registrations offsets as one string,
+-- "partition:offset,..." ("" when none): an admission carries it on
+-- waitroom.admissions so a rebuild applies it after exactly those records.
+local function appliedMark(applied)
+  local kv = redis.call('HGETALL', applied)
+  local out = {}
+  for i = 1, #kv, 2 do
+    out[#out + 1] = kv[i] .. ':' .. kv[i + 1]
+  end
+  return table.concat(out, ',')
+end
+
+-- prunePace drops the pace window's entries older than a minute at now
+-- (oldest first, at most 1000 a call) and returns sum60 less what they
+-- counted, and how many entries to LTRIM. paced: the LIST of "ms:n".
+local function prunePace(paced, now, sum60)
+  local drop = 0
+  for _, oldest in ipairs(redis.call('LRANGE', paced, 0, 999)) do
+    local ms, cnt = string.match(oldest, '^(%d+):(%d+)$')
+    if ms and tonumber(ms) > now - 60000 then break end
+    if cnt then sum60 = sum60 - tonumber(cnt) end -- an unreadable entry is dropped
+    drop = drop + 1
+  end
+  return sum60, drop
+end

@@ -13,9 +13,12 @@
 --                              mode passthrough: everyone waiting, whatever the rate and maxActive)
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
--- KEYS[8] wr:{item}:unpublished LIST tokenIds admitted but not yet on waitroom.admissions
+-- KEYS[8] wr:{item}:unpublished LIST admissions not yet on waitroom.admissions, one
+--                              "tokenId<TAB>expiry<TAB>applied offsets" each (prelude's admit)
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: bypass places, each also in waiting
 --                              (a member no longer waiting, e.g. it left, is dropped here)
+-- KEYS[10] wr:{item}:applied  HASH partition -> highest applied registrations offset: the
+--                              point of the record this tick's decision was taken at
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
 -- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished tokenIds returned
 -- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds},
@@ -28,9 +31,11 @@
 -- more: call again with the same now for the next slice. Each slice is atomic on
 -- its own and charges the budget for what it admitted.
 --
+-- This script decides; the write of the admissions is the prelude's admit,
+-- which apply_admission.lua runs too when a rebuild replays the decision.
 -- Every key is read (and so type-checked) before the first write, so the
--- script cannot fail half-way; the admitted people are moved in chunks of
--- CHUNK, so no call builds a Lua stack from an unbounded list.
+-- script cannot fail half-way; the admitted people are moved in chunks, so
+-- no call builds a Lua stack from an unbounded list.
 local CHUNK = 1000
 local epoch, now, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local limit, page = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -76,6 +81,7 @@ local stock = tonumber(st[5] or '-1') or -1
 local paused = st[6] == 'true' -- admits nobody, keeps the rate for the resume
 local passthrough = st[7] == 'passthrough' -- the room is off: everyone waiting goes in
 local expired = redis.call('ZCOUNT', KEYS[2], '-inf', now)
+local mark = appliedMark(KEYS[10]) -- read (and type-checked) before any write
 
 -- Rate budget: a token bucket refilled by elapsed time, holding at most
 -- burst ms of rate and at least one person, so slow rates still admit; full
@@ -92,13 +98,8 @@ if passthrough and not paused then tokens = waiting end
 
 -- Admissions older than a minute leave the running sum (oldest first), at
 -- most CHUNK entries a call: the reply read here stays bounded.
-local drop = 0
-for _, oldest in ipairs(redis.call('LRANGE', KEYS[7], 0, CHUNK - 1)) do
-  local ms, cnt = string.match(oldest, '^(%d+):(%d+)$')
-  if ms and tonumber(ms) > now - 60000 then break end
-  if cnt then sum60 = sum60 - tonumber(cnt) end -- an unreadable entry is dropped
-  drop = drop + 1
-end
+local drop
+sum60, drop = prunePace(KEYS[7], now, sum60)
 
 -- Express places: the first `limit` members, those still waiting go in.
 local express, stale = {}, {}
@@ -137,45 +138,31 @@ if drop > 0 then
   redis.call('LTRIM', KEYS[7], drop, -1)
 end
 local admitted = {}
-for lo = 1, #express, CHUNK do
-  redis.call('ZREM', KEYS[1], unpack(express, lo, math.min(lo + CHUNK - 1, #express)))
-end
 for i = 1, #express do
   admitted[i] = express[i]
 end
 for i = 1, #stale do
-  express[#express + 1] = stale[i] -- every member read leaves the express set
+  express[#express + 1] = stale[i] -- stale members leave the express set here; admit drops the rest
 end
-for lo = 1, taken, CHUNK do
+for lo = #admitted + 1, taken, CHUNK do
   redis.call('ZREM', KEYS[9], unpack(express, lo, math.min(lo + CHUNK - 1, taken)))
 end
 local fifo = 0
 if n > 0 then
-  local popped = redis.call('ZPOPMIN', KEYS[1], n)
-  for i = 1, #popped, 2 do
-    admitted[#admitted + 1] = popped[i]
-    head = tonumber(popped[i + 1])
+  local front = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')
+  for i = 1, #front, 2 do
+    admitted[#admitted + 1] = front[i]
+    head = tonumber(front[i + 1])
   end
-  fifo = #popped / 2
+  fifo = #front / 2
 end
 if #admitted > 0 then
-  local exp = now + ttl * 1000
-  for lo = 1, #admitted, CHUNK do
-    local hi = math.min(lo + CHUNK - 1, #admitted)
-    local z = {}
-    for i = lo, hi do
-      z[#z + 1] = exp
-      z[#z + 1] = admitted[i]
-    end
-    redis.call('ZADD', KEYS[2], unpack(z))
-    redis.call('RPUSH', KEYS[8], unpack(admitted, lo, hi))
-  end
-  if fifo > 0 then
-    redis.call('SET', KEYS[3], head)
-  end
+  local newHead = nil
+  if fifo > 0 then newHead = head end
+  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9]}, admitted, taken - #stale, now + ttl * 1000, newHead, now,
+    KEYS[8], mark)
   tokens = tokens - fifo -- express places are not charged to the rate budget
   sum60 = sum60 + #admitted
-  redis.call('RPUSH', KEYS[7], now .. ':' .. #admitted)
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
 local first = {}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/bypass"
+	"github.com/waitroom/waitroom/topics"
 )
 
 // Keys of one item; all share the {item} hash tag so one item lives in one
@@ -73,11 +75,16 @@ var (
 	ackSrc string
 	//go:embed abandon.lua
 	abandonLua string
+	//go:embed apply_admission.lua
+	applyAdmissionLua string
+	//go:embed settle.lua
+	settleLua string
 
 	//go:embed prelude.lua
 	prelude string
 	// The sources of the scripts that share the prelude's rules.
 	enqueueSrc, leaveSrc, markSrc, abandonSrc = withPrelude(enqueueLua), withPrelude(leaveLua), withPrelude(markLua), withPrelude(abandonLua)
+	applyAdmissionSrc                         = withPrelude(applyAdmissionLua)
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
@@ -86,14 +93,17 @@ var (
 	motionScript    = redis.NewScript(motionSrc)
 	rewindScript    = redis.NewScript(rewindSrc)
 	applyItemScript = redis.NewScript(applyItemSrc)
-	promoteScript   = redis.NewScript(promoteSrc)
+	promoteScript   = redis.NewScript(withPrelude(promoteSrc))
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
 	abandonScript   = redis.NewScript(abandonSrc)
+	admitScript     = redis.NewScript(applyAdmissionSrc)
+	settleScript    = redis.NewScript(withPrelude(settleLua))
 
 	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, abandonScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.
-	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc}
+	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc,
+		OpAdmit: applyAdmissionSrc}
 )
 
 // OpKind says what an Op does to the line.
@@ -111,6 +121,11 @@ const (
 	// OpAbandon releases an idle waiting place (the scheduler's sweep); an
 	// admitted token keeps its admission.
 	OpAbandon
+	// OpAdmit writes again admissions promote decided (an event of
+	// waitroom.admissions, on a rebuild): Admitted with ExpiresAt, at At.
+	// It keeps no applied offset: the rebuild applies it right after the
+	// registrations it was decided after (topics.AdmissionEvent.Applied).
+	OpAdmit
 )
 
 // Op is one registrations record to apply, identified by its Kafka position.
@@ -133,7 +148,35 @@ type Op struct {
 	// judged at (an admission whose expiry is not after it is no place to
 	// keep), so that applying a record gives the same line live and on a
 	// rebuild. 0 (ops made without a record, in tests): Redis's clock.
+	// For OpAdmit, the event's time.
 	At int64
+	// Admitted and ExpiresAt are an OpAdmit's tokenIds and their expiries
+	// (unix ms; none: the event has none, see apply_admission.lua).
+	Admitted  []string
+	ExpiresAt []int64
+}
+
+// OpOf is the op that applies registration record ev (not a draw: see
+// DrawOf) found at partition and offset and stamped at (unix ms): what the
+// consumer applies and a rebuild replays alike.
+func OpOf(ev *topics.RegistrationEvent, partition int32, offset, at int64) Op {
+	var kind OpKind
+	switch ev.Kind {
+	case topics.KindRegister:
+		kind = OpRegister
+	case topics.KindLeave:
+		kind = OpLeave
+	case topics.KindComplete:
+		kind = OpComplete
+	case topics.KindAbandon:
+		kind = OpAbandon
+	}
+	op := Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.PlaceKey(), Partition: partition, Offset: offset,
+		Window: ev.Window, At: at}
+	if ev.Bypass != nil { // a bypass code's use, counted by the line
+		op.Bypass = &BypassOp{Code: ev.Bypass.Code, Count: bypass.Allowance(ev)}
+	}
+	return op
 }
 
 // BypassOp is a bypass code's use: its id and how many registrations it
@@ -183,7 +226,7 @@ func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
 // and AckPublished call it again by themselves when Redis answers NOSCRIPT
 // (after a restart or flush); Apply loads its scripts in each transaction.
 func (l *Line) Load(ctx context.Context) error {
-	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript, ackScript) {
+	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript, ackScript, admitScript, settleScript) {
 		if err := s.Load(ctx, l.rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}
@@ -351,6 +394,17 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 				c.cmd = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
 				c.cmd = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
+			case OpAdmit:
+				args := make([]any, 0, 1+2*len(op.Admitted))
+				args = append(args, strconv.FormatInt(op.At, 10))
+				for j, tok := range op.Admitted {
+					exp := int64(0)
+					if len(op.ExpiresAt) == len(op.Admitted) {
+						exp = op.ExpiresAt[j]
+					}
+					args = append(args, tok, strconv.FormatInt(exp, 10))
+				}
+				c.cmd = eval(admitScript, p, []string{k.Waiting, k.Admitted, k.Head, k.Paced, k.Express, k.Pace, k.State}, args...)
 			case OpAbandon:
 				c.cmd = eval(abandonScript, p, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
 			default:

@@ -2,12 +2,12 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/retry"
 	"github.com/waitroom/waitroom/topics"
@@ -51,25 +51,19 @@ func (h *Registrations) draw(ctx context.Context, r *kgo.Record) error {
 	if err == nil && string(r.Key) != ev.ItemID {
 		err = fmt.Errorf("%w: record key %q differs from itemId %q", topics.ErrInvalid, r.Key, ev.ItemID)
 	}
+	var op queue.DrawOp
 	if err == nil {
-		if verr := draw.Verify(ev.Draw.Seed, ev.Draw.Round, ev.Draw.Commit); verr != nil {
-			err = fmt.Errorf("%w: draw of window %d: %w", topics.ErrInvalid, ev.Draw.Window, verr)
-		}
-	}
-	if err == nil {
-		w, round, commit, rerr := h.line.LastDraw(ctx, ev.ItemID)
-		if rerr != nil {
-			return rerr // Redis trouble: the runner retries the batch
-		}
-		if ev.Draw.Window > w && ev.Draw.Commit == commit && ev.Draw.Round <= round {
-			err = fmt.Errorf("%w: draw of window %d reuses round %d of the chain (round %d was drawn)", topics.ErrInvalid, ev.Draw.Window, ev.Draw.Round, round)
+		op = queue.DrawOf(&ev, r.Partition, r.Offset)
+		if cerr := h.line.CheckDraw(ctx, op); errors.Is(cerr, topics.ErrInvalid) {
+			err = cerr
+		} else if cerr != nil {
+			return cerr // Redis trouble: the runner retries the batch
 		}
 	}
 	if err != nil {
 		return h.deadLetterDraw(ctx, r, err, 1)
 	}
 	d := ev.Draw
-	op := queue.DrawOp{ItemID: ev.ItemID, Partition: r.Partition, Offset: r.Offset, Window: d.Window, Round: d.Round, Seed: d.Seed, Commit: d.Commit}
 	var res queue.DrawResult
 	tries := 0
 	err = retry.Do(ctx, h.retry.policy(), func(ctx context.Context) error {

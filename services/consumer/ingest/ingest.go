@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/bypass"
 	"github.com/waitroom/waitroom/pkg/dlq"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/retry"
@@ -190,22 +189,7 @@ func (h *Registrations) judge(ctx context.Context, recs []*kgo.Record) ([]queue.
 			}
 			continue
 		}
-		var kind queue.OpKind
-		switch ev.Kind {
-		case topics.KindRegister:
-			kind = queue.OpRegister
-		case topics.KindLeave:
-			kind = queue.OpLeave
-		case topics.KindComplete:
-			kind = queue.OpComplete
-		case topics.KindAbandon:
-			kind = queue.OpAbandon
-		}
-		op := queue.Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.PlaceKey(), Partition: r.Partition, Offset: r.Offset,
-			Window: ev.Window, At: r.Timestamp.UnixMilli()}
-		if ev.Bypass != nil { // a bypass code's use, counted by the line
-			op.Bypass = &queue.BypassOp{Code: ev.Bypass.Code, Count: bypass.Allowance(&ev)}
-		}
+		op := queue.OpOf(&ev, r.Partition, r.Offset, r.Timestamp.UnixMilli())
 		ops = append(ops, op)
 		opRecord = append(opRecord, r)
 	}

@@ -93,7 +93,7 @@ func TestPublishAcksUpToFirstFailure(t *testing.T) {
 		exps[i] = at.UnixMilli() + 600_000
 	}
 	parts := topics.SplitAdmission(topics.AdmissionEvent{ItemID: "part", Admitted: tk.Unpublished, ExpiresAt: exps, Head: tk.Head,
-		Waiting: tk.Waiting, Active: tk.Active, Epoch: 1, At: at.UnixMilli(), V: topics.Version}, 10_000)
+		Waiting: tk.Waiting, Active: tk.Active, Epoch: 1, At: at.UnixMilli(), V: topics.Version, Applied: tk.Admits[0].Applied}, 10_000)
 	require.Greater(t, len(parts), 2)
 
 	s.publish(ctx, 1, at, []dueItem{{item: "part", tk: tk}})

@@ -8,6 +8,7 @@
 package admission
 
 import (
+	"maps"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -501,15 +502,14 @@ type dueItem struct {
 func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, items []dueItem) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	event := func(d dueItem, page []string, exp []int64) []topics.AdmissionEvent {
-		return topics.SplitAdmission(topics.AdmissionEvent{V: topics.Version, ItemID: d.item, Admitted: page, ExpiresAt: exp,
-			Head: d.tk.Head, Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, s.opt.MaxEventBytes)
+	event := func(d dueItem, page []queue.Admit) []topics.AdmissionEvent {
+		return admissionEvents(topics.AdmissionEvent{V: topics.Version, ItemID: d.item,
+			Head: d.tk.Head, Waiting: d.tk.Waiting, Active: d.tk.Active, Epoch: epoch, At: at.UnixMilli()}, page, s.opt.MaxEventBytes)
 	}
 	parts := make([][]topics.AdmissionEvent, len(items)) // per item: its events still to send, in order
 	sent := make([]int64, len(items))                    // per item: tokenIds sent and acknowledged
-	exps := s.expiriesOf(pctx, items)
 	for i, d := range items {
-		parts[i] = event(d, d.tk.Unpublished, exps[i])
+		parts[i] = event(d, d.tk.Admits)
 	}
 	for {
 		var recs []*kgo.Record
@@ -570,16 +570,52 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 			if parts[i] == nil || len(parts[i]) > 0 {
 				continue
 			}
-			page, err := s.line.Unpublished(pctx, d.item, queue.UnpublishedPage)
+			page, err := s.line.AdmitPage(pctx, d.item, queue.UnpublishedPage)
 			if err != nil {
 				s.log.Warn("read unpublished admissions; they go out with the next tick", zap.String("item", d.item), zap.Error(err))
 			}
 			parts[i] = nil
 			if len(page) > 0 {
-				parts[i] = event(d, page, s.expiries(pctx, d.item, page))
+				parts[i] = event(d, page)
 			}
 		}
 	}
+}
+
+// admissionEvents are the events of page, admissions as promote wrote them,
+// on the envelope ev: one run of events per decision point (admissions of
+// one tick carry the same applied offsets; a page may span several ticks
+// whose events were not acknowledged), each cut to maxBytes. An admission
+// written before its expiry was kept with it makes its run go without
+// expiries (a rebuild then counts the session TTL from the event's time).
+func admissionEvents(ev topics.AdmissionEvent, page []queue.Admit, maxBytes int) []topics.AdmissionEvent {
+	if len(page) == 0 {
+		return topics.SplitAdmission(ev, maxBytes)
+	}
+	var out []topics.AdmissionEvent
+	for lo := 0; lo < len(page); {
+		hi := lo + 1
+		for hi < len(page) && maps.Equal(page[hi].Applied, page[lo].Applied) {
+			hi++
+		}
+		run := ev
+		run.Applied = page[lo].Applied
+		run.Admitted, run.ExpiresAt = make([]string, 0, hi-lo), make([]int64, 0, hi-lo)
+		for _, a := range page[lo:hi] {
+			run.Admitted = append(run.Admitted, a.Token)
+			if a.ExpiresAt <= 0 {
+				run.ExpiresAt = nil
+			} else if run.ExpiresAt != nil {
+				run.ExpiresAt = append(run.ExpiresAt, a.ExpiresAt)
+			}
+		}
+		if len(run.ExpiresAt) != len(run.Admitted) {
+			run.ExpiresAt = nil
+		}
+		out = append(out, topics.SplitAdmission(run, maxBytes)...)
+		lo = hi
+	}
+	return out
 }
 
 // Metrics of the scheduler.

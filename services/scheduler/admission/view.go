@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -36,56 +35,6 @@ func (s *Scheduler) claim(ctx context.Context, epoch int64) error {
 		s.log.Warn("advance the view marker past the epoch claim", zap.Error(err))
 	}
 	return nil
-}
-
-// expiries reads the admission expiry of each of tokens from the admitted
-// set, so a rebuild restores every admission exactly; a token no longer
-// admitted (completed or left a moment ago) gets 0. nil when Redis does not
-// answer: the event then goes out without expiries (a rebuild falls back to
-// its time plus the session TTL).
-func (s *Scheduler) expiries(ctx context.Context, item string, tokens []string) []int64 {
-	if len(tokens) == 0 {
-		return nil
-	}
-	v, err := s.rdb.ZMScore(ctx, queue.KeysFor(item).Admitted, tokens...).Result()
-	if err != nil {
-		s.log.Warn("read admission expiries", zap.String("item", item), zap.Error(err))
-		return nil
-	}
-	out := make([]int64, len(v))
-	for i, e := range v {
-		out[i] = int64(e)
-	}
-	return out
-}
-
-// expiriesOf is expiries of every item's first page in one pipelined round
-// (one round trip per item made a busy tick wait on 1,000 of them).
-func (s *Scheduler) expiriesOf(ctx context.Context, items []dueItem) [][]int64 {
-	out := make([][]int64, len(items))
-	cmds := make([]*redis.FloatSliceCmd, len(items))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, d := range items {
-			if len(d.tk.Unpublished) > 0 {
-				cmds[i] = p.ZMScore(ctx, queue.KeysFor(d.item).Admitted, d.tk.Unpublished...)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		s.log.Warn("read admission expiries", zap.Int("items", len(items)), zap.Error(err))
-	}
-	for i, c := range cmds {
-		if c == nil || c.Err() != nil {
-			continue // nil: the event goes out without expiries
-		}
-		v := c.Val()
-		out[i] = make([]int64, len(v))
-		for j, e := range v {
-			out[i][j] = int64(e)
-		}
-	}
-	return out
 }
 
 // advance records on the view's marker the admission events just published,
