@@ -8,7 +8,6 @@
 package admission
 
 import (
-	"maps"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -16,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"sync/atomic"
 	"time"
