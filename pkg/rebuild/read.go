@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // bounds are, per partition, the offsets to read: [start, end).
 type bounds map[int32][2]int64

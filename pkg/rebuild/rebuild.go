@@ -1,8 +1,9 @@
 // Package rebuild rebuilds the Redis view from the record: it replays
-// waitroom.items, waitroom.admissions and waitroom.registrations and writes
-// every item's line exactly as the services had built it (seq and position
-// of every token, waiting and admitted sets with the same expiries, head,
-// users, applied offsets, the pace window), fenced above every epoch used.
+// waitroom.items, waitroom.registrations and waitroom.admissions through the
+// same Lua scripts the consumer and the scheduler run (pkg/queue), each
+// admission right after the registrations it was decided after, so every
+// item's line is the one the services built; then it fences every item above
+// every epoch used.
 package rebuild
 
 import (
@@ -55,13 +56,15 @@ type Options struct {
 
 // Report says what a rebuild did.
 type Report struct {
-	Gen       string
-	Records   int64 // records replayed over the three topics
-	Items     int
-	Waiting   int
-	Admitted  int
-	Epoch     int64 // the epoch every item is fenced at now
-	Took      time.Duration
+	Gen      string
+	Records  int64 // records replayed over the three topics
+	Items    int
+	Waiting  int
+	Admitted int
+	Epoch    int64 // the epoch every item is fenced at now
+	Took     time.Duration
+	// ReadTook is the replay (reading the topics and applying them);
+	// WriteTook the settling of every line after it (expiries, pace, fence).
 	ReadTook  time.Duration
 	WriteTook time.Duration
 }
@@ -80,7 +83,7 @@ func New(rdb redis.UniversalClient, base []kgo.Opt, log *zap.Logger) *Rebuilder 
 }
 
 // Run takes the rebuild lock, marks the view rebuilding, replays the three
-// topics up to their end offsets at the start, writes the view, fences every
+// topics up to their end offsets at the start into the emptied view, fences every
 // item above the highest epoch on the record, and marks the view ready with
 // the offsets it applied. Records produced meanwhile are applied afterwards
 // by the consumer, behind everyone already in line.
@@ -137,112 +140,95 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	}
 
 	rep := Report{Gen: gen}
-	res, applied, n, err := b.replay(lctx, o.Now().UnixMilli())
+	r := newReplayer(lctx, b.rdb)
+	applied, err := b.replay(r, &rep)
 	if err != nil {
 		return rep, err
 	}
-	rep.Records, rep.ReadTook = n, time.Since(start)
+	rep.ReadTook = time.Since(start)
 
 	wstart := time.Now()
-	stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
-	if err != nil {
-		return rep, fmt.Errorf("read the old active items: %w", err)
-	}
 	// Fence above every epoch on the record: a leader paused since before
-	// the loss holds at most res.Epoch and is refused on every item.
-	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(res.Epoch+1, 10)).Int64()
+	// the loss holds at most the highest and is refused on every item.
+	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(r.maxEpoch+1, 10)).Int64()
 	if err != nil {
 		return rep, fmt.Errorf("raise the epoch counter: %w", err)
 	}
-	if err := writeLines(ctx, b.rdb, res, stale, fence, o.Now().UnixMilli()); err != nil {
+	now := o.Now().UnixMilli()
+	settled, err := r.line.Settle(ctx, r.order, now, fence)
+	if err != nil {
 		return rep, err
 	}
-	if err := queue.New(b.rdb).Load(ctx); err != nil {
+	if err := r.seen(now); err != nil {
 		return rep, err
 	}
 	if err := view.SetReady(ctx, b.rdb, gen, applied, o.Now()); err != nil {
 		return rep, err
 	}
-	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, len(res.Lines)
-	for _, ln := range res.Lines {
-		rep.Waiting += len(ln.Waiting)
-		rep.Admitted += len(ln.Admitted)
+	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, len(r.order)
+	for _, s := range settled {
+		rep.Waiting += int(s.Waiting)
+		rep.Admitted += int(s.Admitted)
 	}
 	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
 		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
 	return rep, nil
 }
 
-// replay reads the three topics up to their current ends into a Model.
-func (b *Rebuilder) replay(ctx context.Context, now int64) (Result, map[string]int64, int64, error) {
+// replay empties the view and applies the three topics up to their current
+// ends through the live scripts (replay.go): the items, then the
+// registrations with each admission event right after the records it was
+// decided after. It returns the end offsets applied, for the marker.
+func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
+	ctx := r.ctx
 	cl, err := kgo.NewClient(b.base...)
 	if err != nil {
-		return Result{}, nil, 0, fmt.Errorf("kafka admin client: %w", err)
+		return nil, fmt.Errorf("kafka admin client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	bs := map[string]bounds{}
 	for _, t := range []string{topics.Items, topics.Admissions, topics.Registrations} {
 		if bs[t], err = offsets(ctx, adm, t); err != nil {
-			return Result{}, nil, 0, err
+			return nil, err
 		}
 	}
-	m := NewModel()
-	var total int64
-	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(r *kgo.Record, _ any) error {
-		if r.Value == nil {
-			m.Item(string(r.Key), nil)
-			return nil
-		}
-		s, err := topics.DecodeItem(r.Value)
-		if err != nil || s.ItemID != string(r.Key) {
-			return nil // dead-lettered by the consumer: never applied
-		}
-		m.Item(s.ItemID, &s)
-		return nil
-	})
-	total += n
+	for p, se := range bs[topics.Registrations] {
+		r.start[p] = se[0]
+	}
+	stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
 	if err != nil {
-		return Result{}, nil, total, err
+		return nil, fmt.Errorf("read the old active items: %w", err)
 	}
-	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(r *kgo.Record, _ any) error {
-		ev, err := topics.DecodeAdmission(r.Value)
-		if err != nil || (ev.Kind == "" && ev.ItemID != string(r.Key)) {
-			return nil // followers skip it too
-		}
-		m.Admission(&ev)
-		return nil
-	})
-	total += n
+	if err := r.wipe(stale...); err != nil {
+		return nil, err
+	}
+	if err := b.rdb.Del(ctx, queue.ActiveItems).Err(); err != nil {
+		return nil, fmt.Errorf("empty the active items: %w", err)
+	}
+	if err := r.line.Load(ctx); err != nil {
+		return nil, err
+	}
+	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(rec *kgo.Record, _ any) error { return r.item(rec) })
+	rep.Records += n
 	if err != nil {
-		return Result{}, nil, total, err
+		return nil, err
 	}
-	type decoded struct {
-		ev  topics.RegistrationEvent
-		err error
-	}
-	decode := func(r *kgo.Record) any {
-		ev, err := topics.DecodeRegistration(r.Value)
-		return &decoded{ev, err}
-	}
-	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], decode, func(r *kgo.Record, v any) error {
-		d := v.(*decoded)
-		ev, err := d.ev, d.err
-		if err == nil && string(r.Key) != ev.ItemID {
-			err = topics.ErrInvalid
-		}
-		if err != nil {
-			if item := string(r.Key); topics.ValidID(item) {
-				m.Mark(item, r.Partition, r.Offset)
-			}
-			return nil
-		}
-		m.Registration(&ev, r.Partition, r.Offset, r.Timestamp.UnixMilli())
-		return nil
-	})
-	total += n
+	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(rec *kgo.Record, _ any) error { return r.admission(rec) })
+	rep.Records += n
 	if err != nil {
-		return Result{}, nil, total, err
+		return nil, err
+	}
+	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], decodeRegistration, r.registration)
+	rep.Records += n
+	if err != nil {
+		return nil, err
+	}
+	if err := r.flush(); err != nil {
+		return nil, err
+	}
+	if err := r.rest(); err != nil {
+		return nil, err
 	}
 	applied := map[string]int64{}
 	for _, t := range []string{topics.Registrations, topics.Admissions} {
@@ -250,7 +236,7 @@ func (b *Rebuilder) replay(ctx context.Context, now int64) (Result, map[string]i
 			applied[view.Field(t, p)] = se[1]
 		}
 	}
-	return m.Finish(now), applied, total, nil
+	return applied, nil
 }
 
 func (b *Rebuilder) renew(ctx context.Context, gen string, ttl time.Duration) {

@@ -106,13 +106,12 @@ func (w *world) promote(item string, epoch int64, now time.Time) {
 	if len(tk.Unpublished) == 0 {
 		return
 	}
-	exps, err := w.rdb.ZMScore(w.ctx, queue.KeysFor(item).Admitted, tk.Unpublished...).Result()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ev := topics.AdmissionEvent{V: 1, ItemID: item, Admitted: tk.Unpublished, Head: tk.Head, Epoch: epoch, At: now.UnixMilli()}
-	for _, e := range exps {
-		ev.ExpiresAt = append(ev.ExpiresAt, int64(e))
+	// As the scheduler publishes: each admission with its expiry and the
+	// item's applied offsets when it was decided.
+	ev := topics.AdmissionEvent{V: 1, ItemID: item, Admitted: tk.Unpublished, Head: tk.Head, Epoch: epoch, At: now.UnixMilli(),
+		Applied: tk.Admits[0].Applied}
+	for _, a := range tk.Admits {
+		ev.ExpiresAt = append(ev.ExpiresAt, a.ExpiresAt)
 	}
 	w.produce(topics.Admissions, item, &ev)
 	if err := w.line.AckPublished(w.ctx, epoch, []string{item}, []int{len(tk.Unpublished)}); err != nil {
