@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/rebuild"
@@ -59,6 +61,7 @@ func BenchmarkRebuild(b *testing.B) {
 	default:
 	}
 	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
+	cpu0 := redisCPU(b, rdb)
 	b.ResetTimer()
 	var rep rebuild.Report
 	for range b.N {
@@ -67,10 +70,31 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpu := redisCPU(b, rdb) - cpu0
 	if w, _ := queue.New(rdb).Stats(ctx, "big"); w.Waiting != int64(n) {
 		b.Fatalf("rebuilt %d waiting, want %d", w.Waiting, n)
 	}
 	b.ReportMetric(float64(rep.Records)/rep.Took.Seconds(), "records/s")
 	b.ReportMetric(rep.ReadTook.Seconds(), "read-s")
 	b.ReportMetric(rep.WriteTook.Seconds(), "write-s")
+	// redis-server's own CPU per record: what the scripts cost, whatever
+	// else shares the machine's cores.
+	b.ReportMetric(cpu.Seconds()*1e6/float64(rep.Records)/float64(b.N), "redis-µs/record")
+}
+
+// redisCPU is redis-server's CPU time so far (INFO cpu: user + system).
+func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }

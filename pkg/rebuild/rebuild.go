@@ -141,6 +141,7 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 
 	rep := Report{Gen: gen}
 	r := newReplayer(lctx, b.rdb)
+	defer r.stop()
 	applied, err := b.replay(r, &rep)
 	if err != nil {
 		return rep, err
@@ -224,10 +225,7 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.flush(); err != nil {
-		return nil, err
-	}
-	if err := r.rest(); err != nil {
+	if err := r.rest(); err != nil { // flushes and waits for the applier
 		return nil, err
 	}
 	applied := map[string]int64{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,8 +43,14 @@ type replayer struct {
 	adm      map[string][]*admission    // per item: its admission events not applied yet, in topic order
 	progress map[string]map[int32]int64 // per item: the last registrations offset replayed, per partition
 	ops      []queue.Op
-	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made
+	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made (the applier's)
 	maxEpoch int64
+
+	// The applier (flush, sync): batches in order, done once it returned.
+	batches chan []queue.Op
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error // the applier's first error
 }
 
 // admission is one event of waitroom.admissions to replay.
@@ -93,9 +100,8 @@ func (r *replayer) touch(item string) error {
 	if r.touched[item] {
 		return nil
 	}
-	if err := r.flush(); err != nil { // nothing of it is pending, but keep the order plain
-		return err
-	}
+	// No op of an item is queued before its first sight: the wipe needs
+	// not wait for the applier.
 	if err := r.wipe(item); err != nil {
 		return err
 	}
@@ -186,7 +192,7 @@ func (r *replayer) registration(rec *kgo.Record, v any) error {
 		r.ops = append(r.ops, mark) // dead-lettered by the consumer
 	case ev.Kind == topics.KindDraw:
 		// Applied alone, after the records before it (as the consumer does).
-		if err := r.flush(); err != nil {
+		if err := r.sync(); err != nil {
 			return err
 		}
 		op := queue.DrawOf(&ev, rec.Partition, rec.Offset)
@@ -281,16 +287,75 @@ func (r *replayer) rest() error {
 		}
 		delete(r.adm, item)
 	}
-	return r.flush()
+	return r.sync()
 }
 
-// flush applies the pending ops through queue.Line.Apply.
+// flush hands the pending ops to the applier, which runs them through
+// queue.Line.Apply (in order, one batch after the other) while the replay
+// reads and decodes the next ones: redis-server runs the scripts on its
+// core while this process works on the other.
 func (r *replayer) flush() error {
 	if len(r.ops) == 0 {
+		return r.failed()
+	}
+	if r.batches == nil {
+		r.batches, r.done = make(chan []queue.Op, 2), make(chan struct{})
+		go r.applier()
+	}
+	select {
+	case r.batches <- r.ops:
+	case <-r.done:
+	}
+	r.ops = make([]queue.Op, 0, replayBatch)
+	return r.failed()
+}
+
+// sync flushes and waits until the applier has applied every batch.
+func (r *replayer) sync() error {
+	if err := r.flush(); err != nil {
+		return err
+	}
+	if r.batches == nil {
 		return nil
 	}
-	ops := r.ops
-	r.ops = r.ops[:0]
+	close(r.batches)
+	<-r.done
+	r.batches = nil
+	return r.failed()
+}
+
+// stop lets the applier end (after a failed replay) without waiting for it.
+func (r *replayer) stop() {
+	if r.batches != nil {
+		close(r.batches)
+		r.batches = nil
+	}
+}
+
+func (r *replayer) failed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// applier applies the batches flush hands it until the channel closes or
+// one fails (its error is kept; the rest are drained unapplied).
+func (r *replayer) applier() {
+	defer close(r.done)
+	for ops := range r.batches {
+		if r.failed() != nil {
+			continue
+		}
+		if err := r.apply(ops); err != nil {
+			r.mu.Lock()
+			r.err = err
+			r.mu.Unlock()
+		}
+	}
+}
+
+// apply runs one batch through queue.Line.Apply.
+func (r *replayer) apply(ops []queue.Op) error {
 	res, err := r.line.Apply(r.ctx, ops)
 	if err != nil {
 		return fmt.Errorf("replay %d records: %w", len(ops), err)
