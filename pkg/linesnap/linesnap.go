@@ -140,15 +140,10 @@ func build(waiting, admitted map[string]float64, users map[string]string, now in
 		return e
 	}
 	for user, v := range users {
-		switch {
-		case strings.HasPrefix(v, "!L"):
-			byToken[v[2:]] = Entry{Token: v[2:], User: user, State: queue.LeftLine}
-		case strings.HasPrefix(v, "!A"):
-			byToken[v[2:]] = Entry{Token: v[2:], User: user, State: queue.Abandoned}
-		case strings.HasPrefix(v, "!C"):
-			byToken[v[2:]] = Entry{Token: v[2:], User: user, State: queue.Completed}
-		default:
-			byToken[v] = place(v, user)
+		if tok, ended := queue.UsersValue(v); ended != "" {
+			byToken[tok] = Entry{Token: tok, User: user, State: ended}
+		} else {
+			byToken[tok] = place(tok, user)
 		}
 	}
 	// Tokens in a set that no user points at: shown, so a diff finds them.

@@ -73,3 +73,22 @@ func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waitin
 	}
 	return p, true, nil
 }
+
+// UsersValue reads a value of an item's users map (wr:{item}:users): the
+// tokenId it names and, for a place that ended, how: LeftLine ("!L",
+// leave.lua), Abandoned ("!A", abandon.lua) or Completed ("!C",
+// complete.lua); "" for a live place. The one Go reading of the markers the
+// scripts write.
+func UsersValue(v string) (tokenID string, ended State) {
+	if len(v) >= 2 && v[0] == '!' {
+		switch v[1] {
+		case 'L':
+			return v[2:], LeftLine
+		case 'A':
+			return v[2:], Abandoned
+		case 'C':
+			return v[2:], Completed
+		}
+	}
+	return v, ""
+}
