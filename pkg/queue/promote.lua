@@ -20,8 +20,8 @@
 -- KEYS[10] wr:{item}:applied  HASH partition -> highest applied registrations offset: the
 --                              point of the record this tick's decision was taken at
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
--- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished tokenIds returned
--- Returns {outcome, admitted, head, waiting, active, expired, {unpublished tokenIds},
+-- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished entries returned
+-- Returns {outcome, admitted, head, waiting, active, expired, {unpublished entries},
 --          unpublished total, more}:
 -- outcome OK, or FENCED (a newer leader has promoted this item: nothing was changed).
 -- The unpublished list holds this call's admissions after any earlier ones whose
