@@ -149,7 +149,7 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 
 func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration, page int) ([]string, []any) {
 	k := KeysFor(item)
-	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished, k.Express, k.Applied},
+	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished, k.Express, k.Applied, k.Drawn},
 		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10),
 			strconv.Itoa(MaxAdmitPerCall), strconv.Itoa(page)}
 }

@@ -12,6 +12,8 @@
 -- Only tokens still in the pool with a window <= the draw's move, so running a
 -- chunk again after a crash moves nobody twice. Nothing guards the offset here:
 -- draw_finish.lua writes it once every chunk and the late ones are placed.
+-- Until then drawn.drawing names the record ("partition:offset"): promote
+-- admits nobody from a line half drawn (see the prelude's drawing).
 if replayed(KEYS[1], ARGV[1], ARGV[2]) then
   return {'REPLAY', 0}
 end
@@ -34,4 +36,5 @@ for i = 4, #ARGV do
     moved = moved + 1
   end
 end
+redis.call('HSET', KEYS[2], 'drawing', ARGV[1] .. ':' .. ARGV[2])
 return {'MOVED', moved}

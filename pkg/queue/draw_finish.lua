@@ -49,5 +49,6 @@ if redis.call('ZCOUNT', KEYS[3], '-inf', lateAfter) == 0 then
   end
 end
 redis.call('HSET', KEYS[2], 'window', ARGV[3], 'round', ARGV[4], 'commit', ARGV[5])
+redis.call('HDEL', KEYS[2], 'drawing')
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'DRAWN', moved}

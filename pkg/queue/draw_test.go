@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/draw"
 	"github.com/waitroom/waitroom/pkg/queue"
@@ -250,4 +253,54 @@ func TestLateOnesStrandedByLeavesAreDue(t *testing.T) {
 	due, err = l.DueDraws(ctx, []string{"s"}, 150)
 	require.NoError(t, err)
 	require.Empty(t, due, "nothing more until the next window closes")
+}
+
+// A tick while a draw is half applied (a chunk placed, the record not yet
+// recorded: a crash, or a tick between two chunks) admits nobody from the
+// line, so every admission is decided before or after a whole draw, where a
+// rebuild replays it; once the draw is recorded the next tick admits.
+func TestPromoteWaitsForAHalfDrawnLine(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	const item, window, n = "hd", int64(5000), 1500
+	_, err := l.ApplyItem(ctx, topics.ItemState{ItemID: item, Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 60}})
+	require.NoError(t, err)
+	var ops []queue.Op
+	for i := range n {
+		ops = append(ops, pooled(item, fmt.Sprintf("t%d", i), fmt.Sprintf("u%d", i), int64(i), window))
+	}
+	_, err = l.Apply(ctx, ops)
+	require.NoError(t, err)
+	root := draw.Root([]byte("k"), item, "")
+	seed, _ := draw.Seed(root, 1, 1)
+	op := queue.DrawOp{ItemID: item, Offset: n, Window: window, Round: 1, Seed: seed, Commit: draw.Commit(root, 1)}
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("t%d", i))
+	}
+	require.NoError(t, draw.Order(seed, all))
+	k := queue.KeysFor(item)
+	args := []any{"0", strconv.Itoa(n), strconv.FormatInt(window, 10)}
+	for _, id := range all[:queue.DrawChunk] {
+		args = append(args, id)
+	}
+	require.NoError(t, rdb.Eval(ctx, queue.DrawSrcForTest, []string{k.Applied, k.Drawn, k.Pool, k.Seq, k.Waiting}, args...).Err())
+	require.Equal(t, int64(queue.DrawChunk), rdb.ZCard(ctx, k.Waiting).Val(), "the first chunk is placed")
+
+	now := time.Now()
+	tk, err := l.Promote(ctx, item, 1, now, time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, tk.Admitted, "nobody admitted from a half-drawn line")
+
+	_, err = l.Draw(ctx, op)
+	require.NoError(t, err)
+	tk, err = l.Promote(ctx, item, 1, now.Add(time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 100, tk.Admitted, "the whole draw recorded: the rate's 100 go in")
+	assert.Equal(t, all[:100], tk.Unpublished)
+	for _, a := range tk.Admits {
+		assert.Equal(t, map[int32]int64{0: n}, a.Applied, "decided after the draw record")
+	}
 }

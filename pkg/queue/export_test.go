@@ -5,4 +5,5 @@ package queue
 var (
 	MarkSrcForTest    = markSrc
 	EnqueueSrcForTest = enqueueSrc
+	DrawSrcForTest    = withPrelude(drawLua)
 )

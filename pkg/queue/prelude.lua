@@ -84,3 +84,18 @@ local function prunePace(paced, now, sum60)
   end
   return sum60, drop
 end
+
+-- drawing reports a draw half applied: draw.lua placed some of its pooled
+-- people (drawn.drawing names its record, "partition:offset") and the record
+-- is not applied yet (draw_finish.lua records it, or the consumer marked it
+-- dead-lettered). promote admits nobody from the line meanwhile, so every
+-- admission is decided at an applied offset before or after a whole draw,
+-- where a rebuild replays it.
+local function drawing(drawn, applied)
+  local at = redis.call('HGET', drawn, 'drawing')
+  if not at then return false end
+  local part, off = string.match(at, '^(%d+):(%d+)$')
+  if not part then return false end
+  local last = redis.call('HGET', applied, part)
+  return not last or tonumber(last) < tonumber(off)
+end

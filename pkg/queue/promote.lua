@@ -19,6 +19,7 @@
 --                              (a member no longer waiting, e.g. it left, is dropped here)
 -- KEYS[10] wr:{item}:applied  HASH partition -> highest applied registrations offset: the
 --                              point of the record this tick's decision was taken at
+-- KEYS[11] wr:{item}:drawn    HASH drawing: a draw half applied (nobody admitted from the line)
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
 -- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished entries returned
 -- Returns {outcome, admitted, head, waiting, active, expired, {unpublished entries},
@@ -82,6 +83,7 @@ local paused = st[6] == 'true' -- admits nobody, keeps the rate for the resume
 local passthrough = st[7] == 'passthrough' -- the room is off: everyone waiting goes in
 local expired = redis.call('ZCOUNT', KEYS[2], '-inf', now)
 local mark = appliedMark(KEYS[10]) -- read (and type-checked) before any write
+local halfDrawn = drawing(KEYS[11], KEYS[10])
 
 -- Rate budget: a token bucket refilled by elapsed time, holding at most
 -- burst ms of rate and at least one person, so slow rates still admit; full
@@ -117,7 +119,7 @@ local taken = #express + #stale
 
 active = active - expired
 local n = math.floor(tokens)
-if not enabled or stock == 0 then n = 0 end
+if not enabled or stock == 0 or halfDrawn then n = 0 end
 if maxActive > 0 and not passthrough then n = math.min(n, maxActive - active - #express) end
 local more = 0
 if open and exCard > taken then
