@@ -126,6 +126,43 @@ func TestPromoteIsInvisibleUnderCapacityAndPauses(t *testing.T) {
 	assert.Equal(t, int64(5), tk.Waiting)
 }
 
+// A completion and a leave of one admitted token give the same place in
+// either order: the api applies a completion before the consumer applies a
+// leave recorded before it, a rebuild applies them in record order.
+func TestCompleteAndLeaveCommute(t *testing.T) {
+	ctx := context.Background()
+	for _, order := range []string{"complete first", "leave first"} {
+		t.Run(order, func(t *testing.T) {
+			l := queue.New(testenv.Redis(t))
+			setupItem(t, l, "c", 100, 0, 60, 1)
+			_, err := tick(t, l, "c", 1, time.Now(), time.Second)
+			require.NoError(t, err)
+			leave := queue.Op{Kind: queue.OpLeave, ItemID: "c", TokenID: "t00000", UserID: "u0", Offset: 100}
+			if order == "complete first" {
+				ok, err := l.Complete(ctx, "c", "t00000", "u0")
+				require.NoError(t, err)
+				require.True(t, ok)
+				res, err := l.Apply(ctx, []queue.Op{leave})
+				require.NoError(t, err)
+				require.Equal(t, queue.NotInLine, res[0].Outcome)
+			} else {
+				res, err := l.Apply(ctx, []queue.Op{leave})
+				require.NoError(t, err)
+				require.Equal(t, queue.Left, res[0].Outcome)
+				ok, err := l.Complete(ctx, "c", "t00000", "u0")
+				require.NoError(t, err)
+				require.False(t, ok, "no live admission to complete")
+			}
+			st, err := l.Status(ctx, "c", "u0", "", 0, 0)
+			require.NoError(t, err)
+			assert.Equal(t, queue.Completed, st.State)
+			_, live, err := l.AdmittedUntil(ctx, "c", "t00000")
+			require.NoError(t, err)
+			assert.False(t, live)
+		})
+	}
+}
+
 func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	ctx := context.Background()
 	l := queue.New(testenv.Redis(t))

@@ -4,8 +4,19 @@
 -- ARGV[1] tokenId  ARGV[2] place key
 -- Returns 1 when the admission was live and is now completed, 0 otherwise.
 -- Both keys are read before the first write.
+--
+-- A completion and a leave of the same admitted token commute: the api
+-- applies a completion at once, possibly before the consumer applies a leave
+-- recorded before it (the leave then finds "!C" and changes nothing), while a
+-- rebuild applies them in record order (the leave frees the admission and
+-- marks "!L"). A completion is only ever recorded for a token the room
+-- admitted (the api checks the live admission first), so here a left place
+-- of this very token is marked completed too: both orders end "!C".
 local cur = redis.call('HGET', KEYS[2], ARGV[2])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  if cur == '!L' .. ARGV[1] then
+    redis.call('HSET', KEYS[2], ARGV[2], '!C' .. ARGV[1])
+  end
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
