@@ -318,7 +318,7 @@ func (l *Line) AckPublished(ctx context.Context, epoch int64, items []string, n 
 // it); ok is false when it was not live (expired, completed before, unknown).
 func (l *Line) Complete(ctx context.Context, item, tokenID, userID string) (ok bool, err error) {
 	k := KeysFor(item)
-	n, err := completeScript.Run(ctx, l.rdb, []string{k.Admitted, k.Users}, tokenID, userID).Int()
+	n, err := completeScript.Run(ctx, l.rdb, []string{k.Admitted, k.Users, k.Waiting}, tokenID, userID).Int()
 	if err != nil {
 		return false, fmt.Errorf("complete %s in %s: %w", tokenID, item, err)
 	}

@@ -163,6 +163,39 @@ func TestCompleteAndLeaveCommute(t *testing.T) {
 	}
 }
 
+// A completion applied after its admission was dropped as expired (a
+// rebuild applies the ticks decided before the record first) completes the
+// place, as the api did live; a token waiting again is left alone.
+func TestCompleteAfterExpiry(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "c", 100, 0, 1, 2)
+	now := time.Now()
+	tk, err := tick(t, l, "c", 1, now, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 2, tk.Admitted)
+	tk, err = tick(t, l, "c", 1, now.Add(2*time.Second), time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), tk.Expired)
+	ok, err := l.Complete(ctx, "c", "t00000", "u0")
+	require.NoError(t, err)
+	require.False(t, ok)
+	st, err := l.Status(ctx, "c", "u0", "", 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Completed, st.State)
+	st, err = l.Status(ctx, "c", "u1", "", 0, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, queue.Completed, st.State, "the other expired admission was not completed")
+
+	setupItem(t, l, "w", 0, 0, 60, 1) // rate 0: u0 waits
+	ok, err = l.Complete(ctx, "w", "t00000", "u0")
+	require.NoError(t, err)
+	require.False(t, ok)
+	st, err = l.Status(ctx, "w", "u0", "", 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, queue.Waiting, st.State, "a waiting token is never completed")
+}
+
 func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	ctx := context.Background()
 	l := queue.New(testenv.Redis(t))

@@ -393,7 +393,7 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 			case OpMark:
 				c.cmd = eval(markScript, p, []string{k.Applied}, part, off)
 			case OpComplete:
-				c.cmd = eval(completeScript, p, []string{k.Admitted, k.Users}, op.TokenID, op.UserID)
+				c.cmd = eval(completeScript, p, []string{k.Admitted, k.Users, k.Waiting}, op.TokenID, op.UserID)
 			case OpAdmit:
 				args := make([]any, 0, 1+2*len(op.Admitted))
 				args = append(args, strconv.FormatInt(op.At, 10))
