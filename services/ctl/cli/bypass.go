@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -105,13 +106,17 @@ on waitroom.registrations ('bypass audit' lists them).`,
 	a.adminFlags(uses, &uo)
 
 	var item string
+	var ro redisOpts
 	audit := &cobra.Command{
 		Use:   "audit --item <itemId>",
 		Short: "List every registration that carried a bypass code, from waitroom.registrations (the record)",
 		Long: `Read waitroom.registrations from its start to its end now and list each register
 record of the item that carried a bypass code: when, which code, which user and
-token, from which address, at which partition/offset. The line counted the first
-<count> of each code (earlier offsets first); the rest were never placed.`,
+token, from which address, at which partition/offset, and what the line made of
+it: the token's state in the Redis view (--redis). A use that was never placed
+(the code's count was spent, the code had expired, the user already held a place)
+reads REJECTED or DUPLICATE; the line's own scripts decided it, this command
+only reads their answer.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !topics.ValidID(item) {
@@ -120,10 +125,14 @@ token, from which address, at which partition/offset. The line counted the first
 			if err := ko.validate(); err != nil {
 				return err
 			}
-			return a.leaf(func(ctx context.Context) error { return a.bypassAudit(ctx, &ko, item) })(cmd, args)
+			if ro.addr == "" {
+				return usagef("--redis: an address is needed (the view says which uses were placed)")
+			}
+			return a.leaf(func(ctx context.Context) error { return a.bypassAudit(ctx, &ko, &ro, item) })(cmd, args)
 		},
 	}
 	audit.Flags().StringVar(&item, "item", "", "the item")
+	audit.Flags().StringVar(&ro.addr, "redis", a.redisDefault(), redisFlagHelp)
 	g := group("bypass", "Operator bypass codes: issue, count and audit their uses", issue, uses, audit)
 	a.kafkaFlags(audit, &ko)
 	return g
@@ -139,10 +148,23 @@ type bypassUse struct {
 	IP        string `json:"ip,omitempty"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
-	Placed    bool   `json:"placed"` // within the code's count (in record order)
+	key       string // its place key (topics.PlaceKey)
+	// State is the token's state in the view (queue.Status); Placed is
+	// whether the use ever held a place in the line.
+	State  string `json:"state"`
+	Placed bool   `json:"placed"`
 }
 
-func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, item string) error {
+// heldPlace reports whether a token in state s was ever placed in the line.
+func heldPlace(s queue.State) bool {
+	switch s {
+	case queue.Waiting, queue.Admitted, queue.LeftLine, queue.Completed, queue.Gone, queue.Abandoned, queue.Pooled, queue.Late:
+		return true
+	}
+	return false
+}
+
+func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, ro *redisOpts, item string) error {
 	ctx, cancel := context.WithTimeout(ctx, ko.timeout)
 	defer cancel()
 	base, err := a.base(ctx, ko)
@@ -189,7 +211,7 @@ func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, item string) error
 					return
 				}
 				u := bypassUse{At: time.UnixMilli(ev.RequestedAt).UTC().Format(time.RFC3339Nano), Code: ev.Bypass.Code, Count: ev.Bypass.Count,
-					UserID: ev.UserID, TokenID: ev.TokenID, Partition: r.Partition, Offset: r.Offset}
+					UserID: ev.UserID, TokenID: ev.TokenID, Partition: r.Partition, Offset: r.Offset, key: ev.PlaceKey()}
 				if ev.Client != nil {
 					u.IP = ev.Client.IP
 				}
@@ -197,20 +219,31 @@ func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, item string) error
 			})
 		}
 	}
-	// One item lives on one partition: offset order is the order the line counted.
+	// One item lives on one partition: offset order is the order the line applied.
 	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
-	seen := map[string]int64{}
-	for i := range out {
-		seen[out[i].Code]++
-		out[i].Placed = seen[out[i].Code] <= out[i].Count
+	if len(out) > 0 {
+		rdb, err := a.redisAt(ro.addr, 2)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		l := queue.New(rdb)
+		for i := range out {
+			u := &out[i]
+			st, err := l.Status(ctx, item, u.key, u.TokenID, u.Partition, u.Offset)
+			if err != nil {
+				return fmt.Errorf("read the state of %s in the view: %w", u.TokenID, err)
+			}
+			u.State, u.Placed = string(st.State), heldPlace(st.State)
+		}
 	}
 	if a.wantJSON() {
 		return a.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tCODE\tUSER\tTOKEN\tIP\tPARTITION/OFFSET\tWITHIN COUNT")
+	fmt.Fprintln(tw, "AT\tCODE\tUSER\tTOKEN\tIP\tPARTITION/OFFSET\tSTATE\tPLACED")
 	for _, u := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%v\n", u.At, u.Code, u.UserID, u.TokenID, u.IP, u.Partition, u.Offset, u.Placed)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%v\n", u.At, u.Code, u.UserID, u.TokenID, u.IP, u.Partition, u.Offset, u.State, u.Placed)
 	}
 	return tw.Flush()
 }
