@@ -37,7 +37,7 @@ const (
 	// maxItemBodyBytes lets an item's change carry its page template
 	// (topics.MaxTemplate, JSON-escaped).
 	maxItemBodyBytes = 4*topics.MaxTemplate + maxBodyBytes
-	callTimeout  = 5 * time.Second // per Redis or Kafka call
+	callTimeout      = 5 * time.Second // per Redis or Kafka call
 )
 
 // Items is the in-memory view of waitroom.items (*itemcache.Cache).
