@@ -57,13 +57,14 @@
     if (s !== "WAITING" && s !== "RECONNECTING" && s !== "PENDING") announce(status(s));
   }
 
-  // rejected shows a registration the line refused, with the operator's
-  // message (the item's rejectMessage) when there is one.
-  function rejected(message) {
-    $("status").textContent = status("REJECTED");
-    $("status").dataset.status = "REJECTED";
-    heading("REJECTED");
-    state("REJECTED");
+  // refused shows a registration the item did not take (REJECTED, with the
+  // operator's message, the item's rejectMessage, when there is one; or
+  // SOLD_OUT, CLOSED) as the final status it is.
+  function refused(s, message) {
+    $("status").textContent = status(s);
+    $("status").dataset.status = s;
+    heading(s);
+    state(s);
     $("keep").style.display = "none";
     $("position").textContent = "–";
     $("message").textContent = message || "";
@@ -117,7 +118,8 @@
     onNotice(text) { $("notice").textContent = text; },
     onError(err) {
       // The item takes no new registrations: the operator's message is the answer, not an error.
-      if (err.code === "REGISTRATION_REJECTED") { rejected(err.message); return; }
+      if (err.code === "REGISTRATION_REJECTED") { refused("REJECTED", err.message); return; }
+      if (err.code === "SOLD_OUT" || err.code === "QUEUE_CLOSED") { refused(err.code === "SOLD_OUT" ? "SOLD_OUT" : "CLOSED"); return; }
       $("error").textContent = err.message; $("status").dataset.status = "ERROR";
     },
     onWork(w) {
@@ -139,7 +141,7 @@
         announcePosition(st.position, st.etaSeconds);
       }
       if (Waitroom.FINAL[st.status]) { heading(st.status); $("keep").style.display = "none"; }
-      if (st.status === "REJECTED") rejected(st.message);
+      if (st.status === "REJECTED") refused("REJECTED", st.message);
       if (st.status === "ADMITTED") {
         $("waiting").style.display = "none";
         $("admitted").classList.add("show");
