@@ -205,17 +205,6 @@ func (p *Pages) fill(d *pagetemplate.Data, msgs map[string]string, cfg template.
 	return nil
 }
 
-// Handler serves GET /items/:itemId/wait with the default page in the
-// reader's language; target is the continue link template. Pages (New)
-// serves templates as well.
-func Handler(target string, items Items) gin.HandlerFunc {
-	p, err := New(Config{}, target, items, zap.NewNop())
-	if err != nil { // the embedded catalogues are checked by the package's tests
-		panic(err)
-	}
-	return p.Wait
-}
-
 // ScriptPath is where the api serves waitroom.js, the browser client the
 // page is built on (documented in the file), for sites that draw their own page.
 const ScriptPath = "/waitroom.js"

@@ -309,6 +309,9 @@ func (a *app) printItem(s topics.ItemState, via, how string) error {
 	if s.DrawCommit != "" {
 		fmt.Fprintf(tw, "draw-commit:\t%s (%d rounds)\n", s.DrawCommit, s.DrawRounds)
 	}
+	if s.Template != "" {
+		fmt.Fprintf(tw, "waiting-page:\tthe item's own template (%d bytes)\n", len(s.Template))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

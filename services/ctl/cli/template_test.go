@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ func TestItemsSetTemplateFile(t *testing.T) {
 
 	r = runBin(t, env, "items", "set", "shoes", "--template-file", good)
 	require.Equal(t, ExitOK, r.code, r)
+	assert.Contains(t, r.stdout, fmt.Sprintf("waiting-page:  the item's own template (%d bytes)", len(page)))
 	cache, err := itemcache.New([]kgo.Opt{kgo.SeedBrokers(brokers...)}, zap.NewNop())
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
