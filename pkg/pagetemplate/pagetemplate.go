@@ -96,6 +96,9 @@ var forbidden = map[string]string{
 	"script": "the room's own script is the only one on the page", "iframe": "no embedded documents",
 	"frame": "no embedded documents", "object": "no embedded objects", "embed": "no embedded objects",
 	"base": "the page's base URL is the room's", "form": "the page takes no input of its own",
+	// SVG animation can set an attribute (an href) to a script URL.
+	"animate": "no SVG animation of attributes", "set": "no SVG animation of attributes",
+	"animatemotion": "no SVG animation of attributes", "animatetransform": "no SVG animation of attributes",
 }
 
 // Check parses src and refuses, with a *Problem, what could run a script
@@ -103,8 +106,10 @@ var forbidden = map[string]string{
 //
 //   - a template syntax error, or any action other than a bare placeholder
 //     ({{.Position}}: no pipelines, functions, conditions or template calls);
-//   - <script>, <iframe>, <object>, <embed>, <frame>, <base>, <form>;
-//     an event-handler attribute (on…), a javascript: or data: URL;
+//   - <script>, <iframe>, <object>, <embed>, <frame>, <base>, <form>, SVG's
+//     <animate>, <set>, <animateMotion>, <animateTransform>; an
+//     event-handler attribute (on…); a value holding javascript:,
+//     vbscript: or a data: URL other than an image;
 //   - a placeholder inside <style>, a style attribute, a comment, a tag or
 //     attribute name, or (for a live slot) anywhere but text;
 //   - {{.Room}} missing or used twice, or a live slot used twice.
@@ -266,8 +271,11 @@ func checkHTML(out, src string) error {
 				if strings.HasPrefix(key, "on") {
 					return problem(srcLine(src, key+"="), "<%s %s=…>: event-handler attributes are not allowed (the room's own script is the only one)", tag, key)
 				}
+				// Anywhere in the value (a list of values, a srcset), with the
+				// blanks a browser drops from a URL removed.
 				low := strings.ToLower(strings.Join(strings.Fields(val), ""))
-				if strings.HasPrefix(low, "javascript:") || strings.HasPrefix(low, "vbscript:") || (strings.HasPrefix(low, "data:") && !strings.HasPrefix(low, "data:image/")) {
+				if strings.Contains(low, "javascript:") || strings.Contains(low, "vbscript:") ||
+					(strings.Contains(low, "data:") && !strings.HasPrefix(low, "data:image/")) {
 					return problem(srcLine(src, key+"="), "<%s %s=%q>: script and data URLs are not allowed", tag, key, val)
 				}
 				if key == "http-equiv" && strings.EqualFold(val, "refresh") {

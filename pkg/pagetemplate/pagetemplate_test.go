@@ -90,6 +90,9 @@ func TestCheckRefusesWhatCouldRunAScript(t *testing.T) {
 		"too big":               {body(strings.Repeat("x", MaxSize)), "at most 16384"},
 		"data URL, not image":   {body(`<a href="data:text/html,<script>x</script>">x</a>`), "script and data URLs are not allowed"},
 		"slot in tag attribute": {body(`<div {{.Status}}>x</div>`), "{{.Status}}"},
+		"svg animate href":      {body(`<svg><a><animate attributeName="href" values="x;javascript:steal()"/><text>go</text></a></svg>`), "<animate> is not allowed"},
+		"script URL in a list":  {body(`<a href="x" data-x="a, java&#x09;script:steal()">x</a>`), "script and data URLs are not allowed"},
+		"entity-encoded URL":    {body(`<a href="&#106;avascript:steal()">x</a>`), "script and data URLs are not allowed"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Check(tc.src)
