@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/pagetemplate"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/topics"
@@ -148,27 +149,25 @@ func (p *Pages) Wait(c *gin.Context) {
 		}
 		own = st.Template
 	}
-	cfg, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "target": p.target, "lang": lang, "t": msgs,
-		"languages": p.cat.Languages()}) // strings always marshal
+	cfg, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "target": p.target, "lang": lang, "t": msgs}) // strings always marshal
 	d := pagetemplate.Data{Lang: lang, ItemName: name, Logo: p.logo}
 	if err := p.fill(&d, msgs, template.JS(cfg)); err != nil {
 		_ = c.Error(err)
-		c.Status(http.StatusInternalServerError)
+		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn")
 		return
 	}
 	c.Header("Content-Type", "text/html; charset=utf-8")
 	c.Header("Cache-Control", "no-store")
 	c.Header("Vary", "Accept-Language, Cookie")
 	c.Header("Content-Language", lang)
+	c.Status(http.StatusOK)
 	var err error
-	if t := p.itemTemplate(item, own); t != nil {
-		c.Status(http.StatusOK)
+	switch t := p.itemTemplate(item, own); {
+	case t != nil:
 		err = t.Execute(c.Writer, d)
-	} else if p.install != nil {
-		c.Status(http.StatusOK)
+	case p.install != nil:
 		err = p.install.Execute(c.Writer, d)
-	} else {
-		c.Status(http.StatusOK)
+	default:
 		err = page.Execute(c.Writer, struct {
 			pagetemplate.Data
 			T map[string]string
