@@ -35,8 +35,9 @@ test: deps ## everything CI runs: installs what is missing (deps), then vet, uni
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
 test-all: vet unit unit-cluster compose-check scripts-test fuzz load chaos-ci
 
-deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command
+deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command; then the pinned npm packages (scripts/npm-deps.sh: npm ci once, offline after)
 	@scripts/test-deps.sh
+	@scripts/npm-deps.sh
 
 scripts-test: ## tests of the scripts in scripts/
 	@scripts/test-deps_test.sh

@@ -215,6 +215,9 @@ type ItemState struct {
 	// seconds (the notifier's notice event), every poller with its next
 	// status; empty: none.
 	Notice string `json:"notice,omitempty"`
+	// Template is the item's own waiting page (HTML with placeholders,
+	// checked by pkg/pagetemplate when set); empty: the install's page.
+	Template string `json:"template,omitempty"`
 	// OpensAt (unix ms, 0: open now) schedules the sale: registrations
 	// before it are pre-queued and placed by a draw at OpensAt.
 	OpensAt int64 `json:"opensAt,omitempty"`
@@ -270,6 +273,8 @@ const (
 const (
 	MaxRejectMessage = 300
 	MaxNotice        = 300
+	// MaxTemplate bounds ItemState.Template (pagetemplate.MaxSize).
+	MaxTemplate = 16 << 10
 )
 
 // ModeOf is the item's mode, ModeFIFO when unset.
@@ -309,6 +314,8 @@ func (s *ItemState) Validate() error {
 		return fmt.Errorf("%w: rejectMessage longer than %d bytes", ErrInvalid, MaxRejectMessage)
 	case len(s.Notice) > MaxNotice:
 		return fmt.Errorf("%w: notice longer than %d bytes", ErrInvalid, MaxNotice)
+	case len(s.Template) > MaxTemplate:
+		return fmt.Errorf("%w: template longer than %d bytes", ErrInvalid, MaxTemplate)
 	case s.OpensAt < 0:
 		return fmt.Errorf("%w: opensAt %d is negative", ErrInvalid, s.OpensAt)
 	case s.DrawWindowSeconds < 0 || s.DrawWindowSeconds > 86400:

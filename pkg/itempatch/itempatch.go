@@ -6,6 +6,8 @@ package itempatch
 import (
 	"fmt"
 
+	"github.com/waitroom/waitroom/pkg/pagetemplate"
+
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -36,6 +38,9 @@ type State struct {
 	RejectMessage *string `json:"rejectMessage,omitempty"`
 	// Notice is the operator's message to everyone waiting ("": cleared).
 	Notice *string `json:"notice,omitempty"`
+	// Template is the item's own waiting page ("": the install's), checked
+	// by pagetemplate.Check.
+	Template *string `json:"template,omitempty"`
 	// IdleTimeoutSeconds releases places idle that long (0: off).
 	IdleTimeoutSeconds *int64 `json:"idleTimeoutSeconds,omitempty"`
 	// PowDifficulty asks registrations for a proof-of-work of that many
@@ -78,7 +83,7 @@ func fieldErr(field, format string, a ...any) *Error {
 
 // Empty reports a state change that changes nothing.
 func (s *State) Empty() bool {
-	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil && s.Notice == nil &&
+	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil && s.Notice == nil && s.Template == nil &&
 		s.IdleTimeoutSeconds == nil && s.PowDifficulty == nil && s.OpensAt == nil && s.DrawWindowSeconds == nil
 }
 
@@ -104,6 +109,11 @@ func (s *State) Check() *Error {
 	case s.DrawWindowSeconds != nil && (*s.DrawWindowSeconds < 0 || *s.DrawWindowSeconds > 86400):
 		return fieldErr("drawWindowSeconds", "%d is not in 0..86400", *s.DrawWindowSeconds)
 	}
+	if s.Template != nil && *s.Template != "" {
+		if _, err := pagetemplate.Check(*s.Template); err != nil {
+			return fieldErr("template", "%v", err)
+		}
+	}
 	return nil
 }
 
@@ -126,6 +136,9 @@ func (s *State) Apply(it topics.ItemState) topics.ItemState {
 	}
 	if s.Notice != nil {
 		it.Notice = *s.Notice
+	}
+	if s.Template != nil {
+		it.Template = *s.Template
 	}
 	if s.IdleTimeoutSeconds != nil {
 		it.IdleTimeoutSeconds = *s.IdleTimeoutSeconds

@@ -23,6 +23,7 @@ func StateFields(s topics.ItemState) []any {
 		"mode", s.ModeOf(),
 		"rejectMessage", s.RejectMessage,
 		"notice", s.Notice,
+		"template", s.Template,
 		"opensAt", strconv.FormatInt(s.OpensAt, 10),
 		"drawWindowSeconds", strconv.FormatInt(s.DrawWindowSeconds, 10),
 		"drawCommit", s.DrawCommit,
@@ -95,7 +96,7 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	if mode := m["mode"]; mode != topics.ModeFIFO {
 		s.Mode = mode // fifo reads back as "", as it was published
 	}
-	s.RejectMessage, s.Notice = m["rejectMessage"], m["notice"]
+	s.RejectMessage, s.Notice, s.Template = m["rejectMessage"], m["notice"], m["template"]
 	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
 		perr = fmt.Errorf("field ratePerSecond: %w", err)
 	}

@@ -71,6 +71,10 @@ type Admission struct {
 	UserID    string
 	ExpiresAt time.Time
 	Raw       string
+	// Unchecked says why a request went through with no checked token
+	// (UncheckedOff, UncheckedFailOpen); only ItemID is set then. "" for
+	// a verified token.
+	Unchecked string
 }
 
 // APIError is an answer of the waitroom api that was not a success, with the
@@ -106,6 +110,9 @@ type Kit struct {
 	doneMu        sync.Mutex
 	done          map[string]time.Time // tokenIds completed through this Kit → their expiry
 	doneSeen      time.Time
+	flag          *flagSource
+	failMode      string
+	paused        http.Handler
 }
 
 // Option configures a Kit.
@@ -192,7 +199,7 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 	}
 	api := strings.TrimRight(apiURL, "/")
 	k := &Kit{api: api, wait: api, client: &http.Client{Timeout: 5 * time.Second}, cookie: "waitroom_admission",
-		param: "admission", now: time.Now, done: map[string]time.Time{}, verifyTimeout: 2 * time.Second}
+		param: "admission", now: time.Now, done: map[string]time.Time{}, verifyTimeout: 2 * time.Second, failMode: FailClosed}
 	k.keys = newKeySet(api + "/.well-known/jwks.json")
 	k.parser = newParser(5*time.Second, k.clock)
 	for _, o := range opts {
@@ -206,6 +213,19 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 		return nil, errors.New("waitroomkit: the key backoff must be positive, its max at least its first wait")
 	case k.asserter != nil && k.userOf == nil:
 		return nil, errors.New("waitroomkit: WithAssertions needs a function that names the user")
+	case k.failMode != FailOpen && k.failMode != FailClosed:
+		return nil, fmt.Errorf("waitroomkit: fail mode %q is not open or closed", k.failMode)
+	}
+	if f := k.flag; f != nil {
+		switch {
+		case len(f.pub) != 32 || f.every <= 0:
+			return nil, errors.New("waitroomkit: WithFlag needs an Ed25519 public key and a positive refresh")
+		case strings.HasPrefix(f.src, "http://") || strings.HasPrefix(f.src, "https://"):
+			if err := checkURL("flag", f.src); err != nil {
+				return nil, err
+			}
+		}
+		f.client = k.client
 	}
 	if err := checkURL("JWKS", k.keys.url); err != nil {
 		return nil, err
@@ -232,8 +252,8 @@ func checkURL(what, raw string) error {
 	return fmt.Errorf("waitroomkit: %s URL %q is not an http(s) URL", what, raw)
 }
 
-// Start keeps the keys fresh in the background until ctx is done or Close
-// is called: it fetches them now, again before they reach the maxAge of
+// Start keeps the keys (and the flag, WithFlag) fresh in the background
+// until ctx is done or Close is called: it fetches them now, again before they reach the maxAge of
 // WithKeyRefresh, and after a failure once the backoff has passed, so no
 // request waits for keys. Without Start, keys are fetched as requests need
 // them (a request waits only for a kid the cache does not hold).
@@ -246,6 +266,10 @@ func (k *Kit) Start(ctx context.Context) {
 	}
 	s.wg.Add(1)
 	go s.run(ctx)
+	if k.flag != nil {
+		s.wg.Add(1)
+		go k.runFlag(ctx)
+	}
 }
 
 // Close stops the background refresh (Start) and any fetch of the keys under

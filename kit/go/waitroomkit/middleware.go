@@ -36,12 +36,32 @@ func Item(id string) func(*http.Request) string {
 // admission for another (session fixation). Anyone else is sent to the
 // item's waiting page (303, see RedirectURL). The cookie is removed when its
 // token is refused, but kept when the api cannot be reached.
+//
+// The operator's flag (WithFlag) comes first: an item switched off
+// OffThrough lets everyone through, OffPaused shows the paused page. When the
+// room cannot answer (a token's keys cannot be fetched, or no token while the
+// last fetch of the keys failed), an item that fails open lets the request
+// through; one that fails closed (the default) answers as above. A request
+// let through unchecked has an Admission with only ItemID and Unchecked.
 func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			item := itemOf(r)
 			if item == "" {
 				http.NotFound(w, r)
+				return
+			}
+			flag := k.itemFlag(item)
+			switch flag.Off {
+			case OffThrough:
+				k.pass(w, r, next, item, UncheckedOff)
+				return
+			case OffPaused:
+				if k.paused != nil {
+					k.paused.ServeHTTP(w, r)
+				} else {
+					pausedPage(w, r)
+				}
 				return
 			}
 			raw, from := k.tokenOf(r, item)
@@ -56,6 +76,12 @@ func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http
 			}
 			if err != nil {
 				a, err = k.Verify(r.Context(), raw, item)
+				// The room cannot answer: a token it cannot check, or a
+				// visitor with none while its api is known to be down.
+				if flag.FailMode == FailOpen && (errors.Is(err, ErrUnavailable) || (errors.Is(err, ErrNoToken) && k.keys.down())) {
+					k.pass(w, r, next, item, UncheckedFailOpen)
+					return
+				}
 				if err != nil {
 					if from == "cookie" && !errors.Is(err, ErrUnavailable) {
 						k.clearCookie(w, r, item)
@@ -78,6 +104,11 @@ func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, a)))
 		})
 	}
+}
+
+// pass lets r through without a checked token, saying why.
+func (k *Kit) pass(w http.ResponseWriter, r *http.Request, next http.Handler, item, why string) {
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, Admission{ItemID: item, Unchecked: why})))
 }
 
 // CompleteRequest completes the admission the middleware let r through with

@@ -35,9 +35,11 @@ import (
 type Config struct {
 	Addr string `env:"WR_API_ADDR" envDefault:"127.0.0.1:8080"`
 	registration.TokenConfig
-	QueueTokenTTL  time.Duration `env:"WR_QUEUE_TOKEN_TTL" envDefault:"24h"`
-	MaxBodyBytes   int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
-	PageTarget     string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
+	QueueTokenTTL time.Duration `env:"WR_QUEUE_TOKEN_TTL" envDefault:"24h"`
+	MaxBodyBytes  int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
+	PageTarget    string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
+	// Page is the install's waiting page: template, logo, colours.
+	Page           waitpage.Config
 	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
 	// TrustedProxies are the addresses whose X-Forwarded-For names the
@@ -105,6 +107,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Assertion.Validate(); err != nil {
+		return err
+	}
+	if err := c.Page.Validate(); err != nil {
 		return err
 	}
 	if _, err := httpserver.ParseTrusted(c.TrustedProxies); err != nil {
@@ -194,7 +199,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err := httpserver.TrustProxies(engine, cfg.TrustedProxies); err != nil {
 		return err
 	}
-	mount(engine, srv, cfg.PageTarget, items)
+	pages, err := waitpage.New(cfg.Page, cfg.PageTarget, items, log.Named("waitpage"))
+	if err != nil {
+		return fmt.Errorf("waiting page: %w", err)
+	}
+	mount(engine, srv, pages, items)
 
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
@@ -242,9 +251,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 
 // mount adds the api's routes and its pages' to the engine (docs/openapi.yaml
 // lists them; TestServedRoutesAreTheSpecs holds the two together).
-func mount(r gin.IRouter, srv *Server, pageTarget string, items waitpage.Items) {
+func mount(r gin.IRouter, srv *Server, pages *waitpage.Pages, items waitpage.Items) {
 	srv.Routes(r)
-	r.GET("/items/:itemId/wait", waitpage.Handler(pageTarget, items))
+	r.GET("/items/:itemId/wait", pages.Wait)
 	r.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
 	r.GET(waitpage.ScriptPath, waitpage.Script)
 	r.GET(waitpage.PowWorkerPath, waitpage.PowWorker)

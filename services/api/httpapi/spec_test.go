@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/services/api/waitpage"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -24,7 +25,7 @@ import (
 func TestServedRoutesAreTheSpecs(t *testing.T) {
 	reg := httpserver.NewRegistry()
 	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
-	httpapi.Mount(engine, httpapi.NewServer(nil, nil, nil, nil, nil, httpapi.Options{}, reg, zap.NewNop()), "", nil)
+	httpapi.Mount(engine, httpapi.NewServer(nil, nil, nil, nil, nil, httpapi.Options{}, reg, zap.NewNop()), &waitpage.Pages{}, nil)
 	require.NoError(t, docs.CheckRoutes(context.Background(), "api", engine.Routes()))
 }
 

@@ -3,24 +3,39 @@
 // ETA and progress live over Server-Sent Events (polling the status when no
 // stream is available) and, on admission, the admission token and a link on.
 // The page is drawn over waitroom.js (Script), the browser client any site
-// may use for a page of its own. It also serves the page that link leads to
+// may use for a page of its own. A seller's template (the install's, or an
+// item's own) replaces the default page around the same live slots, in the
+// reader's language (Catalog). It also serves the page that link leads to
 // by default: a stand-in for the shop, which verifies the admission token.
 package waitpage
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
+	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/pagetemplate"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
 )
 
 var (
 	//go:embed page.html
 	pageSrc string
+	//go:embed room.html
+	roomSrc string
+	//go:embed slots.html
+	slotsSrc string
+	//go:embed page.js
+	pageScript string
 	//go:embed admitted.html
 	admittedSrc string
 	//go:embed waitroom.js
@@ -34,6 +49,8 @@ var (
 	powWorker = append(append(append([]byte{}, sha256Src...), '\n'), powWorkerSrc...)
 
 	page     = template.Must(template.New("wait").Parse(pageSrc))
+	room     = template.Must(template.New("room").Parse(roomSrc))
+	slots    = template.Must(template.New("slots").Parse(slotsSrc))
 	admitted = template.Must(template.New("admitted").Parse(admittedSrc))
 )
 
@@ -42,17 +59,149 @@ var (
 // admitted page (AdmittedHandler), which exists wherever the api runs.
 const DefaultTarget = "/items/{itemId}/admitted?admission={admissionToken}"
 
-// Items is where the pages look an item's name up (the api's item cache).
+// Items is where the pages look an item up (the api's item cache): its name
+// and its own template.
 type Items interface {
 	Get(item string) (topics.ItemState, bool)
 }
 
-// Handler serves GET /items/:itemId/wait; target is the continue link template.
-func Handler(target string, items Items) gin.HandlerFunc {
+// Pages serves the waiting page of every item: the item's own template, else
+// the install's, else the room's default page.
+type Pages struct {
+	target  string
+	items   Items
+	cat     *Catalog
+	install *pagetemplate.Template
+	logo    string
+	colors  template.CSS
+	log     *zap.Logger
+
+	mu     sync.Mutex
+	byItem map[string]*pagetemplate.Template // checked item templates by source; nil: refused
+}
+
+// maxCompiled bounds the checked item templates kept (by source).
+const maxCompiled = 256
+
+// New builds the pages from the install's configuration; target is the
+// continue link template ("": DefaultTarget).
+func New(cfg Config, target string, items Items, log *zap.Logger) (*Pages, error) {
 	if target == "" {
 		target = DefaultTarget
 	}
-	return serve(page, items, map[string]string{"target": target})
+	cat, err := LoadCatalog()
+	if err != nil {
+		return nil, err
+	}
+	install, err := cfg.install()
+	if err != nil {
+		return nil, err
+	}
+	cols, err := cfg.colors()
+	if err != nil {
+		return nil, err
+	}
+	var css strings.Builder
+	for _, c := range cols { // name and value are checked: [a-z]+ and #hex
+		fmt.Fprintf(&css, "--wr-%s: %s; ", c[0], c[1])
+	}
+	return &Pages{target: target, items: items, cat: cat, install: install, logo: cfg.LogoURL,
+		colors: template.CSS(css.String()), log: log, byItem: map[string]*pagetemplate.Template{}}, nil
+}
+
+// itemTemplate is the item's own checked template, nil when it has none or
+// the stored one does not pass the check (then the install's page shows,
+// and the refusal is logged once).
+func (p *Pages) itemTemplate(item, src string) *pagetemplate.Template {
+	if src == "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.byItem[src]
+	if ok {
+		return t
+	}
+	t, err := pagetemplate.Check(src)
+	if err != nil {
+		p.log.Warn("item template refused: showing the install's page", zap.String("item", item), zap.Error(err))
+	}
+	if len(p.byItem) >= maxCompiled {
+		clear(p.byItem)
+	}
+	p.byItem[src] = t
+	return t
+}
+
+// Wait serves GET /items/:itemId/wait.
+func (p *Pages) Wait(c *gin.Context) {
+	item := c.Param("itemId")
+	if err := registration.CheckItemID(item); err != nil {
+		registration.Abort(c, err)
+		return
+	}
+	lang := p.cat.choose(c)
+	msgs := p.cat.Messages(lang)
+	name, own := item, ""
+	if st, ok := p.items.Get(item); ok {
+		if st.Name != "" {
+			name = st.Name
+		}
+		own = st.Template
+	}
+	cfg, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "target": p.target, "lang": lang, "t": msgs}) // strings always marshal
+	d := pagetemplate.Data{Lang: lang, ItemName: name, Logo: p.logo}
+	if err := p.fill(&d, msgs, template.JS(cfg)); err != nil {
+		_ = c.Error(err)
+		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn")
+		return
+	}
+	c.Header("Content-Type", "text/html; charset=utf-8")
+	c.Header("Cache-Control", "no-store")
+	c.Header("Vary", "Accept-Language, Cookie")
+	c.Header("Content-Language", lang)
+	c.Status(http.StatusOK)
+	var err error
+	switch t := p.itemTemplate(item, own); {
+	case t != nil:
+		err = t.Execute(c.Writer, d)
+	case p.install != nil:
+		err = p.install.Execute(c.Writer, d)
+	default:
+		err = page.Execute(c.Writer, struct {
+			pagetemplate.Data
+			T map[string]string
+		}{d, msgs})
+	}
+	if err != nil {
+		_ = c.Error(err)
+	}
+}
+
+// fill renders the room's block and the live slots (slots.html) in the
+// reader's language into d.
+func (p *Pages) fill(d *pagetemplate.Data, msgs map[string]string, cfg template.JS) error {
+	render := func(t *template.Template, name string, data any) (template.HTML, error) {
+		var b bytes.Buffer
+		if err := t.ExecuteTemplate(&b, name, data); err != nil {
+			return "", fmt.Errorf("render %s: %w", name, err)
+		}
+		return template.HTML(b.String()), nil // html/template escaped it
+	}
+	var err error
+	if d.Room, err = render(room, "room", map[string]any{"Cfg": cfg, "Script": template.JS(pageScript), "Colors": p.colors}); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		name string
+		into *template.HTML
+	}{{"Position", &d.Position}, {"Total", &d.Total}, {"ETA", &d.ETA}, {"Status", &d.Status}, {"Progress", &d.Progress},
+		{"Countdown", &d.Countdown}, {"Notice", &d.Notice}, {"Message", &d.Message}, {"Admission", &d.Admission}} {
+		if *s.into, err = render(slots, s.name, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ScriptPath is where the api serves waitroom.js, the browser client the
@@ -81,10 +230,6 @@ func PowWorker(c *gin.Context) {
 // by default: it shows the item and whether the admission token of
 // ?admission= verifies.
 func AdmittedHandler(items Items) gin.HandlerFunc {
-	return serve(admitted, items, nil)
-}
-
-func serve(t *template.Template, items Items, extra map[string]string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		item := c.Param("itemId")
 		if err := registration.CheckItemID(item); err != nil {
@@ -95,15 +240,12 @@ func serve(t *template.Template, items Items, extra map[string]string) gin.Handl
 		if st, ok := items.Get(item); ok && st.Name != "" {
 			cfg["name"] = st.Name
 		}
-		for k, v := range extra {
-			cfg[k] = v
-		}
 		js, _ := json.Marshal(cfg) // strings always marshal
 		c.Header("Content-Type", "text/html; charset=utf-8")
 		c.Header("Cache-Control", "no-store")
 		c.Status(http.StatusOK)
 		// html/template escapes the JSON for its <script> context.
-		if err := t.Execute(c.Writer, template.JS(js)); err != nil {
+		if err := admitted.Execute(c.Writer, template.JS(js)); err != nil {
 			_ = c.Error(err)
 		}
 	}

@@ -65,6 +65,7 @@ type itemView struct {
 	Mode               string       `json:"mode"`
 	RejectMessage      string       `json:"rejectMessage"`
 	Notice             string       `json:"notice"`
+	Template           string       `json:"template"`
 	Version            int64        `json:"version"`
 	UpdatedAt          int64        `json:"updatedAt"`
 	Waiting            int64        `json:"waiting"`

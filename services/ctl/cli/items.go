@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -20,7 +21,7 @@ import (
 var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
-	"mode": "--mode", "rejectMessage": "--reject-message", "notice": "--notice",
+	"mode": "--mode", "rejectMessage": "--reject-message", "notice": "--notice", "template": "--template-file",
 	"powDifficulty":      "--pow-difficulty",
 	"idleTimeoutSeconds": "--idle-timeout",
 	"opensAt":            "--opens-at", "drawWindowSeconds": "--draw-window",
@@ -29,7 +30,7 @@ var flagOf = map[string]string{
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
 func checkPatch(c *itempatch.Patch) error {
 	if c.Empty() {
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --idle-timeout, --pow-difficulty, --opens-at, --draw-window")
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --notice, --template-file, --idle-timeout, --pow-difficulty, --opens-at, --draw-window")
 	}
 	if err := c.Check(); err != nil {
 		return usagef("%s %s", flagOf[err.Field], err.Problem)
@@ -51,6 +52,7 @@ func (a *app) itemsCmd() *cobra.Command {
 		mode       string
 		rejectMsg  string
 		notice     string
+		tplFile    string
 		powBits    int
 		idle       time.Duration
 		opensAt    string
@@ -120,6 +122,17 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 			if f.Changed("notice") {
 				c.Notice = &notice
 			}
+			if f.Changed("template-file") {
+				src := "" // --template-file "": back to the install's page
+				if tplFile != "" {
+					b, err := os.ReadFile(tplFile)
+					if err != nil {
+						return usagef("--template-file: %v", err)
+					}
+					src = string(b)
+				}
+				c.Template = &src
+			}
 			if f.Changed("pow-difficulty") {
 				c.PowDifficulty = &powBits
 			}
@@ -169,6 +182,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
 	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
 	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused) or random (a committed-seed draw over each window)")
 	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
+	f.StringVar(&tplFile, "template-file", "", `the item's own waiting page: an HTML template with placeholders (docs/waiting-page.md), checked before it is sent ("" returns to the install's page)`)
 	f.StringVar(&notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
 	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
 	f.DurationVar(&idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
@@ -256,7 +270,7 @@ func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *it
 		}
 	}
 	s := topics.ItemState{V: topics.Version, ItemID: v.ItemID, Name: v.Name, Stock: v.Stock, Enabled: v.Enabled, Version: v.Version, UpdatedAt: v.UpdatedAt,
-		Mode: v.Mode, RejectMessage: v.RejectMessage, Notice: v.Notice,
+		Mode: v.Mode, RejectMessage: v.RejectMessage, Notice: v.Notice, Template: v.Template,
 		OpensAt: v.OpensAt, DrawWindowSeconds: v.DrawWindowSeconds, DrawCommit: v.DrawCommit, DrawRounds: v.DrawRounds,
 		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds, Paused: v.Policy.Paused}}
 	return a.printItem(s, "admin", "applied through the admin API at "+o.url+" (published to "+topics.Items+" and in Redis now)")
@@ -294,6 +308,9 @@ func (a *app) printItem(s topics.ItemState, via, how string) error {
 	}
 	if s.DrawCommit != "" {
 		fmt.Fprintf(tw, "draw-commit:\t%s (%d rounds)\n", s.DrawCommit, s.DrawRounds)
+	}
+	if s.Template != "" {
+		fmt.Fprintf(tw, "waiting-page:\tthe item's own template (%d bytes)\n", len(s.Template))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -24,6 +24,12 @@ import (
 // chromium), so a missing browser can never pass CI silently.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	return browserWith(t)
+}
+
+// browserWith is browser with more of Chromium's options (a language).
+func browserWith(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("WR_REQUIRE_BROWSER") != "" {
@@ -37,6 +43,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 	}
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelA)
 	ctx, cancel := chromedp.NewContext(actx)

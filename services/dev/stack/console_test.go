@@ -170,6 +170,26 @@ func TestConsoleInBrowser(t *testing.T) {
 		"the opensAt answer shown", 15*time.Second)
 	require.Equal(t, "", eval(`document.getElementById("msg").textContent`), "the admin accepted opensAt")
 
+	// The item's own waiting page: a template with a script of its own is
+	// refused with the line; a good one is kept and served; "default" drops it.
+	upload := func(src string) {
+		_ = eval(`(() => { const r = document.querySelector('#settings tr[data-item="drop"]'), dt = new DataTransfer();
+			dt.items.add(new File([` + strconv.Quote(src) + `], "page.html", {type: "text/html"}));
+			r.querySelector(".tpl-input").files = dt.files; r.querySelector(".set-tpl").click(); return ""; })()`)
+	}
+	upload("<body><script>steal()</script>{{.Room}}</body>")
+	waitFor(`document.getElementById("msg").textContent.startsWith("400 INVALID_TEMPLATE: template: line 1: <script> is not allowed")`,
+		"a template with a script refused, its line named", 15*time.Second)
+	const own = `<html lang="{{.Lang}}"><body><h1 id="own">Drop: {{.ItemName}}</h1>{{.Position}}{{.Room}}</body></html>`
+	upload(own)
+	waitFor(fmt.Sprintf(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "own template (%d bytes)"`, len(own)),
+		"the template kept with the item", 15*time.Second)
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(e.do(http.MethodGet, "/items/drop/wait", nil).Body), `<h1 id="own">Drop: `)
+	}, 15*time.Second, 50*time.Millisecond, "the api serves the item's template")
+	_ = eval(`(() => { document.querySelector('#settings tr[data-item="drop"] .clear-tpl').click(); return ""; })()`)
+	waitFor(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "the install's page"`, "back to the install's page", 15*time.Second)
+
 	// Blocks: added in the console, in force at the api, lifted in the console.
 	_ = eval(`(() => { document.getElementById("block-subject").value = "user:mallory"; document.getElementById("block-reason").value = "ticket bot";
 		document.getElementById("block-add").click(); return ""; })()`)

@@ -34,7 +34,10 @@ const Prefix = "/internal/admin/v1"
 
 const (
 	maxBodyBytes = 4 << 10
-	callTimeout  = 5 * time.Second // per Redis or Kafka call
+	// maxItemBodyBytes lets an item's change carry its page template
+	// (topics.MaxTemplate, JSON-escaped).
+	maxItemBodyBytes = 4*topics.MaxTemplate + maxBodyBytes
+	callTimeout      = 5 * time.Second // per Redis or Kafka call
 )
 
 // Items is the in-memory view of waitroom.items (*itemcache.Cache).
@@ -141,6 +144,7 @@ type ItemView struct {
 	Mode               string                 `json:"mode"` // fifo, passthrough or reject
 	RejectMessage      string                 `json:"rejectMessage,omitempty"`
 	Notice             string                 `json:"notice,omitempty"`
+	Template           string                 `json:"template,omitempty"`
 	Version            int64                  `json:"version"`
 	UpdatedAt          int64                  `json:"updatedAt"` // unix milliseconds
 	Waiting            int64                  `json:"waiting"`
@@ -279,7 +283,7 @@ func (s *Server) updateItem(c *gin.Context) {
 		return
 	}
 	var req ItemRequest
-	if !decodeBody(c, &req) {
+	if !decodeBodyMax(c, &req, maxItemBodyBytes) {
 		return
 	}
 	s.write(c, item, true, req.Apply)
@@ -431,7 +435,7 @@ func (s *Server) registry(ctx context.Context) (map[string]bool, error) {
 func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 	return ItemView{
 		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: !it.Policy.Admitting(),
-		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Notice: it.Notice, Version: it.Version, UpdatedAt: it.UpdatedAt,
+		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Notice: it.Notice, Template: it.Template, Version: it.Version, UpdatedAt: it.UpdatedAt,
 		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
 		Active:  active,
 		OpensAt: it.OpensAt, DrawWindowSeconds: it.DrawWindowSeconds, DrawCommit: it.DrawCommit, DrawRounds: it.DrawRounds, DrawSalt: it.DrawSalt,
@@ -456,12 +460,15 @@ func itemID(c *gin.Context) (string, bool) {
 
 // decodeBody reads at most maxBodyBytes and decodes them strictly into v; on
 // failure it has answered 400 or 413.
-func decodeBody(c *gin.Context, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes))
+func decodeBody(c *gin.Context, v any) bool { return decodeBodyMax(c, v, maxBodyBytes) }
+
+// decodeBodyMax is decodeBody with a limit of max bytes.
+func decodeBodyMax(c *gin.Context, v any, max int64) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.Itoa(maxBodyBytes)+" bytes")
+			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.FormatInt(max, 10)+" bytes")
 			return false
 		}
 		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error())

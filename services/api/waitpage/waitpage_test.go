@@ -1,0 +1,100 @@
+package waitpage
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+type items map[string]topics.ItemState
+
+func (m items) Get(item string) (topics.ItemState, bool) { s, ok := m[item]; return s, ok }
+
+func serveWith(t *testing.T, cfg Config, its items) *gin.Engine {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	p, err := New(cfg, "", its, zap.NewNop())
+	require.NoError(t, err)
+	r := gin.New()
+	r.GET("/items/:itemId/wait", p.Wait)
+	return r
+}
+
+func get(r http.Handler, url string, hdr ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, req)
+	return w
+}
+
+func TestDefaultPageSpeaksTheReadersLanguage(t *testing.T) {
+	r := serveWith(t, Config{}, items{"gig": {ItemID: "gig", Name: "Gig"}})
+	w := get(r, "/items/gig/wait", "Accept-Language", "ko-KR,ko;q=0.9,en;q=0.5")
+	require.Equal(t, http.StatusOK, w.Code)
+	body := w.Body.String()
+	assert.Contains(t, body, `<html lang="ko">`)
+	assert.Contains(t, body, "대기 중인 항목: ")
+	assert.Equal(t, "ko", w.Header().Get("Content-Language"))
+	assert.Contains(t, w.Header().Get("Vary"), "Accept-Language")
+
+	w = get(r, "/items/gig/wait?lang=de", "Accept-Language", "ko")
+	assert.Contains(t, w.Body.String(), `<html lang="de">`, "?lang= wins over the header")
+	ck := w.Result().Cookies()
+	require.Len(t, ck, 1)
+	assert.Equal(t, LangCookie, ck[0].Name)
+	assert.Equal(t, "de", ck[0].Value)
+	w = get(r, "/items/gig/wait", "Accept-Language", "ko", "Cookie", LangCookie+"=de")
+	assert.Contains(t, w.Body.String(), `<html lang="de">`, "and is kept in the cookie")
+	w = get(r, "/items/gig/wait", "Accept-Language", "fr")
+	assert.Contains(t, w.Body.String(), `<html lang="en">`, "a language the room does not speak: English")
+}
+
+func TestItemTemplateWinsAndFillsItsPlaceholders(t *testing.T) {
+	dir := t.TempDir()
+	install := filepath.Join(dir, "install.html")
+	require.NoError(t, os.WriteFile(install, []byte(`<html lang="{{.Lang}}"><body><p>INSTALL {{.ItemName}}</p><img src="{{.Logo}}" alt="">{{.Room}}</body></html>`), 0o644))
+	own := `<html lang="{{.Lang}}"><body><h1>OWN {{.ItemName}}</h1><div>{{.Position}} {{.ETA}} {{.Status}}</div>{{.Room}}</body></html>`
+	forged := `Tour</h1><script>alert("x")</script>`
+	r := serveWith(t, Config{Template: install, LogoURL: "/logo.png", Colors: "accent=#123456"}, items{
+		"own":     {ItemID: "own", Name: forged, Template: own},
+		"plain":   {ItemID: "plain", Name: "Plain"},
+		"refused": {ItemID: "refused", Name: "R", Template: `<body><script>x()</script>{{.Room}}</body>`},
+	})
+	body := get(r, "/items/own/wait", "Accept-Language", "ja").Body.String()
+	assert.Contains(t, body, `<h1>OWN Tour&lt;/h1&gt;&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</h1>`)
+	assert.Contains(t, body, `<span id="position" class="wr-position">`)
+	assert.Contains(t, body, `<span id="status" class="wr-status" data-status="">参加しています…</span>`)
+	assert.Contains(t, body, `--wr-accent: #123456`)
+	assert.Equal(t, 3, strings.Count(body, "<script"), "only the room's: its config, waitroom.js and the page script")
+
+	body = get(r, "/items/plain/wait").Body.String()
+	assert.Contains(t, body, "INSTALL Plain")
+	assert.Contains(t, body, `src="/logo.png"`)
+	body = get(r, "/items/refused/wait").Body.String()
+	assert.Contains(t, body, "INSTALL R", "a stored template that fails the check: the install's page")
+}
+
+func TestConfigRefusesABadInstall(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.html")
+	require.NoError(t, os.WriteFile(bad, []byte("<body>\n\n<img src=x onerror=y()>{{.Room}}</body>"), 0o644))
+	err := Config{Template: bad}.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 3: <img onerror=…>: event-handler attributes are not allowed")
+	assert.ErrorContains(t, Config{Colors: "accent=red"}.Validate(), `"accent=red" is not name=#hex`)
+	assert.ErrorContains(t, Config{Colors: "link=#fff"}.Validate(), `"link" is not one of`)
+	assert.ErrorContains(t, Config{LogoURL: "javascript:x()"}.Validate(), "an https: URL or a path")
+	assert.NoError(t, Config{Colors: "accent=#123, text=#000000"}.Validate())
+}
