@@ -18,8 +18,17 @@ func (s *Server) gateView(c *gin.Context) {
 	}
 }
 
+// gateItem is gateView for the routes of one item (:itemId): it also
+// answers 503 VIEW_REBUILDING while that item alone is lost (its Redis node
+// lost its keys) and until it is rebuilt; other items are answered.
+func (s *Server) gateItem(c *gin.Context) {
+	if view.AbortItem(c, s.opt.View, c.Param("itemId")) {
+		s.m.viewRefused.Inc()
+	}
+}
+
 // viewLine confirms after every read of the line that the view read was the
-// trusted one, so a read racing a lost Redis or a rebuild is refused (503)
+// trusted one and the item's own node still holds its line, so a read racing a lost Redis or a rebuild is refused (503)
 // rather than answered wrong.
 type viewLine struct {
 	Line
@@ -39,7 +48,7 @@ func (l viewLine) Status(ctx context.Context, item, key, tokenID string, partiti
 	if err != nil {
 		return st, err
 	}
-	return st, l.w.Confirm(ctx)
+	return st, l.w.ConfirmItem(ctx, item)
 }
 
 func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error) {
@@ -47,7 +56,7 @@ func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time
 	if err != nil {
 		return t, ok, err
 	}
-	return t, ok, l.w.Confirm(ctx)
+	return t, ok, l.w.ConfirmItem(ctx, item)
 }
 
 func (l viewLine) Complete(ctx context.Context, item, tokenID, key string) (bool, error) {
@@ -58,7 +67,7 @@ func (l viewLine) Complete(ctx context.Context, item, tokenID, key string) (bool
 	if err != nil {
 		return ok, err
 	}
-	return ok, l.w.Confirm(ctx)
+	return ok, l.w.ConfirmItem(ctx, item)
 }
 
 func (l viewLine) Motion(ctx context.Context, item string) (queue.Motion, error) {
@@ -66,5 +75,5 @@ func (l viewLine) Motion(ctx context.Context, item string) (queue.Motion, error)
 	if err != nil {
 		return m, err
 	}
-	return m, l.w.Confirm(ctx)
+	return m, l.w.ConfirmItem(ctx, item)
 }

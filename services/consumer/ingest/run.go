@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0)
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval, Record: record}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
+	ready.Detail(watch.Detail)
 
 	opts := func(topic string) consume.Options {
 		return consume.Options{

@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
+	ready.Detail(watch.Detail)
 	host, _ := os.Hostname()
 	addr := cfg.Addr
 	if ln != nil {
