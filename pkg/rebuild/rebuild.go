@@ -51,6 +51,10 @@ type Options struct {
 	// rebuild between this one's verdict and its lock. Leave it off when a
 	// ready view is the problem (older than the record, rolled back).
 	UnlessReady bool
+	// Items, when set, rebuilds only these items (lost on their own node
+	// while the view is trusted) and leaves the view's marker and every
+	// other item alone (items.go).
+	Items []string
 }
 
 // Report says what a rebuild did.
@@ -117,6 +121,9 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 		}
 	}()
 
+	if len(o.Items) > 0 {
+		return b.runItems(ctx, lctx, gen, o, start)
+	}
 	if o.UnlessReady {
 		m, ok, err := view.Read(ctx, b.rdb)
 		if err != nil {
@@ -158,6 +165,9 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 		return rep, err
 	}
 	if err := queue.New(b.rdb).Load(ctx); err != nil {
+		return rep, err
+	}
+	if err := markRebuilt(ctx, b, gen, res); err != nil {
 		return rep, err
 	}
 	if err := view.SetReady(ctx, b.rdb, gen, applied, o.Now()); err != nil {
