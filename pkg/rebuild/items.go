@@ -31,8 +31,8 @@ func markRebuilt(ctx context.Context, b *Rebuilder, gen string, res Result) erro
 // runItems rebuilds only o.Items, lost while the rest of the view is
 // trusted: the view's marker is not touched and the other items are served
 // and applied throughout. Each item is marked rebuilding (its records are
-// not applied meanwhile: the consumer skips them and notes the first it
-// skipped), its line is replayed from the topics up to their ends and
+// not applied meanwhile: the consumer passes over them and notes the last
+// it passed over), its line is replayed from the topics up to their ends and
 // written under a new token, and it is marked rebuilt with those ends. What
 // the consumer skipped at or after an end is applied again by the consumer
 // (it rewinds the partition there, ingest.Gated) before the item is trusted;

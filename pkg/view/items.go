@@ -28,9 +28,10 @@ const (
 	// LostKey is a HASH item -> LostItem (JSON): the items found lost, until
 	// rebuilt and caught up.
 	LostKey = "wr:{view}:lost"
-	// SkippedKey is a HASH item -> "partition/offset": the lowest
-	// registrations record of a lost item the consumer did not apply (it is
-	// applied again once the item is rebuilt).
+	// SkippedKey is a HASH item -> "partition/offset": the highest
+	// registrations record of a lost item the consumer did not apply. One at
+	// or after the end its rebuild read up to is applied again (the consumer
+	// rewinds there) before the item is trusted.
 	SkippedKey = "wr:{view}:skipped"
 )
 
@@ -189,7 +190,7 @@ func Found(ctx context.Context, rdb redis.Cmdable, item string) error {
 	return nil
 }
 
-// Skip is the first registrations record of a lost item left unapplied.
+// Skip is the last registrations record of a lost item left unapplied.
 type Skip struct {
 	Partition int32
 	Offset    int64
@@ -208,13 +209,13 @@ func parseSkip(v string) (Skip, bool) {
 var skipScript = redis.NewScript(`local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
   local o = tonumber(string.match(cur, '/(%d+)$'))
-  if o and o <= tonumber(ARGV[3]) then return 0 end
+  if o and o >= tonumber(ARGV[3]) then return 0 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '/' .. ARGV[3])
 return 1`)
 
 // Skipped records that the consumer leaves item's record at
-// partition/offset unapplied (the lowest such offset is kept).
+// partition/offset unapplied (the highest such offset is kept).
 func Skipped(ctx context.Context, rdb redis.Scripter, item string, partition int32, offset int64) error {
 	err := skipScript.Run(ctx, rdb, []string{SkippedKey}, item, strconv.Itoa(int(partition)), strconv.FormatInt(offset, 10)).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {

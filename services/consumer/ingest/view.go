@@ -74,21 +74,19 @@ func Gated(rdb redis.UniversalClient, w *view.Watcher, h consume.BatchHandler) c
 // gateItems is Gated's part per item. An item the view does not list yet is
 // registered (its marker written) before its first record is applied. The
 // records of an item lost on its own node (view/items.go) are not applied
-// until it is rebuilt: they are passed over, and the first passed over is
+// until it is rebuilt: they are passed over, and the last passed over is
 // noted; once the item is rebuilt up to the topic's end then, the partition
 // is consumed again from that end (a consume.Rewind, for the records passed
 // over after it; every other item's replays are no-ops, guarded by its
 // applied offsets), and the item is trusted again.
 func gateItems(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, partition int32, recs []*kgo.Record) ([]*kgo.Record, error) {
 	st := w.Status()
-	first := map[string]int64{} // item -> its first offset in the batch
+	last := map[string]int64{} // item -> its last offset in the batch
 	for _, r := range recs {
-		if _, ok := first[string(r.Key)]; !ok {
-			first[string(r.Key)] = r.Offset
-		}
+		last[string(r.Key)] = r.Offset
 	}
 	if w != nil {
-		for it := range first {
+		for it := range last {
 			if _, ok := st.Registry[it]; ok || !topics.ValidID(it) {
 				continue
 			}
@@ -114,7 +112,7 @@ func gateItems(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, 
 	pass := map[string]bool{}
 	p := strconv.Itoa(int(partition))
 	for it, li := range lost {
-		_, inBatch := first[it]
+		_, inBatch := last[it]
 		sk, hasSkip := skipped[it]
 		skipHere := hasSkip && sk.Partition == partition
 		switch li.State {
@@ -133,7 +131,7 @@ func gateItems(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, 
 			if !inBatch {
 				continue
 			}
-			if err := view.Skipped(ctx, rdb, it, partition, first[it]); err != nil {
+			if err := view.Skipped(ctx, rdb, it, partition, last[it]); err != nil {
 				return nil, err
 			}
 			pass[it] = true
