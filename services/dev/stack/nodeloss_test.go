@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -42,24 +43,74 @@ func nodeOf(t *testing.T, c *testenv.RedisCluster, rdb *redis.ClusterClient, key
 
 // TestItemsOfANodeRestartedEmptyAreRebuiltAlone is issue 23's case on a
 // 3-master Redis Cluster: the master holding some items' lines, not the
-// view's marker, is killed and restarted empty while people wait and others
-// keep registering. Those items answer 503 until rebuilt (never a position
-// the view no longer backs), then exactly as before, with the newcomers
-// behind the people who were waiting; the items of the other masters answer
-// throughout; the view itself is never rebuilt (its generation stays).
+// view's marker nor the scheduler's work list, is killed and restarted empty
+// while people wait and others keep registering. Those items answer 503
+// until rebuilt (never a position the view no longer backs), then exactly
+// as before, with the newcomers behind the people who were waiting; the
+// items of the other masters answer throughout; the view itself is never
+// rebuilt (its generation stays).
 func TestItemsOfANodeRestartedEmptyAreRebuiltAlone(t *testing.T) {
+	nodeLossScenario(t, func(rc *testenv.RedisCluster, rdb *redis.ClusterClient) int {
+		for i := range rc.Nodes {
+			if i != nodeOf(t, rc, rdb, view.MarkerKey) && i != nodeOf(t, rc, rdb, queue.ActiveItems) {
+				return i
+			}
+		}
+		return -1
+	}, nil)
+}
+
+// TestEpochCounterNodeRestartedEmpty is the same for the master holding the
+// scheduler's epoch counter (and, in a 3-master cluster, the active items
+// and some items' lines): the lost items come back exactly, and the fence
+// never goes backwards: every epoch taken after is above every epoch taken
+// before, and the leaders still admit.
+func TestEpochCounterNodeRestartedEmpty(t *testing.T) {
+	var before int64
+	nodeLossScenario(t, func(rc *testenv.RedisCluster, rdb *redis.ClusterClient) int {
+		n := nodeOf(t, rc, rdb, admission.EpochKey)
+		if n == nodeOf(t, rc, rdb, view.MarkerKey) {
+			return -1
+		}
+		return n
+	}, func(e *env, phase string, regs map[string][]httpapi.RegisterResponse) {
+		ctx := context.Background()
+		switch phase {
+		case "before":
+			var err error
+			before, err = e.rdb.Get(ctx, admission.EpochKey).Int64()
+			require.NoError(t, err)
+			require.Positive(t, before)
+		case "after":
+			// Someone admitted completes on each item: the next in line is
+			// admitted by a leader whose epoch is above every earlier one.
+			for id, rs := range regs {
+				st := e.status(id, rs[0].Token)
+				require.Equal(t, "ADMITTED", st.Status, "%s", id)
+				a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: id})
+				require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
+				require.Eventually(t, func() bool { return e.status(id, rs[5].Token).Status == "ADMITTED" }, 30*time.Second, 20*time.Millisecond,
+					"%s: the next in line admitted after the counter's loss", id)
+			}
+			now, err := e.rdb.Get(ctx, admission.EpochKey).Int64()
+			require.NoError(t, err)
+			require.Greater(t, now, before, "the epoch counter went backwards")
+		}
+	})
+}
+
+// nodeLossScenario kills the master pick chooses and restarts it empty (see
+// TestItemsOfANodeRestartedEmptyAreRebuiltAlone); check, when set, runs
+// before the loss ("before") and once everything is back ("after").
+func nodeLossScenario(t *testing.T, pick func(*testenv.RedisCluster, *redis.ClusterClient) int,
+	check func(e *env, phase string, regs map[string][]httpapi.RegisterResponse)) {
 	if testenv.ClusterMode() {
 		t.Skip("starts its own 3-master cluster (it kills one): run once, in make unit")
 	}
 	rc := testenv.StartRedisCluster(t, 3)
 	rdb := rc.Client()
-	lostNode := -1
-	for i := range rc.Nodes { // a master without the marker and the scheduler's work list
-		if i != nodeOf(t, rc, rdb, view.MarkerKey) && i != nodeOf(t, rc, rdb, queue.ActiveItems) {
-			lostNode = i
-		}
-	}
-	require.GreaterOrEqual(t, lostNode, 0, "a master holding neither the marker nor the active items")
+	lostNode := pick(rc, rdb)
+	require.GreaterOrEqual(t, lostNode, 0, "no master to lose in this layout")
 	var lost, kept []string
 	for _, id := range []string{"expo", "show", "tour", "gig", "fair", "opera", "play", "race", "bazaar", "derby", "gala", "rodeo"} {
 		if nodeOf(t, rc, rdb, queue.KeysFor(id).Seq) == lostNode {
@@ -112,6 +163,9 @@ func TestItemsOfANodeRestartedEmptyAreRebuiltAlone(t *testing.T) {
 	before, ok, err := view.Read(ctx, rdb)
 	require.NoError(t, err)
 	require.True(t, ok)
+	if check != nil {
+		check(e, "before", regs)
+	}
 
 	// Newcomers keep registering on every item while the master is lost.
 	var mu sync.Mutex
@@ -154,26 +208,30 @@ func TestItemsOfANodeRestartedEmptyAreRebuiltAlone(t *testing.T) {
 		for id, rs := range regs {
 			isLost := id == lost[0] || id == lost[1]
 			for i, r := range rs {
-				got, code := e.seen(id, r.Token)
-				if code != http.StatusOK {
-					require.Equal(t, http.StatusServiceUnavailable, code, "%s token %d", id, i)
+				a := e.do(http.MethodGet, "/api/v1/items/"+id+"/registrations/"+r.Token, nil)
+				if a.Code != http.StatusOK {
+					require.Equal(t, http.StatusServiceUnavailable, a.Code, "%s token %d: %s", id, i, a.Body)
 					if isLost {
 						refused[id]++
 						all = false
 					} else {
-						keptRefused++ // while the master is down, reads confirm against the cluster
+						// Only while the master is down (the cluster may say
+						// CLUSTERDOWN to every read): never VIEW_REBUILDING.
+						require.NotContains(t, string(a.Body), view.Code, "%s token %d: another item stopped", id, i)
+						keptRefused++
 					}
 					continue
 				}
+				var st httpapi.StatusResponse
+				a.decode(t, &st)
+				got := seen{st.Status, st.Position, st.ExpiresAt}
 				require.Equal(t, want[id][i], got, "%s token %d (u%02d) answered a position the view no longer backs", id, i, i)
 			}
 		}
 		return all && refused[lost[0]] > 0 && refused[lost[1]] > 0
 	}, 90*time.Second, 20*time.Millisecond, "the lost items read as before once rebuilt")
 	t.Logf("lost items back after %s (refused %v); the other items refused %d answers", time.Since(start).Round(time.Millisecond), refused, keptRefused)
-	// The others never stopped: a refusal there is one of the moment the
-	// master was down (a read's own confirmation), never VIEW_REBUILDING for
-	// long; the view itself was never rebuilt.
+	// The view itself was never rebuilt.
 	after, ok, err := view.Read(ctx, rdb)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -207,5 +265,8 @@ func TestItemsOfANodeRestartedEmptyAreRebuiltAlone(t *testing.T) {
 	}
 	for _, id := range kept {
 		assert.Equal(t, before.Gen, lostAfter[id], "%s was not rebuilt", id)
+	}
+	if check != nil {
+		check(e, "after", regs)
 	}
 }
