@@ -15,8 +15,8 @@ import (
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/pkg/view"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/services/scheduler/admission"
 	"github.com/waitroom/waitroom/topics"
 )
 
