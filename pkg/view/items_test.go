@@ -88,3 +88,26 @@ func TestWatcherFindsEachItemsLoss(t *testing.T) {
 		t.Fatalf("after c was rebuilt (new token, lower seq is its new start): lost %v", st.Lost)
 	}
 }
+
+// With more items than ItemsPerCheck, each check reads the next ones: every
+// item's loss is found within ceil(items/ItemsPerCheck) checks.
+func TestWatcherChecksItemsInTurns(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	if err := view.SetReady(ctx, rdb, "g1", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"i0", "i1", "i2", "i3", "i4", "i5", "i6"}
+	for _, it := range ids {
+		if err := view.Register(ctx, rdb, it, "g1"); err != nil {
+			t.Fatal(err)
+		}
+		rdb.Del(ctx, view.ItemKey(it)) // all lost
+	}
+	w := view.NewWatcher(rdb, view.Options{ItemsPerCheck: 3}, nil, zap.NewNop())
+	for i, want := range []int{3, 6, 7} {
+		if st := w.Check(ctx); len(st.Lost) != want {
+			t.Fatalf("check %d: %d lost, want %d", i+1, len(st.Lost), want)
+		}
+	}
+}

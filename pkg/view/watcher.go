@@ -48,6 +48,11 @@ type Options struct {
 	Interval time.Duration
 	// Record, when set, also compares the applied offsets with the record.
 	Record Record
+	// ItemsPerCheck bounds the items whose own marker one check reads (two
+	// GETs each, pipelined per node; default 2000): with more items, each
+	// check reads the next ones in turn, so a loss is found within
+	// ceil(items/ItemsPerCheck) intervals.
+	ItemsPerCheck int
 }
 
 // Watcher checks the marker at start and every Interval. Its verdict gates
@@ -63,6 +68,7 @@ type Watcher struct {
 	mu      sync.Mutex
 	waiters []chan struct{}
 	seqs    map[string]seqSeen // per item, the highest seq seen of its token (judge's goroutine only)
+	cursor  int                // where the next check's items start, when they are more than ItemsPerCheck
 }
 
 type seqSeen struct {
@@ -75,6 +81,9 @@ type seqSeen struct {
 func NewWatcher(rdb redis.Cmdable, o Options, reg prometheus.Registerer, log *zap.Logger) *Watcher {
 	if o.Interval <= 0 {
 		o.Interval = 250 * time.Millisecond
+	}
+	if o.ItemsPerCheck <= 0 {
+		o.ItemsPerCheck = 2000
 	}
 	w := &Watcher{rdb: rdb, opt: o, log: log, m: newMetrics(reg)}
 	w.st.Store(&Status{Reason: "the view has not been checked yet", Cause: "unchecked"})
@@ -203,6 +212,12 @@ func (w *Watcher) judgeItems(ctx context.Context, s *Status, prev Status) {
 		if _, ok := lost[it]; !ok {
 			ids = append(ids, it)
 		}
+	}
+	if n := w.opt.ItemsPerCheck; len(ids) > n {
+		sort.Strings(ids)
+		from := w.cursor % len(ids)
+		w.cursor = from + n
+		ids = append(ids[from:min(from+n, len(ids))], ids[:max(0, from+n-len(ids))]...)
 	}
 	pr := probeItems(ctx, w.rdb, ids)
 	if w.seqs == nil {
