@@ -149,15 +149,38 @@ func gateItems(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, 
 	return kept, nil
 }
 
-// WaitView wraps a handler so it applies nothing while the view is not trusted.
-func WaitView(w *view.Watcher, h consume.BatchHandler) consume.BatchHandler {
+// WaitView wraps a handler so it applies nothing while the view is not
+// trusted, nor while an item of the batch is lost on its own node: the batch
+// is retried until the item is rebuilt (the items topic is small; a newer
+// version applied during the item's rebuild could be overwritten by the
+// older one the rebuild read). An item new to the view is registered before
+// its first record.
+func WaitView(rdb redis.UniversalClient, w *view.Watcher, h consume.BatchHandler) consume.BatchHandler {
 	return func(ctx context.Context, partition int32, recs []*kgo.Record) error {
 		if err := w.Wait(ctx); err != nil {
 			return err
 		}
+		if w != nil {
+			st := w.Status()
+			for _, r := range recs {
+				it := string(r.Key)
+				if _, lost := st.Lost[it]; lost {
+					return fmt.Errorf("%w: item %s is being rebuilt", errItemLost, it)
+				}
+				if _, ok := st.Registry[it]; !ok && topics.ValidID(it) {
+					if err := view.Register(ctx, rdb, it, st.Gen); err != nil {
+						return err
+					}
+				}
+			}
+		}
 		return h(ctx, partition, recs)
 	}
 }
+
+// errItemLost: an item of the batch is lost on its own node; the batch waits
+// for its rebuild.
+var errItemLost = errors.New("the batch waits for a lost item's rebuild")
 
 // AutoRebuild rebuilds the view whenever the watcher distrusts it and no one
 // else is rebuilding (an empty Redis, one older than the record, or a rebuild

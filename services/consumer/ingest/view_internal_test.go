@@ -76,3 +76,29 @@ func TestGateItemsPassesOverALostItemThenRewinds(t *testing.T) {
 	require.Empty(t, lost, "trusted again")
 	require.Empty(t, skipped)
 }
+
+// An item's config change waits while the item is lost (the rebuild could
+// overwrite it with the older one it read), then is applied; an item new to
+// the view is registered at its first config.
+func TestWaitViewHoldsALostItemsConfig(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	require.NoError(t, view.SetReady(ctx, rdb, "g1", nil, time.Now()))
+	w := view.NewWatcher(rdb, view.Options{}, nil, zap.NewNop())
+	w.Check(ctx)
+	applied := 0
+	h := WaitView(rdb, w, func(context.Context, int32, []*kgo.Record) error { applied++; return nil })
+	require.NoError(t, h(ctx, 0, batch(0, "a")))
+	require.Equal(t, 1, applied)
+	w.Check(ctx)
+	require.Contains(t, w.Status().Registry, "a")
+	require.NoError(t, rdb.Del(ctx, view.ItemKey("a")).Err())
+	w.Check(ctx)
+	require.ErrorIs(t, h(ctx, 0, batch(1, "a")), errItemLost)
+	require.Equal(t, 1, applied, "applied while lost")
+	require.NoError(t, view.Found(ctx, rdb, "a"))
+	require.NoError(t, rdb.Set(ctx, view.ItemKey("a"), "g1", 0).Err())
+	w.Check(ctx)
+	require.NoError(t, h(ctx, 0, batch(1, "a")))
+	require.Equal(t, 2, applied)
+}
