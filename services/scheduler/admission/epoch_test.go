@@ -40,7 +40,8 @@ func TestEpochNeverGoesBackwardsWhenItsCounterIsLost(t *testing.T) {
 
 	// Both the counter and its floor lost at once (one master held both):
 	// the process's own memory still keeps it above what it took.
-	require.NoError(t, w.rdb.Del(ctx, EpochKey, EpochFloorKey).Err())
+	require.NoError(t, w.rdb.Del(ctx, EpochKey).Err())
+	require.NoError(t, w.rdb.Del(ctx, EpochFloorKey).Err())
 	e, err := nu.ep.next(ctx)
 	require.NoError(t, err)
 	require.Greater(t, e, l.epoch)
