@@ -5,7 +5,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -304,10 +303,7 @@ func (s *Server) status(c *gin.Context) {
 	if err == nil && st.State == queue.Duplicated && st.TokenID != "" && q.Proven() {
 		q, resumed, st, err = s.resume(ctx, q, st.TokenID)
 	}
-	if errors.Is(err, view.ErrNotTrusted) { // lost a moment ago: the item's node or the whole view
-		s.m.viewRefused.Inc()
-		_, why := s.opt.View.Item(q.ItemID)
-		view.AbortWith(c, cmp.Or(why, "the Redis view changed a moment ago: it is being checked"))
+	if s.refuseView(c, q.ItemID, err) {
 		return
 	}
 	if err != nil {

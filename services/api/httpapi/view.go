@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,6 +27,19 @@ func (s *Server) gateItem(c *gin.Context) {
 	if view.AbortItem(c, s.opt.View, c.Param("itemId")) {
 		s.m.viewRefused.Inc()
 	}
+}
+
+// refuseView answers 503 VIEW_REBUILDING when err says the read was not
+// confirmed against the view (the item's node or the whole view lost a
+// moment ago, before the watcher's next check), and reports whether it did.
+func (s *Server) refuseView(c *gin.Context, item string, err error) bool {
+	if !errors.Is(err, view.ErrNotTrusted) {
+		return false
+	}
+	s.m.viewRefused.Inc()
+	_, why := s.opt.View.Item(item)
+	view.AbortWith(c, cmp.Or(why, "the Redis view changed a moment ago: it is being checked"))
+	return true
 }
 
 // viewLine confirms after every read of the line that the view read was the
