@@ -111,3 +111,32 @@ func TestWatcherChecksItemsInTurns(t *testing.T) {
 		}
 	}
 }
+
+// Missing finds an item lost since the last check (and marks it lost), so a
+// writer does not write its line afresh before the next check.
+func TestMissingFindsALossBeforeTheNextCheck(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	if err := view.SetReady(ctx, rdb, "g1", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range []string{"a", "b"} {
+		if err := view.Register(ctx, rdb, it, "g1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := view.NewWatcher(rdb, view.Options{}, nil, zap.NewNop())
+	w.Check(ctx)
+	rdb.Del(ctx, view.ItemKey("a"))
+	if ok, _ := w.Item("a"); !ok {
+		t.Fatal("the watcher knew before its check: the test proves nothing")
+	}
+	got, err := w.Missing(ctx, []string{"a", "b", "never"})
+	if err != nil || len(got) != 1 || got[0] != "a" {
+		t.Fatalf("missing = %v, %v; want [a]", got, err)
+	}
+	lost, _, err := view.Lost(ctx, rdb, "a", "b")
+	if err != nil || len(lost) != 1 || lost["a"].State != view.ItemLost {
+		t.Fatalf("lost = %v, %v; want a lost", lost, err)
+	}
+}

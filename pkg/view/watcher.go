@@ -518,3 +518,48 @@ func (w *Watcher) Touch(ctx context.Context) error {
 	}
 	return Touch(ctx, s)
 }
+
+// Missing reads, in one pipelined round, the own marker of each of items the
+// view lists and that is not known lost, and returns those whose marker is
+// gone (their node restarted empty since the last check), marking them lost
+// at once. Writers call it right before writing to the items' lines, so a
+// line lost a moment ago is not written afresh (nor admitted from) in the
+// interval before the next check. A nil Watcher finds nothing missing.
+func (w *Watcher) Missing(ctx context.Context, items []string) ([]string, error) {
+	if w == nil {
+		return nil, nil
+	}
+	s := w.Status()
+	var ask []string
+	for _, it := range items {
+		if _, ok := s.Registry[it]; !ok {
+			continue
+		}
+		if _, lost := s.Lost[it]; !lost {
+			ask = append(ask, it)
+		}
+	}
+	if len(ask) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.IntCmd, len(ask))
+	// An item whose node does not answer is not judged: its write fails on
+	// its own, and the other items' go on.
+	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, it := range ask {
+			cmds[i] = p.Exists(ctx, ItemKey(it))
+		}
+		return nil
+	})
+	var missing []string
+	for i, it := range ask {
+		if cmds[i].Err() == nil && cmds[i].Val() == 0 {
+			why := "the Redis node of item " + it + " lost its keys (no " + ItemKey(it) + "): the item is rebuilt from Kafka"
+			if err := MarkLost(ctx, w.rdb, it, why, time.Now()); err != nil {
+				return nil, err
+			}
+			missing = append(missing, it)
+		}
+	}
+	return missing, nil
+}

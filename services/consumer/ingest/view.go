@@ -98,13 +98,23 @@ func gateItems(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, 
 			}
 		}
 	}
-	if len(st.Lost) == 0 {
+	// A line lost since the watcher's last check is not written afresh.
+	inBatch := make([]string, 0, len(last))
+	for it := range last {
+		inBatch = append(inBatch, it)
+	}
+	missing, err := w.Missing(ctx, inBatch)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Lost) == 0 && len(missing) == 0 {
 		return recs, nil
 	}
-	ids := make([]string, 0, len(st.Lost))
+	ids := make([]string, 0, len(st.Lost)+len(missing))
 	for it := range st.Lost {
 		ids = append(ids, it)
 	}
+	ids = append(ids, missing...)
 	lost, skipped, err := view.Lost(ctx, rdb, ids...) // afresh: the rebuild moves them on
 	if err != nil {
 		return nil, err

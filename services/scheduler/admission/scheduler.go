@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -455,6 +456,13 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu *redsync.Mute
 	var due []dueItem
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
+		// Nor one lost since the watcher's last check: read its marker first.
+		if missing, err := s.opt.View.Missing(ctx, batch); err != nil {
+			s.log.Warn("read the items' markers", zap.Error(err))
+			return nil // Redis trouble: try again next tick, still leading
+		} else if len(missing) > 0 {
+			batch = slices.DeleteFunc(slices.Clone(batch), func(it string) bool { return slices.Contains(missing, it) })
+		}
 		if draws {
 			s.drawDue(ctx, batch, start)
 		}
