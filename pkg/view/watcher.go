@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,19 +328,15 @@ func (w *Watcher) ConfirmItem(ctx context.Context, item string) error {
 	var m *redis.SliceCmd
 	var tok *redis.StringCmd
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		m = p.HMGet(ctx, MarkerKey, "gen", "state", "writes")
+		m = p.HMGet(ctx, MarkerKey, confirmFields...)
 		tok = p.Get(ctx, ItemKey(item))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("confirm the view marker of %s: %w", item, err)
 	}
-	v := m.Val()
-	g, _ := v[0].(string)
-	st, _ := v[1].(string)
-	ws, _ := v[2].(string)
-	if n, _ := strconv.ParseInt(ws, 10, 64); g != s.Gen || st != Ready || n < s.Writes {
-		return ErrNotTrusted
+	if _, err := confirmed(m.Val(), s.Gen, s.Writes); err != nil {
+		return err
 	}
 	if !registered {
 		return nil // not applied yet when last checked (or new): nothing to lose
