@@ -6,6 +6,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -69,12 +70,24 @@ func Run(ctx context.Context, cl *kgo.Client, h BatchHandler, log *zap.Logger, o
 		var wg sync.WaitGroup
 		var failed sync.Once
 		var firstErr error
+		var rwMu sync.Mutex
+		rewinds := map[string]map[int32]kgo.EpochOffset{}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 {
 				return
 			}
 			wg.Go(func() {
 				if err := retryBatch(ctx, p.Partition, p.Records, h, o, log); err != nil {
+					var rw *Rewind
+					if errors.As(err, &rw) {
+						rwMu.Lock()
+						if rewinds[p.Topic] == nil {
+							rewinds[p.Topic] = map[int32]kgo.EpochOffset{}
+						}
+						rewinds[p.Topic][p.Partition] = kgo.EpochOffset{Epoch: -1, Offset: rw.Offset}
+						rwMu.Unlock()
+						return
+					}
 					failed.Do(func() { firstErr = err })
 					return
 				}
@@ -89,6 +102,17 @@ func Run(ctx context.Context, cl *kgo.Client, h BatchHandler, log *zap.Logger, o
 			cl.AllowRebalance()
 			return nil
 		}
+		if len(rewinds) > 0 {
+			// Before the commit, while no rebalance can revoke the partitions:
+			// the batch asking for it is not committed, and its partition is
+			// consumed again from the offset asked.
+			cl.SetOffsets(rewinds)
+			for t, ps := range rewinds {
+				for part, eo := range ps {
+					log.Info("partition rewound", zap.String("topic", t), zap.Int32("partition", part), zap.Int64("offset", eo.Offset))
+				}
+			}
+		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			// Not fatal: the records are applied idempotently and come again.
 			log.Warn("commit offsets", zap.Error(err))
@@ -97,9 +121,27 @@ func Run(ctx context.Context, cl *kgo.Client, h BatchHandler, log *zap.Logger, o
 	}
 }
 
+// Rewind is the error a BatchHandler returns to have its partition consumed
+// again from Offset (a record it cannot apply yet was passed over earlier):
+// the batch is not committed, and the next poll starts at Offset.
+type Rewind struct {
+	Partition int32
+	Offset    int64
+}
+
+func (r *Rewind) Error() string {
+	return fmt.Sprintf("consume partition %d again from offset %d", r.Partition, r.Offset)
+}
+
 func retryBatch(ctx context.Context, part int32, recs []*kgo.Record, h BatchHandler, o Options, log *zap.Logger) error {
 	err := retry.Do(ctx, retry.Policy{Initial: o.MinBackoff, Max: o.MaxBackoff},
-		func(ctx context.Context) error { return h(ctx, part, recs) },
+		func(ctx context.Context) error {
+			err := h(ctx, part, recs)
+			if rw := (*Rewind)(nil); errors.As(err, &rw) {
+				return retry.Permanent(err)
+			}
+			return err
+		},
 		func(attempt int, err error, wait time.Duration) {
 			if o.OnRetry != nil {
 				o.OnRetry(part, attempt, err)

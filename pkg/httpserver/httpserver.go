@@ -50,9 +50,14 @@ func Bearer(authorization string) string {
 // Readiness is a flag a service sets once it can serve, and optionally a
 // condition it must keep meeting (Require).
 type Readiness struct {
-	ok    atomic.Bool
-	check atomic.Pointer[func() (ok bool, code, reason string)]
+	ok     atomic.Bool
+	check  atomic.Pointer[func() (ok bool, code, reason string)]
+	detail atomic.Pointer[func() (name string, v any)]
 }
+
+// Detail adds a field to /readyz's 200 body: f's value under f's name, left
+// out while the value is nil (the view's items being rebuilt, for example).
+func (r *Readiness) Detail(f func() (name string, v any)) { r.detail.Store(&f) }
 
 // Require adds a condition /readyz checks after the flag: when f answers not
 // ok, /readyz answers 503 with f's code and reason (and Retry-After: 1).
@@ -102,7 +107,13 @@ func New(log *zap.Logger, reg *prometheus.Registry, ready *Readiness) *gin.Engin
 				return
 			}
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		body := gin.H{"status": "ready"}
+		if f := ready.detail.Load(); f != nil {
+			if name, v := (*f)(); v != nil {
+				body[name] = v
+			}
+		}
+		c.JSON(http.StatusOK, body)
 	})
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	return e

@@ -52,6 +52,10 @@ type Options struct {
 	// rebuild between this one's verdict and its lock. Leave it off when a
 	// ready view is the problem (older than the record, rolled back).
 	UnlessReady bool
+	// Items, when set, rebuilds only these items (lost on their own node
+	// while the view is trusted) and leaves the view's marker and every
+	// other item alone (items.go).
+	Items []string
 }
 
 // Report says what a rebuild did.
@@ -120,6 +124,9 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 		}
 	}()
 
+	if len(o.Items) > 0 {
+		return b.runItems(ctx, lctx, gen, o, start)
+	}
 	if o.UnlessReady {
 		m, ok, err := view.Read(ctx, b.rdb)
 		if err != nil {
@@ -163,6 +170,9 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	if err := r.seen(now); err != nil {
 		return rep, err
 	}
+	if err := markRebuilt(ctx, b, gen, r.order); err != nil {
+		return rep, err
+	}
 	if err := view.SetReady(ctx, b.rdb, gen, applied, o.Now()); err != nil {
 		return rep, err
 	}
@@ -197,15 +207,17 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 	for p, se := range bs[topics.Registrations] {
 		r.start[p] = se[0]
 	}
-	stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read the old active items: %w", err)
-	}
-	if err := r.wipe(stale...); err != nil {
-		return nil, err
-	}
-	if err := b.rdb.Del(ctx, queue.ActiveItems).Err(); err != nil {
-		return nil, fmt.Errorf("empty the active items: %w", err)
+	if r.want == nil { // the whole view: what the old one listed goes (a per-item rebuild empties each item as it meets it)
+		stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read the old active items: %w", err)
+		}
+		if err := r.wipe(stale...); err != nil {
+			return nil, err
+		}
+		if err := b.rdb.Del(ctx, queue.ActiveItems).Err(); err != nil {
+			return nil, fmt.Errorf("empty the active items: %w", err)
+		}
 	}
 	if err := r.line.Load(ctx); err != nil {
 		return nil, err

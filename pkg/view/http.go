@@ -46,3 +46,25 @@ func AbortWith(c *gin.Context, reason string) {
 	c.Header("Retry-After", strconv.Itoa(RetryAfter))
 	httpserver.Abort(c, http.StatusServiceUnavailable, Code, reason)
 }
+
+// AbortItem is Abort for an answer about item: it also answers 503
+// VIEW_REBUILDING while item alone is lost (its node lost its keys), and
+// only for item. A nil Watcher never aborts.
+func AbortItem(c *gin.Context, w *Watcher, item string) bool {
+	ok, reason := w.Item(item)
+	if ok {
+		return false
+	}
+	AbortWith(c, reason)
+	return true
+}
+
+// Detail is a readiness detail (httpserver.Readiness.Detail): the items
+// being rebuilt, under "rebuilding", while there are any.
+func (w *Watcher) Detail() (string, any) {
+	r := w.Rebuilding()
+	if len(r) == 0 {
+		return "rebuilding", nil
+	}
+	return "rebuilding", r
+}

@@ -152,10 +152,20 @@ func Confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) e
 
 // confirm is Confirm that also returns the advance count it read.
 func confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) (int64, error) {
-	v, err := rdb.HMGet(ctx, MarkerKey, "gen", "state", "writes").Result()
+	v, err := rdb.HMGet(ctx, MarkerKey, confirmFields...).Result()
 	if err != nil {
 		return 0, fmt.Errorf("confirm the view marker: %w", err)
 	}
+	return confirmed(v, gen, writes)
+}
+
+// confirmFields are the marker's fields a confirmation reads.
+var confirmFields = []string{"gen", "state", "writes"}
+
+// confirmed judges the confirmFields read: still generation gen, ready, and
+// at least writes advances (fewer: a Redis rolled back). It returns the
+// advance count read.
+func confirmed(v []any, gen string, writes int64) (int64, error) {
 	g, _ := v[0].(string)
 	st, _ := v[1].(string)
 	ws, _ := v[2].(string)

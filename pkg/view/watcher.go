@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -32,6 +33,12 @@ type Status struct {
 	Gen     string
 	Writes  int64 // the highest advance count seen of Gen
 	Checked time.Time
+	// Registry is the view's items and their tokens (items.go), as of the
+	// last check of a trusted view.
+	Registry map[string]string
+	// Lost are the items not trusted while the view is: their node lost or
+	// rolled back their keys; each answers VIEW_REBUILDING until rebuilt.
+	Lost map[string]LostItem
 }
 
 // Options of a Watcher.
@@ -40,6 +47,11 @@ type Options struct {
 	Interval time.Duration
 	// Record, when set, also compares the applied offsets with the record.
 	Record Record
+	// ItemsPerCheck bounds the items whose own marker one check reads (two
+	// GETs each, pipelined per node; default 2000): with more items, each
+	// check reads the next ones in turn, so a loss is found within
+	// ceil(items/ItemsPerCheck) intervals.
+	ItemsPerCheck int
 }
 
 // Watcher checks the marker at start and every Interval. Its verdict gates
@@ -54,6 +66,13 @@ type Watcher struct {
 	badGen  atomic.Pointer[string] // a generation seen rolled back: never trusted again
 	mu      sync.Mutex
 	waiters []chan struct{}
+	seqs    map[string]seqSeen // per item, the highest seq seen of its token (judge's goroutine only)
+	cursor  int                // where the next check's items start, when they are more than ItemsPerCheck
+}
+
+type seqSeen struct {
+	token string
+	seq   int64
 }
 
 // NewWatcher returns a Watcher of the view in rdb; its metrics go on reg
@@ -61,6 +80,9 @@ type Watcher struct {
 func NewWatcher(rdb redis.Cmdable, o Options, reg prometheus.Registerer, log *zap.Logger) *Watcher {
 	if o.Interval <= 0 {
 		o.Interval = 250 * time.Millisecond
+	}
+	if o.ItemsPerCheck <= 0 {
+		o.ItemsPerCheck = 2000
 	}
 	w := &Watcher{rdb: rdb, opt: o, log: log, m: newMetrics(reg)}
 	w.st.Store(&Status{Reason: "the view has not been checked yet", Cause: "unchecked"})
@@ -166,7 +188,198 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 		}
 		return Status{Reason: reason, Cause: "behind", Gen: m.Gen, Writes: prev.Writes, Checked: now}, nil
 	}
-	return Status{Trusted: true, Gen: m.Gen, Writes: m.Writes, Checked: now}, nil
+	s := Status{Trusted: true, Gen: m.Gen, Writes: m.Writes, Checked: now}
+	w.judgeItems(ctx, &s, prev)
+	return s, nil
+}
+
+// judgeItems finds the items of a trusted view whose own node lost or rolled
+// back their keys (items.go), marks them lost in Redis (the first to find
+// one says since when) and lists them in s. A registry that cannot be read
+// keeps the last verdict on the items.
+func (w *Watcher) judgeItems(ctx context.Context, s *Status, prev Status) {
+	reg, lost, err := ReadItems(ctx, w.rdb)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("read the view's items", zap.Error(err))
+		}
+		s.Registry, s.Lost = prev.Registry, prev.Lost
+		return
+	}
+	ids := make([]string, 0, len(reg))
+	for it := range reg {
+		if _, ok := lost[it]; !ok {
+			ids = append(ids, it)
+		}
+	}
+	if n := w.opt.ItemsPerCheck; len(ids) > n {
+		sort.Strings(ids)
+		from := w.cursor % len(ids)
+		w.cursor = from + n
+		ids = append(ids[from:min(from+n, len(ids))], ids[:max(0, from+n-len(ids))]...)
+	}
+	pr := probeItems(ctx, w.rdb, ids)
+	if w.seqs == nil {
+		w.seqs = map[string]seqSeen{}
+	}
+	for it := range w.seqs {
+		if _, ok := reg[it]; !ok {
+			delete(w.seqs, it)
+		}
+	}
+	for _, it := range ids {
+		p, ok := pr[it]
+		if !ok {
+			continue // its node does not answer: the item's reads fail on their own
+		}
+		var why string
+		seen := w.seqs[it]
+		switch {
+		case p.token == "":
+			why = "the Redis node of item " + it + " lost its keys (no " + ItemKey(it) + "): the item is rebuilt from Kafka"
+		case p.token != reg[it]:
+			why = fmt.Sprintf("the Redis node of item %s holds another incarnation of it (%s, the view has %s): the item is rebuilt from Kafka", it, p.token, reg[it])
+		case seen.token == p.token && p.seq < seen.seq:
+			why = fmt.Sprintf("the Redis node of item %s was rolled back (seq %d, seen %d): the item is rebuilt from Kafka", it, p.seq, seen.seq)
+		default:
+			if seen.token != p.token || p.seq > seen.seq {
+				w.seqs[it] = seqSeen{p.token, p.seq}
+			}
+			continue
+		}
+		if err := MarkLost(ctx, w.rdb, it, why, s.Checked); err != nil {
+			w.log.Warn("mark an item lost", zap.String("item", it), zap.Error(err))
+		}
+		lost[it] = LostItem{Since: s.Checked.UnixMilli(), State: ItemLost, Reason: why}
+	}
+	s.Registry, s.Lost = reg, lost
+}
+
+// Item reports whether answers about item may be read from the view: the
+// view is trusted and the item is not lost. When not, reason says why.
+func (w *Watcher) Item(item string) (ok bool, reason string) {
+	s := w.Status()
+	if !s.Trusted {
+		return false, s.Reason
+	}
+	if li, lost := s.Lost[item]; lost {
+		return false, li.Describe()
+	}
+	return true, ""
+}
+
+// Describe says what is happening to a lost item.
+func (l LostItem) Describe() string {
+	r := l.Reason
+	switch l.State {
+	case ItemRebuilding:
+		r += " (rebuilding since " + l.SinceTime().UTC().Format(time.RFC3339) + ")"
+	case ItemRebuilt:
+		r += " (rebuilt; applying the registrations made meanwhile)"
+	default:
+		r += " (lost since " + l.SinceTime().UTC().Format(time.RFC3339) + ")"
+	}
+	return r
+}
+
+// ItemGen names the incarnation of item answers are read from: the view's
+// generation and the item's token. It changes when either is rebuilt, so a
+// cache of answers keyed by it never outlives the line it was read from.
+func (w *Watcher) ItemGen(item string) string {
+	s := w.Status()
+	return s.Gen + "/" + s.Registry[item]
+}
+
+// Usable returns the items of items that may be read from the view (not
+// lost), reusing items' array.
+func (w *Watcher) Usable(items []string) []string {
+	if w == nil {
+		return items
+	}
+	s := w.Status()
+	if len(s.Lost) == 0 {
+		return items
+	}
+	out := items[:0:0]
+	for _, it := range items {
+		if _, lost := s.Lost[it]; !lost {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// ConfirmItem is Confirm for a read of item's line: the view is still the
+// trusted generation, and item's own marker still carries the token the
+// view registered (a node restarted empty a moment ago is refused, not
+// answered from). A missing marker marks the item lost at once.
+func (w *Watcher) ConfirmItem(ctx context.Context, item string) error {
+	if w == nil {
+		return nil
+	}
+	s := w.Status()
+	if !s.Trusted {
+		return ErrNotTrusted
+	}
+	if _, lost := s.Lost[item]; lost {
+		return ErrNotTrusted
+	}
+	want, registered := s.Registry[item]
+	var m *redis.SliceCmd
+	var tok *redis.StringCmd
+	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		m = p.HMGet(ctx, MarkerKey, confirmFields...)
+		tok = p.Get(ctx, ItemKey(item))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("confirm the view marker of %s: %w", item, err)
+	}
+	if _, err := confirmed(m.Val(), s.Gen, s.Writes); err != nil {
+		return err
+	}
+	if !registered {
+		return nil // not applied yet when last checked (or new): nothing to lose
+	}
+	got := tok.Val()
+	if got == "" {
+		why := "the Redis node of item " + item + " lost its keys (no " + ItemKey(item) + "): the item is rebuilt from Kafka"
+		if err := MarkLost(ctx, w.rdb, item, why, time.Now()); err != nil {
+			w.log.Warn("mark an item lost", zap.String("item", item), zap.Error(err))
+		}
+		return ErrNotTrusted
+	}
+	if got != want {
+		return ErrNotTrusted // rebuilt since the last check (or another incarnation): the next check says which
+	}
+	return nil
+}
+
+// Rebuilding lists the lost items, oldest loss first (for /readyz and the
+// console).
+func (w *Watcher) Rebuilding() []ItemRebuild {
+	s := w.Status()
+	out := make([]ItemRebuild, 0, len(s.Lost))
+	for it, li := range s.Lost {
+		out = append(out, ItemRebuild{Item: it, State: li.State, Since: li.SinceTime().UTC(), Records: li.Records, Reason: li.Reason})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].Item < out[j].Item
+	})
+	return out
+}
+
+// ItemRebuild is one lost item as /readyz shows it.
+type ItemRebuild struct {
+	Item  string    `json:"item"`
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// Records the rebuild replays (0 until it has listed the topics).
+	Records int64  `json:"records"`
+	Reason  string `json:"reason"`
 }
 
 // Behind describes the first topic-partition where applied is below floor,
@@ -187,6 +400,17 @@ func Behind(applied, floor map[string]int64) string {
 
 func (w *Watcher) set(s Status) {
 	old := w.st.Swap(&s)
+	w.m.lost.Set(float64(len(s.Lost)))
+	for it, li := range s.Lost {
+		if _, was := old.Lost[it]; !was {
+			w.log.Error("item lost: answering VIEW_REBUILDING for it until it is rebuilt", zap.String("item", it), zap.String("reason", li.Reason))
+		}
+	}
+	for it := range old.Lost {
+		if _, still := s.Lost[it]; !still && s.Trusted {
+			w.log.Info("item trusted again", zap.String("item", it))
+		}
+	}
 	if s.Trusted {
 		w.m.trusted.Set(1)
 	} else {
@@ -232,19 +456,22 @@ func (w *Watcher) Wait(ctx context.Context) error {
 }
 
 type metrics struct {
+	lost     prometheus.Gauge
 	trusted  prometheus.Gauge
 	distrust *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
+		lost: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_view_items_lost",
+			Help: "Items of a trusted view whose own Redis node lost or rolled back their keys, until rebuilt (each answers VIEW_REBUILDING)."}),
 		trusted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_view_trusted",
 			Help: "1 while the Redis view is trusted; 0 while it is empty, older than the record or being rebuilt (answers are VIEW_REBUILDING)."}),
 		distrust: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_view_distrusted_total",
 			Help: "Times the view stopped being trusted, by cause (empty, rebuilding, behind)."}, []string{"cause"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.trusted, m.distrust)
+		reg.MustRegister(m.trusted, m.distrust, m.lost)
 	}
 	return m
 }
@@ -285,4 +512,49 @@ func (w *Watcher) Touch(ctx context.Context) error {
 		return nil
 	}
 	return Touch(ctx, s)
+}
+
+// Missing reads, in one pipelined round, the own marker of each of items the
+// view lists and that is not known lost, and returns those whose marker is
+// gone (their node restarted empty since the last check), marking them lost
+// at once. Writers call it right before writing to the items' lines, so a
+// line lost a moment ago is not written afresh (nor admitted from) in the
+// interval before the next check. A nil Watcher finds nothing missing.
+func (w *Watcher) Missing(ctx context.Context, items []string) ([]string, error) {
+	if w == nil {
+		return nil, nil
+	}
+	s := w.Status()
+	var ask []string
+	for _, it := range items {
+		if _, ok := s.Registry[it]; !ok {
+			continue
+		}
+		if _, lost := s.Lost[it]; !lost {
+			ask = append(ask, it)
+		}
+	}
+	if len(ask) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.IntCmd, len(ask))
+	// An item whose node does not answer is not judged: its write fails on
+	// its own, and the other items' go on.
+	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, it := range ask {
+			cmds[i] = p.Exists(ctx, ItemKey(it))
+		}
+		return nil
+	})
+	var missing []string
+	for i, it := range ask {
+		if cmds[i].Err() == nil && cmds[i].Val() == 0 {
+			why := "the Redis node of item " + it + " lost its keys (no " + ItemKey(it) + "): the item is rebuilt from Kafka"
+			if err := MarkLost(ctx, w.rdb, it, why, time.Now()); err != nil {
+				return nil, err
+			}
+			missing = append(missing, it)
+		}
+	}
+	return missing, nil
 }

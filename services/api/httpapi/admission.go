@@ -11,6 +11,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -80,7 +81,14 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 // unexpired. When it cannot tell or the admission ended, it has answered (503,
 // or 410 ADMISSION_ENDED) and returns false.
 func (s *Server) liveAdmission(ctx context.Context, c *gin.Context, a token.Admission) (until time.Time, ok bool) {
+	if view.AbortItem(c, s.opt.View, a.ItemID) { // its node lost its keys: until it is rebuilt
+		s.m.viewRefused.Inc()
+		return time.Time{}, false
+	}
 	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
+	if s.refuseView(c, a.ItemID, err) {
+		return time.Time{}, false
+	}
 	if err != nil {
 		s.log.Warn("read admission", zap.String("item", a.ItemID), zap.String("route", c.FullPath()), zap.Error(err))
 		registration.Abort(c, registration.Unavailable("admissions cannot be read right now; retry shortly"))

@@ -70,12 +70,15 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 	return p
 }
 
-// gen is the generation of the view the answers come from ("" without a watcher).
-func (p *positions) gen() string {
+// gen names the incarnation of item's line the answers come from: the
+// view's generation and the item's token ("" without a watcher), so an
+// answer remembered before the item's node was lost and the item rebuilt is
+// never told after.
+func (p *positions) gen(item string) string {
 	if p.view == nil {
 		return ""
 	}
-	return p.view.Status().Gen
+	return p.view.ItemGen(item)
 }
 
 func (p *positions) shard(key string) *posShard {
@@ -97,7 +100,7 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	e, found := sh.m[key]
 	sh.mu.Unlock()
 	now := p.now()
-	gen := p.gen()
+	gen := p.gen(item)
 	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every {
 		return queue.Status{}, false
 	}

@@ -174,6 +174,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		func() float64 { return float64(blocks.Skipped()) }))
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
+	ready.Detail(watch.Detail)
 	guard, err := cfg.guardKeys()
 	if err != nil {
 		return err

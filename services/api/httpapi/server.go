@@ -123,7 +123,7 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 func (s *Server) Routes(r gin.IRouter) {
 	g := r.Group("/api/v1/items/:itemId/registrations")
 	g.POST("", s.countRefusal, s.register)
-	g.GET("/:token", s.limitCalls(byStatus), s.gateView, s.status)
+	g.GET("/:token", s.limitCalls(byStatus), s.gateItem, s.status)
 	g.DELETE("/:token", s.limitCalls(byLeave), s.leave)
 	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls(""), s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
@@ -303,6 +303,9 @@ func (s *Server) status(c *gin.Context) {
 	if err == nil && st.State == queue.Duplicated && st.TokenID != "" && q.Proven() {
 		q, resumed, st, err = s.resume(ctx, q, st.TokenID)
 	}
+	if s.refuseView(c, q.ItemID, err) {
+		return
+	}
 	if err != nil {
 		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
 		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
@@ -356,7 +359,7 @@ func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, e
 		s.m.statusReads.WithLabelValues("memory").Inc()
 		return st, nil
 	}
-	gen := s.pos.gen()
+	gen := s.pos.gen(q.ItemID)
 	st, err := s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	if err != nil {
 		return st, err

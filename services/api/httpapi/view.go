@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -18,8 +20,30 @@ func (s *Server) gateView(c *gin.Context) {
 	}
 }
 
+// gateItem is gateView for the routes of one item (:itemId): it also
+// answers 503 VIEW_REBUILDING while that item alone is lost (its Redis node
+// lost its keys) and until it is rebuilt; other items are answered.
+func (s *Server) gateItem(c *gin.Context) {
+	if view.AbortItem(c, s.opt.View, c.Param("itemId")) {
+		s.m.viewRefused.Inc()
+	}
+}
+
+// refuseView answers 503 VIEW_REBUILDING when err says the read was not
+// confirmed against the view (the item's node or the whole view lost a
+// moment ago, before the watcher's next check), and reports whether it did.
+func (s *Server) refuseView(c *gin.Context, item string, err error) bool {
+	if !errors.Is(err, view.ErrNotTrusted) {
+		return false
+	}
+	s.m.viewRefused.Inc()
+	_, why := s.opt.View.Item(item)
+	view.AbortWith(c, cmp.Or(why, "the Redis view changed a moment ago: it is being checked"))
+	return true
+}
+
 // viewLine confirms after every read of the line that the view read was the
-// trusted one, so a read racing a lost Redis or a rebuild is refused (503)
+// trusted one and the item's own node still holds its line, so a read racing a lost Redis or a rebuild is refused (503)
 // rather than answered wrong.
 type viewLine struct {
 	Line
@@ -39,7 +63,7 @@ func (l viewLine) Status(ctx context.Context, item, key, tokenID string, partiti
 	if err != nil {
 		return st, err
 	}
-	return st, l.w.Confirm(ctx)
+	return st, l.w.ConfirmItem(ctx, item)
 }
 
 func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error) {
@@ -47,7 +71,7 @@ func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time
 	if err != nil {
 		return t, ok, err
 	}
-	return t, ok, l.w.Confirm(ctx)
+	return t, ok, l.w.ConfirmItem(ctx, item)
 }
 
 func (l viewLine) Complete(ctx context.Context, item, tokenID, key string) (bool, error) {
@@ -58,7 +82,7 @@ func (l viewLine) Complete(ctx context.Context, item, tokenID, key string) (bool
 	if err != nil {
 		return ok, err
 	}
-	return ok, l.w.Confirm(ctx)
+	return ok, l.w.ConfirmItem(ctx, item)
 }
 
 func (l viewLine) Motion(ctx context.Context, item string) (queue.Motion, error) {
@@ -66,5 +90,5 @@ func (l viewLine) Motion(ctx context.Context, item string) (queue.Motion, error)
 	if err != nil {
 		return m, err
 	}
-	return m, l.w.Confirm(ctx)
+	return m, l.w.ConfirmItem(ctx, item)
 }

@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0)
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval, Record: record}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
+	ready.Detail(watch.Detail)
 
 	opts := func(topic string) consume.Options {
 		return consume.Options{
@@ -166,7 +167,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })
 	g.Go(func() error {
-		return consume.Run(gctx, itemsCl, WaitView(watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
+		return consume.Run(gctx, itemsCl, WaitView(rdb, watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
 	})
 	g.Go(func() error {
 		// Load the scripts and know the items before the first registration;

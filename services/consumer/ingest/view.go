@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,13 +45,20 @@ func Gated(rdb redis.UniversalClient, w *view.Watcher, h consume.BatchHandler) c
 			w.Check(ctx)
 			return fmt.Errorf("%w: %s", errViewLost, reason)
 		}
+		last := recs[len(recs)-1].Offset
+		recs, err = gateItems(ctx, rdb, w, partition, recs)
+		if err != nil {
+			return err
+		}
 		if err := view.Touch(ctx, rdb); err != nil {
 			return err
 		}
-		if err := h(ctx, partition, recs); err != nil {
-			return err
+		if len(recs) > 0 {
+			if err := h(ctx, partition, recs); err != nil {
+				return err
+			}
 		}
-		n, err := view.Advance(ctx, rdb, topics.Registrations, partition, recs[len(recs)-1].Offset+1).Int()
+		n, err := view.Advance(ctx, rdb, topics.Registrations, partition, last+1).Int()
 		if err != nil {
 			return fmt.Errorf("advance the view marker of partition %d: %w", partition, err)
 		}
@@ -62,15 +71,126 @@ func Gated(rdb redis.UniversalClient, w *view.Watcher, h consume.BatchHandler) c
 	}
 }
 
-// WaitView wraps a handler so it applies nothing while the view is not trusted.
-func WaitView(w *view.Watcher, h consume.BatchHandler) consume.BatchHandler {
+// gateItems is Gated's part per item. An item the view does not list yet is
+// registered (its marker written) before its first record is applied. The
+// records of an item lost on its own node (view/items.go) are not applied
+// until it is rebuilt: they are passed over, and the last passed over is
+// noted; once the item is rebuilt up to the topic's end then, the partition
+// is consumed again from that end (a consume.Rewind, for the records passed
+// over after it; every other item's replays are no-ops, guarded by its
+// applied offsets), and the item is trusted again.
+func gateItems(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, partition int32, recs []*kgo.Record) ([]*kgo.Record, error) {
+	st := w.Status()
+	last := map[string]int64{} // item -> its last offset in the batch
+	for _, r := range recs {
+		last[string(r.Key)] = r.Offset
+	}
+	if w != nil {
+		for it := range last {
+			if _, ok := st.Registry[it]; ok || !topics.ValidID(it) {
+				continue
+			}
+			if _, lost := st.Lost[it]; lost {
+				continue
+			}
+			if err := view.Register(ctx, rdb, it, st.Gen); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// A line lost since the watcher's last check is not written afresh.
+	inBatch := make([]string, 0, len(last))
+	for it := range last {
+		inBatch = append(inBatch, it)
+	}
+	missing, err := w.Missing(ctx, inBatch)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Lost) == 0 && len(missing) == 0 {
+		return recs, nil
+	}
+	ids := make([]string, 0, len(st.Lost)+len(missing))
+	for it := range st.Lost {
+		ids = append(ids, it)
+	}
+	ids = append(ids, missing...)
+	lost, skipped, err := view.Lost(ctx, rdb, ids...) // afresh: the rebuild moves them on
+	if err != nil {
+		return nil, err
+	}
+	pass := map[string]bool{}
+	p := strconv.Itoa(int(partition))
+	for it, li := range lost {
+		_, inBatch := last[it]
+		sk, hasSkip := skipped[it]
+		skipHere := hasSkip && sk.Partition == partition
+		switch li.State {
+		case view.ItemRebuilt:
+			if !inBatch && !skipHere {
+				continue // another partition's
+			}
+			end, ok := li.Ends[p]
+			if skipHere && ok && sk.Offset >= end && recs[0].Offset > end {
+				return nil, &consume.Rewind{Partition: partition, Offset: end}
+			}
+			if err := view.Found(ctx, rdb, it); err != nil {
+				return nil, err
+			}
+		default: // lost, rebuilding
+			if !inBatch {
+				continue
+			}
+			if err := view.Skipped(ctx, rdb, it, partition, last[it]); err != nil {
+				return nil, err
+			}
+			pass[it] = true
+		}
+	}
+	if len(pass) == 0 {
+		return recs, nil
+	}
+	kept := make([]*kgo.Record, 0, len(recs))
+	for _, r := range recs {
+		if !pass[string(r.Key)] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
+}
+
+// WaitView wraps a handler so it applies nothing while the view is not
+// trusted, nor while an item of the batch is lost on its own node: the batch
+// is retried until the item is rebuilt (the items topic is small; a newer
+// version applied during the item's rebuild could be overwritten by the
+// older one the rebuild read). An item new to the view is registered before
+// its first record.
+func WaitView(rdb redis.UniversalClient, w *view.Watcher, h consume.BatchHandler) consume.BatchHandler {
 	return func(ctx context.Context, partition int32, recs []*kgo.Record) error {
 		if err := w.Wait(ctx); err != nil {
 			return err
 		}
+		if w != nil {
+			st := w.Status()
+			for _, r := range recs {
+				it := string(r.Key)
+				if _, lost := st.Lost[it]; lost {
+					return fmt.Errorf("%w: item %s is being rebuilt", errItemLost, it)
+				}
+				if _, ok := st.Registry[it]; !ok && topics.ValidID(it) {
+					if err := view.Register(ctx, rdb, it, st.Gen); err != nil {
+						return err
+					}
+				}
+			}
+		}
 		return h(ctx, partition, recs)
 	}
 }
+
+// errItemLost: an item of the batch is lost on its own node; the batch waits
+// for its rebuild.
+var errItemLost = errors.New("the batch waits for a lost item's rebuild")
 
 // AutoRebuild rebuilds the view whenever the watcher distrusts it and no one
 // else is rebuilding (an empty Redis, one older than the record, or a rebuild
@@ -91,7 +211,10 @@ func AutoRebuild(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher
 			return nil
 		case <-t.C:
 		}
-		if st := w.Status(); st.Trusted || st.Cause == "unchecked" {
+		if st := w.Status(); st.Trusted {
+			rebuildItems(ctx, rdb, rb, w, st, runs, took, log)
+			continue
+		} else if st.Cause == "unchecked" {
 			continue
 		}
 		// Judge afresh: with several consumers, the last verdict may predate
@@ -125,4 +248,50 @@ func AutoRebuild(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher
 		rec.Forget()
 		w.Check(ctx)
 	}
+}
+
+// rebuildItems rebuilds the items of a trusted view lost on their own node
+// (view/items.go) that no one is rebuilding: the rest of the view is served
+// and applied meanwhile.
+func rebuildItems(ctx context.Context, rdb redis.UniversalClient, rb *rebuild.Rebuilder, w *view.Watcher, st view.Status,
+	runs *prometheus.CounterVec, took prometheus.Histogram, log *zap.Logger) {
+	var items []string
+	var reason string
+	held := int64(-1)
+	for it, li := range st.Lost {
+		if li.State == view.ItemRebuilding {
+			if held < 0 {
+				n, err := rdb.Exists(ctx, view.LockKey).Result()
+				if err != nil {
+					return
+				}
+				held = n
+			}
+			if held == 1 {
+				continue // someone is at it
+			}
+		}
+		if li.State == view.ItemRebuilt {
+			continue // the consumer of its partition finishes it
+		}
+		items = append(items, it)
+		reason = li.Reason
+	}
+	if len(items) == 0 {
+		return
+	}
+	sort.Strings(items)
+	rep, err := rb.Run(ctx, rebuild.Options{Items: items, Reason: reason, Settle: 2*w.Interval() + 500*time.Millisecond})
+	switch {
+	case errors.Is(err, rebuild.ErrLocked):
+	case err != nil:
+		runs.WithLabelValues("error").Inc()
+		if ctx.Err() == nil {
+			log.Error("rebuild lost items (trying again)", zap.Strings("items", items), zap.Error(err))
+		}
+	default:
+		runs.WithLabelValues("ok").Inc()
+		took.Observe(rep.Took.Seconds())
+	}
+	w.Check(ctx)
 }

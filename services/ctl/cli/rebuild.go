@@ -15,6 +15,7 @@ type rebuildOpts struct {
 	redisAddr string
 	reason    string
 	settle    time.Duration
+	items     []string
 }
 
 func (a *app) rebuildCmd() *cobra.Command {
@@ -31,7 +32,11 @@ finds Redis empty or older than the record; this command forces it.
 
 While it runs the view is marked rebuilding: registrations are still accepted
 (202), status, verify, complete and streams answer 503 VIEW_REBUILDING, the
-scheduler admits nobody. Records produced meanwhile are applied afterwards.`,
+scheduler admits nobody. Records produced meanwhile are applied afterwards.
+
+With --items, only those items are rebuilt (what the consumer does by itself
+for the items of a Redis Cluster node that restarted empty): they alone
+answer VIEW_REBUILDING, the view's marker and every other item are untouched.`,
 		Args: cobra.NoArgs,
 		RunE: a.leaf(func(ctx context.Context) error {
 			if err := o.validate(); err != nil {
@@ -44,6 +49,7 @@ scheduler admits nobody. Records produced meanwhile are applied afterwards.`,
 	cmd.Flags().StringVar(&o.redisAddr, "redis", a.redisDefault(), redisFlagHelp)
 	cmd.Flags().StringVar(&o.reason, "reason", "waitroomctl rebuild", "why, shown by every service's /readyz while it runs")
 	cmd.Flags().DurationVar(&o.settle, "settle", time.Second, "wait this long after marking the view rebuilding, so every service stops writing")
+	cmd.Flags().StringSliceVar(&o.items, "items", nil, "rebuild only these items (comma-separated); the rest of the view is served throughout")
 	return cmd
 }
 
@@ -67,7 +73,7 @@ func (a *app) runRebuild(ctx context.Context, o *rebuildOpts) error {
 		return err
 	}
 	defer rdb.Close()
-	rep, err := rebuild.New(rdb, base, a.log).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle})
+	rep, err := rebuild.New(rdb, base, a.log).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle, Items: o.items})
 	if errors.Is(err, rebuild.ErrLocked) {
 		return fmt.Errorf("%w (the consumer may be rebuilding already)", err)
 	}

@@ -170,9 +170,9 @@ func TestRebuildAfterFlushAll(t *testing.T) {
 }
 
 func TestRebuildAfterRedisKilledAndRestartedEmpty(t *testing.T) {
-	// On a cluster a node restarted empty loses only its slots' items while
-	// the marker, on another node, still says ready: not detected yet.
-	needSingleRedis(t, "the marker is on one node")
+	// On a cluster a node restarted empty loses only its slots' items:
+	// nodeloss_test.go (each item's own marker).
+	needSingleRedis(t, "one server restarted")
 	e := rebuildEnv(t)
 	e.start()
 	lineScenario(t, e, nil, func() {

@@ -190,6 +190,7 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	defer n.rdb.Close()
 	defer n.follow.Close()
 	ready.Require(n.view.Ready)
+	ready.Detail(n.view.Detail)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.items.Run(gctx) })
 	g.Go(func() error { return n.blocks.Run(gctx) })

@@ -211,7 +211,7 @@ func (s *Server) events(c *gin.Context) {
 		registration.Abort(c, refusal(refusedOpenRate, s.opt.OpenRate, after))
 		return
 	}
-	if !s.gateView(c) {
+	if !s.gateView(c, q.ItemID) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)

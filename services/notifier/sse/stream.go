@@ -220,9 +220,9 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		case <-st.s.viewLost():
 			return // the view is lost: the client reconnects and is told VIEW_REBUILDING
 		case <-next:
-			over = st.onWake(ctx, next == closedCh)
+			over = st.itemLost() || st.onWake(ctx, next == closedCh)
 		case <-beat:
-			over = st.onBeat(ctx)
+			over = st.itemLost() || st.onBeat(ctx)
 		case <-held:
 			over = st.onHeld()
 		case <-recheck:
@@ -233,6 +233,12 @@ func (st *stream) run(ctx context.Context, status queue.Status) {
 		}
 	}
 }
+
+// itemLost ends the stream when its item alone is lost (its Redis node lost
+// its keys): nothing read from the view is told after.
+//
+//go:noinline
+func (st *stream) itemLost() bool { return st.s.itemLost(st.q.ItemID) }
 
 // start subscribes the stream and acts on the status read at connect; true
 // ends the stream.

@@ -78,17 +78,27 @@ func (s *Server) watchView(ctx context.Context) {
 	}
 }
 
-// gateView refuses a stream while the view is not trusted, and confirms the
-// trusted generation is still the one in Redis right before the stream reads
-// it (a Redis lost a moment ago is refused, not streamed from); false: refused.
-func (s *Server) gateView(c *gin.Context) bool {
-	if view.Abort(c, s.view) {
+// gateView refuses a stream of item while the view is not trusted or the
+// item is lost (its node lost its keys), and confirms the trusted generation
+// and the item's marker are still the ones in Redis right before the stream
+// reads it (a node lost a moment ago is refused, not streamed from); false:
+// refused.
+func (s *Server) gateView(c *gin.Context, item string) bool {
+	if view.AbortItem(c, s.view, item) {
 		return false
 	}
-	if err := s.view.Confirm(c.Request.Context()); err != nil {
+	if err := s.view.ConfirmItem(c.Request.Context(), item); err != nil {
 		view.AbortWith(c, "the Redis view changed a moment ago: "+err.Error())
 		return false
 	}
 	s.lost.regain() // trusted now: the watcher may not have seen it come back yet
 	return true
+}
+
+// itemLost reports whether item's answers may no longer be read from the
+// view (the view or the item lost): an open stream of it ends, and its
+// client reconnects to be told VIEW_REBUILDING until the item is rebuilt.
+func (s *Server) itemLost(item string) bool {
+	ok, _ := s.view.Item(item)
+	return !ok
 }

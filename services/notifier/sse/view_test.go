@@ -48,3 +48,55 @@ func TestViewLostEndsStreamsAndRefusesNew(t *testing.T) {
 	require.NoError(t, json.NewDecoder(again.Resp.Body).Decode(&body))
 	require.Equal(t, view.Code, body.Error.Code)
 }
+
+// One item lost on its own Redis node (its marker gone, the view's marker
+// in place): its open stream ends and a new one is refused 503
+// VIEW_REBUILDING; the other item's stream goes on and new ones open.
+func TestItemLostEndsItsStreamsAlone(t *testing.T) {
+	w := newWorld(t)
+	w.setItem("tix", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	w.setItem("other", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	r := w.register("tix", 1)[0]
+	o := w.register("other", 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, it := range []string{"tix", "other"} {
+		require.NoError(t, view.Register(ctx, w.rdb, it, "g"))
+	}
+	nt := w.notifier(200*time.Millisecond, 0)
+	open := func(item, tok string) *sseConn {
+		c, err := w.open(ctx, nt.eventsURL(item, tok), nil)
+		require.NoError(t, err)
+		t.Cleanup(c.close)
+		return c
+	}
+	c, oc := open("tix", r.Token), open("other", o.Token)
+	for _, s := range []*sseConn{c, oc} {
+		require.Equal(t, http.StatusOK, s.Resp.StatusCode)
+		ev, err := s.next()
+		require.NoError(t, err)
+		require.Equal(t, "position", ev.Type)
+	}
+
+	require.NoError(t, w.rdb.Del(ctx, view.ItemKey("tix")).Err()) // its node restarted empty
+	for {
+		if _, err := c.next(); err != nil {
+			require.True(t, errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF), "the stream did not end: %v", err)
+			break
+		}
+	}
+	again := open("tix", r.Token)
+	require.Equal(t, http.StatusServiceUnavailable, again.Resp.StatusCode)
+	var body httpserver.ErrorBody
+	require.NoError(t, json.NewDecoder(again.Resp.Body).Decode(&body))
+	require.Equal(t, view.Code, body.Error.Code)
+	require.Contains(t, body.Error.Message, "tix")
+	for pings := 0; pings < 3; { // the other stream goes on (a ping every 200 ms)
+		line, err := oc.r.ReadString('\n')
+		require.NoError(t, err)
+		if line == ": ping\n" {
+			pings++
+		}
+	}
+	require.Equal(t, http.StatusOK, open("other", o.Token).Resp.StatusCode)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itempatch"
 	"github.com/waitroom/waitroom/pkg/queue"
+	wrview "github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -75,6 +76,7 @@ type Server struct {
 
 	blocks    Blocks             // WithBlocks
 	ops       *Operations        // WithOperations: DLQ sizes, lag, shard leaders for the console
+	view      *wrview.Watcher    // WithView: the items being rebuilt, for the console
 	bypassKey ed25519.PrivateKey // signs bypass codes (WithBypass); nil: off
 	drawKey   []byte             // WithDrawKey: makes the draw commitments
 }

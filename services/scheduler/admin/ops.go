@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	wrview "github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -38,6 +39,16 @@ type OpsView struct {
 	BlocksSkipped int64    `json:"blocksSkipped,omitempty"`
 	Errors        []string `json:"errors,omitempty"`
 	Replicas      int      `json:"replicas"` // replicas that lead a shard
+	// Rebuilding are the items lost on their own Redis node and not yet
+	// rebuilt (each answers VIEW_REBUILDING meanwhile): since when, and the
+	// records their rebuild replays.
+	Rebuilding []wrview.ItemRebuild `json:"rebuilding,omitempty"`
+}
+
+// WithView shows on the console the items w finds lost and being rebuilt.
+func (s *Server) WithView(w *wrview.Watcher) *Server {
+	s.view = w
+	return s
 }
 
 // Operations reads the Kafka side of OpsView.
@@ -127,10 +138,13 @@ func (o *Operations) Lags(ctx context.Context) ([]GroupLag, error) {
 // opsView reads everything the console shows beyond the items; a part that
 // cannot be read is named in Errors and the rest still shown.
 func (s *Server) opsView(ctx context.Context) *OpsView {
-	if s.ops == nil && s.blocks == nil {
+	if s.ops == nil && s.blocks == nil && s.view == nil {
 		return nil
 	}
 	v := &OpsView{}
+	if s.view != nil {
+		v.Rebuilding = s.view.Rebuilding()
+	}
 	if s.blocks != nil {
 		v.Blocks, v.BlocksSkipped = s.blockViews(), s.blocks.Skipped()
 	}

@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
+	ready.Detail(watch.Detail)
 	host, _ := os.Hostname()
 	addr := cfg.Addr
 	if ln != nil {
@@ -165,7 +166,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	}
 	engine := httpserver.New(log, reg, ready)
 	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithDrawKey([]byte(cfg.DrawKey)).WithKafka(base).WithLeader(s.Leading).
-		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders)).
+		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders)).WithView(watch).
 		WithConsole(rdb, admin.ConsoleOptions{SecureCookie: cfg.ConsoleSecureCookie, SessionTTL: cfg.ConsoleSessionTTL})
 	if !cfg.ConsoleSecureCookie {
 		log.Warn("WR_CONSOLE_SECURE_COOKIE=false: the console's session cookie also goes over plain http")

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -121,6 +122,7 @@ type lease struct {
 // Scheduler is one replica.
 type Scheduler struct {
 	rdb  redis.UniversalClient
+	ep   *epochs
 	line *queue.Line
 	rs   *redsync.Redsync
 	prod Producer
@@ -177,7 +179,7 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Scheduler{
-		rdb: rdb, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
+		rdb: rdb, ep: &epochs{rdb: rdb}, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
 		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock, id: hex.EncodeToString(b[:]),
 	}
 }
@@ -301,7 +303,7 @@ func (s *Scheduler) acquire(ctx context.Context, sh int) *lease {
 	}
 	l := &lease{shard: sh, mu: mu}
 	var err error
-	if l.epoch, err = s.rdb.Incr(ctx, EpochKey).Result(); err == nil {
+	if l.epoch, err = s.ep.next(ctx); err == nil {
 		err = s.claim(ctx, l.epoch)
 	}
 	if err != nil {
@@ -449,9 +451,19 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu *redsync.Mute
 	if !time.Now().Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
 	}
+	// An item whose node lost its keys admits nobody until it is rebuilt:
+	// its line in Redis is empty or behind, not the line.
+	items = s.opt.View.Usable(items)
 	var due []dueItem
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
+		// Nor one lost since the watcher's last check: read its marker first.
+		if missing, err := s.opt.View.Missing(ctx, batch); err != nil {
+			s.log.Warn("read the items' markers", zap.Error(err))
+			return nil // Redis trouble: try again next tick, still leading
+		} else if len(missing) > 0 {
+			batch = slices.DeleteFunc(slices.Clone(batch), func(it string) bool { return slices.Contains(missing, it) })
+		}
 		if draws {
 			s.drawDue(ctx, batch, start)
 		}

@@ -1,0 +1,147 @@
+package rebuild
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// markRebuilt gives every line of a whole-view rebuild its item marker
+// (token gen) and lists them in the view's registry, replacing what the old
+// view listed (and its lost and skipped items: the rebuild covers them).
+func markRebuilt(ctx context.Context, b *Rebuilder, gen string, ids []string) error {
+	if err := b.rdb.Del(ctx, view.RegistryKey, view.LostKey, view.SkippedKey).Err(); err != nil {
+		return fmt.Errorf("clear the view's registry: %w", err)
+	}
+	return view.MarkItems(ctx, b.rdb, gen, ids)
+}
+
+// runItems rebuilds only o.Items, lost while the rest of the view is
+// trusted: the view's marker is not touched and the other items are served
+// and applied throughout. Each item is marked rebuilding (its records are
+// not applied meanwhile: the consumer passes over them and notes the last
+// it passed over), its line is replayed from the topics up to their ends and
+// written under a new token, and it is marked rebuilt with those ends. What
+// the consumer skipped at or after an end is applied again by the consumer
+// (it rewinds the partition there, ingest.Gated) before the item is trusted;
+// an item nothing was skipped of is trusted at once.
+func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, start time.Time) (Report, error) {
+	now := o.Now()
+	cur, _, err := view.Lost(ctx, b.rdb, o.Items...)
+	if err != nil {
+		return Report{}, err
+	}
+	for _, it := range o.Items {
+		li := cur[it]
+		li.Since = cmp.Or(li.Since, now.UnixMilli())
+		li.State, li.Reason = view.ItemRebuilding, cmp.Or(li.Reason, o.Reason)
+		if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
+			return Report{}, err
+		}
+		cur[it] = li
+	}
+	b.log.Error("rebuilding lost items from Kafka", zap.Strings("items", o.Items), zap.String("gen", gen), zap.String("reason", o.Reason))
+	// Every consumer must skip the items' records before the ends are read.
+	if err := sleep(ctx, o.Settle); err != nil {
+		return Report{}, err
+	}
+	rep := Report{Gen: gen}
+	want := make(map[string]bool, len(o.Items))
+	for _, it := range o.Items {
+		want[it] = true
+	}
+	r := newReplayer(lctx, b.rdb)
+	defer r.stop()
+	r.want = func(item string) bool { return want[item] }
+	applied, err := b.replay(r, &rep)
+	if err != nil {
+		return rep, err
+	}
+	n := rep.Records
+	rep.ReadTook = time.Since(start)
+	wstart := time.Now()
+	var gone []string // on no record: whatever the lost node got meanwhile goes
+	for _, it := range o.Items {
+		if !r.touched[it] {
+			gone = append(gone, it)
+		}
+	}
+	if err := r.wipe(gone...); err != nil {
+		return rep, err
+	}
+	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(r.maxEpoch+1, 10)).Int64()
+	if err != nil {
+		return rep, fmt.Errorf("raise the epoch counter: %w", err)
+	}
+	settled, err := r.line.Settle(ctx, r.order, now.UnixMilli(), fence)
+	if err != nil {
+		return rep, err
+	}
+	if err := r.seen(now.UnixMilli()); err != nil {
+		return rep, err
+	}
+	if err := queue.New(b.rdb).Load(ctx); err != nil {
+		return rep, err
+	}
+	if err := view.MarkItems(ctx, b.rdb, gen, o.Items); err != nil {
+		return rep, err
+	}
+	ends := map[string]int64{}
+	for f, next := range applied {
+		if t, p, ok := view.ParseField(f); ok && t == topics.Registrations {
+			ends[strconv.Itoa(int(p))] = next
+		}
+	}
+	for _, it := range o.Items {
+		li := cur[it]
+		li.State, li.Records, li.Ends = view.ItemRebuilt, n, ends
+		if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
+			return rep, err
+		}
+	}
+	// Once every consumer knows the items are rebuilt (and no longer skips
+	// them), an item none of whose records was skipped at or after its end
+	// is complete.
+	if err := sleep(ctx, o.Settle); err != nil {
+		return rep, err
+	}
+	lost, skipped, err := view.Lost(ctx, b.rdb, o.Items...)
+	if err != nil {
+		return rep, err
+	}
+	for _, it := range o.Items {
+		if li, ok := lost[it]; !ok || li.State != view.ItemRebuilt {
+			continue
+		}
+		if sk, ok := skipped[it]; ok && sk.Offset >= ends[strconv.Itoa(int(sk.Partition))] {
+			continue // the consumer of that partition applies it again first
+		}
+		if err := view.Found(ctx, b.rdb, it); err != nil {
+			return rep, err
+		}
+	}
+	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, len(r.order)
+	for _, s := range settled {
+		rep.Waiting += int(s.Waiting)
+		rep.Admitted += int(s.Admitted)
+	}
+	b.log.Info("items rebuilt", zap.Strings("items", o.Items), zap.String("gen", gen), zap.Int64("records", n),
+		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Duration("took", rep.Took))
+	return rep, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("rebuild: %w", ctx.Err())
+	case <-time.After(d):
+		return nil
+	}
+}
