@@ -29,42 +29,108 @@
 -- and the use counted, or EXHAUSTED (no use left: applied, never placed, status
 -- REJECTED); a user already holding a place keeps it and uses nothing.
 -- or {'ERR', 0, message} for a record Redis refused (a corrupt key): each
--- record reads (and so type-checks) every key it writes before its first
--- write, so a refused record leaves nothing behind and the records after it
 -- are applied as if alone. The call itself never fails after a write: a
 -- record's error is a value. (Redis refuses a script's write for lack of
--- memory only at its first write, so an OOM is the error of every record that
--- would write, and nothing is written.)
--- What every record of the call reads alike (the applied offsets, the seq,
--- the last draw, the sizes of the pool and the late set, the key types) is
--- read once, when a record first needs it, and then kept in step with the
--- call's own writes; the applied offsets are written once, at the end.
+-- memory only at its first write, so an OOM refuses a call that had not
+-- written yet as a whole, and nothing is written.)
+--
+-- Cost: what every record of the call reads alike (the applied offsets, the
+-- seq, the last draw, the sizes of the pool and the late set, the key types)
+-- is read once, when a record first needs it; the place keys' holders and
+-- the tokens' places in the line are read for the whole call at once (HMGET,
+-- ZMSCORE); the writes every placed record makes (the seq, the waiting set,
+-- the users hash) are made once, at the end, with the applied offsets. The
+-- records read what the records before them wrote from this call's own
+-- tables, so they are applied exactly as one by one. Every key written at the
+-- end was read (and so type-checked) before, so those writes cannot fail but
+-- for memory at the call's first write, which leaves nothing written.
 
-local known = {} -- name -> value read once (false: unusable), kept in step
-local function read(name, f)
-  local v = known[name]
+local n = math.floor(#ARGV / 8)
+
+-- Read once, kept in step with this call's writes (nil: not read yet).
+local last = {}                -- partition -> highest applied offset
+local poolN, lateN, drawn, seq -- sizes of the pool and the late set, last drawn window, the seq
+local seqOK, admittedOK, expressOK
+local holder = {}              -- place key -> tokenId in the users hash (false: none)
+local seqOf = {}               -- tokenId -> its score in waiting (false: not there)
+-- Written at the end, in record order.
+local setUsers, addWaiting = {}, {}
+local applied = {} -- partition -> the offset this call applied last
+
+-- The holders of every record's place key, and the places in the line of
+-- their tokens and of the holders, in two commands. If a key has the wrong
+-- type this fails and the records read one by one, each refused on its own.
+pcall(function()
+  local users, toks = {}, {}
+  for a = 1, n * 8, 8 do
+    users[#users + 1] = ARGV[a + 3]
+  end
+  local cur = redis.call('HMGET', KEYS[2], unpack(users))
+  for i = 1, #users do
+    local c = cur[i]
+    holder[users[i]] = c
+    toks[#toks + 1] = ARGV[i * 8 - 5]
+    if c and string.sub(c, 1, 1) ~= '!' then
+      toks[#toks + 1] = c
+    end
+  end
+  local s = redis.call('ZMSCORE', KEYS[4], unpack(toks))
+  for i = 1, #toks do
+    seqOf[toks[i]] = s[i]
+  end
+end)
+
+local function holderOf(user)
+  local v = holder[user]
   if v == nil then
-    v = f()
-    known[name] = v
+    v = redis.call('HGET', KEYS[2], user)
+    holder[user] = v
   end
   return v
 end
-local applied = {} -- partition -> the offset this call applied last
+
+local function waitingSeq(tok)
+  local v = seqOf[tok]
+  if v == nil then
+    v = redis.call('ZSCORE', KEYS[4], tok)
+    seqOf[tok] = v
+  end
+  return v
+end
+
+local function pooledOrLate(tok) -- ZCARD type-checks as ZSCORE would
+  if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
+  if poolN > 0 and redis.call('ZSCORE', KEYS[6], tok) then return true end
+  if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
+  return lateN > 0 and redis.call('ZSCORE', KEYS[7], tok) ~= false
+end
+
+local function done(part, off, r)
+  applied[part], last[part] = off, off
+  return r
+end
+
+local function place(user, tok)
+  setUsers[#setUsers + 1] = user
+  setUsers[#setUsers + 1] = tok
+  holder[user] = tok
+end
 
 local function one(a)
   local part, off, tok, user, win, code, count, at =
-    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7])
-  off = tonumber(off)
-  local last = read('applied:' .. part, function()
-    return tonumber(redis.call('HGET', KEYS[1], part) or '-1')
-  end)
-  if last >= off then
+    ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7])
+  local l = last[part]
+  if l == nil then
+    l = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
+    last[part] = l
+  end
+  if l >= off then
     return {'REPLAY', 0, ''}
   end
-  local cur = redis.call('HGET', KEYS[2], user)
+  local cur = holderOf(user)
   local dup = nil
   if cur and string.sub(cur, 1, 1) ~= '!' then
-    local s = redis.call('ZSCORE', KEYS[4], cur)
+    local s = waitingSeq(cur)
     if s then
       dup = {'DUPLICATE', tonumber(s), cur}
     else
@@ -78,94 +144,103 @@ local function one(a)
           dup = {'DUPLICATE', 0, cur}
         end
       end
+      if not dup and pooledOrLate(cur) then
+        dup = {'DUPLICATE', 0, cur}
+      end
     end
   end
-  if not dup and cur and string.sub(cur, 1, 1) ~= '!' and
-      (redis.call('ZSCORE', KEYS[6], cur) or redis.call('ZSCORE', KEYS[7], cur)) then
-    dup = {'DUPLICATE', 0, cur}
-  end
-  if not dup and waits(tok, KEYS[4], KEYS[6], KEYS[7]) then
+  if not dup and (waitingSeq(tok) or pooledOrLate(tok)) then
     dup = {'DUPLICATE', 0, tok}
   end
-  read('admitted', function() -- type-checks the admitted set
+  if not admittedOK then -- type-checks the admitted set
     redis.call('ZSCORE', KEYS[5], tok)
-    return true
-  end)
+    admittedOK = true
+  end
   local window = tonumber(win) or 0
-  local drawn = read('drawn', function()
-    return tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
-  end)
-  local code, uses = code or '', 0
+  if drawn == nil then
+    drawn = tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
+  end
+  local uses = 0
   if code ~= '' then
-    read('express', function() -- type-checks the express set
+    if not expressOK then -- type-checks the express set
       redis.call('ZSCORE', KEYS[9], tok)
-      return true
-    end)
+      expressOK = true
+    end
     uses = tonumber(redis.call('HGET', KEYS[10], code) or '0')
     if not uses then
       return {'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'}
     end
   end
   if dup then
-    applied[part], known['applied:' .. part] = off, off
-    return dup
+    return done(part, off, dup)
   end
   if code ~= '' and uses >= tonumber(count) then
-    applied[part], known['applied:' .. part] = off, off
-    return {'EXHAUSTED', 0, ''}
+    return done(part, off, {'EXHAUSTED', 0, ''})
   end
-  local seqOK = read('seq', function()
-    local v = tonumber(redis.call('GET', KEYS[3]) or '0')
-    return v ~= nil and v == math.floor(v)
-  end)
+  if seqOK == nil then
+    local v = redis.call('GET', KEYS[3]) or '0'
+    -- What INCR would take: a decimal integer, no sign but '-', no leading zero.
+    seqOK = (v == '0' or string.match(v, '^%-?[1-9]%d*$') ~= nil) and #v <= 17
+    seq = seqOK and tonumber(v) or 0
+  end
   if not seqOK then
     return {'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'}
   end
   if code ~= '' then
-    local seq = redis.call('INCR', KEYS[3])
-    redis.call('ZADD', KEYS[4], 'NX', seq, tok)
+    seq = seq + 1
+    addWaiting[#addWaiting + 1] = seq
+    addWaiting[#addWaiting + 1] = tok
+    seqOf[tok] = seq
     redis.call('ZADD', KEYS[9], 'NX', seq, tok)
     redis.call('HINCRBY', KEYS[10], code, 1)
-    redis.call('HSET', KEYS[2], user, tok)
-    applied[part], known['applied:' .. part] = off, off
-    return {'ADDED', seq, tok}
+    place(user, tok)
+    return done(part, off, {'ADDED', seq, tok})
   end
-  local pooled = read('pool', function() return redis.call('ZCARD', KEYS[6]) end)
+  if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
   if window > drawn then
-    known['pool'] = pooled + redis.call('ZADD', KEYS[6], window, tok)
-    redis.call('HSET', KEYS[2], user, tok)
-    applied[part], known['applied:' .. part] = off, off
-    return {'POOLED', window, tok}
+    poolN = poolN + redis.call('ZADD', KEYS[6], window, tok)
+    place(user, tok)
+    return done(part, off, {'POOLED', window, tok})
   end
-  local lateNow = read('late', function() return redis.call('ZCARD', KEYS[7]) end)
-  if lateNow > 0 or (window == 0 and pooled > 0) then
-    if lateNow == 0 then
+  if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
+  if lateN > 0 or (window == 0 and poolN > 0) then
+    if lateN == 0 then
       -- The late ones queue behind every window pooled so far (draw_finish.lua).
       local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
       redis.call('HSET', KEYS[8], 'lateAfter', top[2])
     end
-    known['late'] = lateNow + redis.call('ZADD', KEYS[7], off, tok)
-    redis.call('HSET', KEYS[2], user, tok)
-    applied[part], known['applied:' .. part] = off, off
-    return {'LATE', off, tok}
+    lateN = lateN + redis.call('ZADD', KEYS[7], off, tok)
+    place(user, tok)
+    return done(part, off, {'LATE', off, tok})
   end
-  local seq = redis.call('INCR', KEYS[3])
-  redis.call('ZADD', KEYS[4], 'NX', seq, tok)
-  redis.call('HSET', KEYS[2], user, tok)
-  applied[part], known['applied:' .. part] = off, off
-  return {'ADDED', seq, tok}
+  seq = seq + 1
+  addWaiting[#addWaiting + 1] = seq
+  addWaiting[#addWaiting + 1] = tok
+  seqOf[tok] = seq
+  place(user, tok)
+  return done(part, off, {'ADDED', seq, tok})
 end
 
 local out = {}
-for a = 1, #ARGV - 7, 8 do
+for a = 1, n * 8, 8 do
   local ok, r = pcall(one, a)
   if not ok then
     r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}
   end
   out[#out + 1] = r
 end
--- Every partition's applied offset was read (and KEYS[1] type-checked) before
--- a record of it wrote, so these cannot fail.
+-- Every key below was read (and so type-checked) before a record wrote it,
+-- so these cannot fail but for memory at the call's first write.
+local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
+for lo = 1, #addWaiting, CHUNK do
+  redis.call('ZADD', KEYS[4], 'NX', unpack(addWaiting, lo, math.min(lo + CHUNK - 1, #addWaiting)))
+end
+if #addWaiting > 0 then
+  redis.call('SET', KEYS[3], seq)
+end
+for lo = 1, #setUsers, CHUNK do
+  redis.call('HSET', KEYS[2], unpack(setUsers, lo, math.min(lo + CHUNK - 1, #setUsers)))
+end
 for part, off in pairs(applied) do
   redis.call('HSET', KEYS[1], part, off)
 end
