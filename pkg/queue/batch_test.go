@@ -17,15 +17,17 @@ import (
 // Apply runs an item's registrations in one enqueue.lua call each (up to
 // queue.EnqueueBatch): the answers and the line are the same as applying
 // every op alone, with leaves, marks, abandons, replays, duplicates, pooled,
-// late and bypass registrations of three items mixed in one batch, and a
-// record refused on a corrupt bypass count refused alone.
+// late and bypass registrations of three items mixed in one batch, from two
+// partitions, and a record refused on a corrupt bypass count refused alone;
+// a fourth item, w, has only anonymous registrations (the place key is the
+// token: enqueue.lua's short form of arguments), some repeated.
 func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	l := queue.New(rdb)
 	rng := rand.New(rand.NewPCG(7, 11))
 
-	items := []string{"x", "y", "z"}
+	items := []string{"x", "y", "z", "w"}
 	var ops []queue.Op
 	offset := map[string]int64{}
 	lastTok := map[string]string{} // item and user -> the user's last register's token
@@ -35,8 +37,17 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 			item = "x"
 		}
 		offset[item]++
-		op := queue.Op{ItemID: item, Offset: offset[item], UserID: "u" + strconv.Itoa(rng.IntN(400))}
+		op := queue.Op{ItemID: item, Offset: offset[item], UserID: "u" + strconv.Itoa(rng.IntN(400)), Partition: int32(len(ops) / 300 % 2)}
 		op.TokenID = "t-" + item + "-" + strconv.FormatInt(op.Offset, 10)
+		if item == "w" {
+			op.Kind, op.UserID, op.At = queue.OpRegister, op.TokenID, 1_000
+			if rng.IntN(10) == 0 && op.Offset > 1 { // the same token again (a record produced twice)
+				op.TokenID = "t-w-" + strconv.FormatInt(1+rng.Int64N(op.Offset-1), 10)
+				op.UserID = op.TokenID
+			}
+			ops = append(ops, op)
+			continue
+		}
 		switch r := rng.IntN(100); {
 		case r < 6:
 			op.Kind = queue.OpLeave // through a token of the user's: only its own place is left
@@ -109,6 +120,19 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	for _, it := range items {
 		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "batch-"+it), "item %s", it)
 	}
+	// An anonymous place is kept under its token, and the token again is a duplicate.
+	wOutcomes := map[queue.Outcome]int{}
+	for i, op := range ops {
+		if op.ItemID != "w" {
+			continue
+		}
+		wOutcomes[together[i].Outcome]++
+		if together[i].Outcome == queue.Added {
+			assert.Equal(t, op.TokenID, rdb.HGet(ctx, queue.KeysFor("batch-w").Users, op.TokenID).Val(), "op %d", i)
+		}
+	}
+	assert.Positive(t, wOutcomes[queue.Added], "w's registrations placed")
+	assert.Positive(t, wOutcomes[queue.Duplicate], "w's repeated tokens found")
 }
 
 // contents reads every key of an item by its type, named without the item.

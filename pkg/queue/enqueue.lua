@@ -13,26 +13,34 @@
 --                             highest pooled window when the late set last began
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
--- ARGV: 8 per record, in record order: partition, offset, tokenId, place key,
---   the draw window of the register (unix ms; 0: first come, first served),
---   the bypass code id ("": none), the code's count (0: it had expired when
---   the record was made), the record's timestamp (unix ms; the moment an
---   admission is judged live at: a function of the record, so a rebuild
---   applies it alike; 0: Redis's clock, for ops made without a record)
--- Returns one {outcome, seq, tokenId} per record: ADDED with the new seq; DUPLICATE with the live
--- tokenId of that user (waiting, pooled, late or admitted); REPLAY when the offset
--- was applied before; POOLED with the window when the register waits for its
--- window's draw (window above the last drawn one); LATE with the offset when it
--- must queue behind a pending draw (no window while the pool holds people, or
--- others are late already); with a bypass code, ADDED with the place also in
--- express (admitted at the next tick, past any pending draw: see promote.lua)
--- and the use counted, or EXHAUSTED (no use left: applied, never placed, status
--- REJECTED); a user already holding a place keeps it and uses nothing.
--- or {'ERR', 0, message} for a record Redis refused (a corrupt key): each
--- are applied as if alone. The call itself never fails after a write: a
--- record's error is a value. (Redis refuses a script's write for lack of
--- memory only at its first write, so an OOM refuses a call that had not
--- written yet as a whole, and nothing is written.)
+-- ARGV[1] the records' partition  ARGV[2] the fields per record, 3 or 7; then
+--   per record, in record order: offset, tokenId, the record's timestamp (unix
+--   ms; the moment an admission is judged live at: a function of the record,
+--   so a rebuild applies it alike; 0: Redis's clock, for ops made without a
+--   record), and with 7: the place key, the draw window of the register (unix
+--   ms; 0: first come, first served), the bypass code id ("": none), the
+--   code's count (0: it had expired when the record was made). With 3 the
+--   place key is the tokenId, the window 0 and no code was used (most
+--   registrations: fewer arguments for Redis to read).
+-- Returns one answer per record, in record order:
+--   the new seq (an integer), when the record's token was ADDED at the back
+--   of the line (with a bypass code: its place also in express, admitted at
+--   the next tick past any pending draw, see promote.lua, and the use
+--   counted); 0 when the offset was applied before (REPLAY); else
+--   {outcome, seq, tokenId}: DUPLICATE with the live tokenId of that user
+--   (waiting, pooled, late or admitted); POOLED with the window when the
+--   register waits for its window's draw (window above the last drawn one);
+--   LATE with the offset when it must queue behind a pending draw (no window
+--   while the pool holds people, or others are late already); EXHAUSTED for
+--   a bypass code with no use left (applied, never placed, status REJECTED;
+--   a user already holding a place keeps it and uses nothing); or
+--   {'ERR', 0, message} for a record Redis refused (a corrupt key).
+-- Each record reads (and so type-checks) every key it writes before its
+-- first write, so a refused record leaves nothing behind and the records
+-- after it are applied as if alone. The call itself never fails after a
+-- write: a record's error is a value. (Redis refuses a script's write for
+-- lack of memory only at its first write, so an OOM refuses a call that had
+-- not written yet as a whole, and nothing is written.)
 --
 -- Cost: what every record of the call reads alike (the applied offsets, the
 -- seq, the last draw, the sizes of the pool and the late set, the key types)
@@ -45,31 +53,32 @@
 -- end was read (and so type-checked) before, so those writes cannot fail but
 -- for memory at the call's first write, which leaves nothing written.
 
-local n = math.floor(#ARGV / 8)
+local part, stride = ARGV[1], tonumber(ARGV[2])
+local n = math.floor((#ARGV - 2) / stride)
+local first, stop = 3, 2 + n * stride -- the first record's arguments, the last argument
 
 -- Read once, kept in step with this call's writes (nil: not read yet).
-local last = {}                -- partition -> highest applied offset
+local last                     -- the partition's highest applied offset
 local poolN, lateN, drawn, seq -- sizes of the pool and the late set, last drawn window, the seq
 local seqOK, admittedOK, expressOK
 local holder = {}              -- place key -> tokenId in the users hash (false: none)
 local seqOf = {}               -- tokenId -> its score in waiting (false: not there)
 -- Written at the end, in record order.
 local setUsers, addWaiting = {}, {}
-local applied = {} -- partition -> the offset this call applied last
 
 -- The holders of every record's place key, and the places in the line of
 -- their tokens and of the holders, in two commands. If a key has the wrong
 -- type this fails and the records read one by one, each refused on its own.
 pcall(function()
   local users, toks = {}, {}
-  for a = 1, n * 8, 8 do
-    users[#users + 1] = ARGV[a + 3]
+  for a = first, stop, stride do
+    toks[#toks + 1] = ARGV[a + 1]
+    users[#users + 1] = stride > 3 and ARGV[a + 3] or ARGV[a + 1]
   end
   local cur = redis.call('HMGET', KEYS[2], unpack(users))
   for i = 1, #users do
     local c = cur[i]
     holder[users[i]] = c
-    toks[#toks + 1] = ARGV[i * 8 - 5]
     if c and string.sub(c, 1, 1) ~= '!' then
       toks[#toks + 1] = c
     end
@@ -105,10 +114,7 @@ local function pooledOrLate(tok) -- ZCARD type-checks as ZSCORE would
   return lateN > 0 and redis.call('ZSCORE', KEYS[7], tok) ~= false
 end
 
-local function done(part, off, r)
-  applied[part], last[part] = off, off
-  return r
-end
+local done = false -- whether this call applied a record (then last is its offset)
 
 local function place(user, tok)
   setUsers[#setUsers + 1] = user
@@ -117,15 +123,17 @@ local function place(user, tok)
 end
 
 local function one(a)
-  local part, off, tok, user, win, code, count, at =
-    ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7])
-  local l = last[part]
-  if l == nil then
-    l = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
-    last[part] = l
+  local off, tok, at, user, win, code, count = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  if stride > 3 then
+    user, win, code, count = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  else
+    user, win, code, count = tok, '0', '', '0'
   end
-  if l >= off then
-    return {'REPLAY', 0, ''}
+  if last == nil then
+    last = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
+  end
+  if last >= off then
+    return 0
   end
   local cur = holderOf(user)
   local dup = nil
@@ -172,10 +180,12 @@ local function one(a)
     end
   end
   if dup then
-    return done(part, off, dup)
+    last, done = off, true
+    return dup
   end
   if code ~= '' and uses >= tonumber(count) then
-    return done(part, off, {'EXHAUSTED', 0, ''})
+    last, done = off, true
+    return {'EXHAUSTED', 0, ''}
   end
   if seqOK == nil then
     local v = redis.call('GET', KEYS[3]) or '0'
@@ -194,13 +204,15 @@ local function one(a)
     redis.call('ZADD', KEYS[9], 'NX', seq, tok)
     redis.call('HINCRBY', KEYS[10], code, 1)
     place(user, tok)
-    return done(part, off, {'ADDED', seq, tok})
+    last, done = off, true
+    return seq
   end
   if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
   if window > drawn then
     poolN = poolN + redis.call('ZADD', KEYS[6], window, tok)
     place(user, tok)
-    return done(part, off, {'POOLED', window, tok})
+    last, done = off, true
+    return {'POOLED', window, tok}
   end
   if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
   if lateN > 0 or (window == 0 and poolN > 0) then
@@ -211,18 +223,20 @@ local function one(a)
     end
     lateN = lateN + redis.call('ZADD', KEYS[7], off, tok)
     place(user, tok)
-    return done(part, off, {'LATE', off, tok})
+    last, done = off, true
+    return {'LATE', off, tok}
   end
   seq = seq + 1
   addWaiting[#addWaiting + 1] = seq
   addWaiting[#addWaiting + 1] = tok
   seqOf[tok] = seq
   place(user, tok)
-  return done(part, off, {'ADDED', seq, tok})
+  last, done = off, true
+  return seq
 end
 
 local out = {}
-for a = 1, n * 8, 8 do
+for a = first, stop, stride do
   local ok, r = pcall(one, a)
   if not ok then
     r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}
@@ -241,7 +255,7 @@ end
 for lo = 1, #setUsers, CHUNK do
   redis.call('HSET', KEYS[2], unpack(setUsers, lo, math.min(lo + CHUNK - 1, #setUsers)))
 end
-for part, off in pairs(applied) do
-  redis.call('HSET', KEYS[1], part, off)
+if done then
+  redis.call('HSET', KEYS[1], part, last)
 end
 return out
