@@ -64,7 +64,7 @@ local seqOK, admittedOK, expressOK
 local holder = {}              -- place key -> tokenId in the users hash (false: none)
 local seqOf = {}               -- tokenId -> its score in waiting (false: not there)
 -- Written at the end, in record order.
-local setUsers, addWaiting = {}, {}
+local setUsers, addWaiting, nUsers, nWaiting = {}, {}, 0, 0
 
 -- The holders of every record's place key, and the places in the line of
 -- their tokens and of the holders, in two commands. If a key has the wrong
@@ -117,17 +117,22 @@ end
 local done = false -- whether this call applied a record (then last is its offset)
 
 local function place(user, tok)
-  setUsers[#setUsers + 1] = user
-  setUsers[#setUsers + 1] = tok
+  setUsers[nUsers + 1], setUsers[nUsers + 2], nUsers = user, tok, nUsers + 2
   holder[user] = tok
 end
 
+local function line(tok) -- a place at the back of the line (the seq was checked)
+  seq = seq + 1
+  addWaiting[nWaiting + 1], addWaiting[nWaiting + 2], nWaiting = seq, tok, nWaiting + 2
+  seqOf[tok] = seq
+end
+
 local function one(a)
-  local off, tok, at, user, win, code, count = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  local off, tok, user, win, code, count = tonumber(ARGV[a]), ARGV[a + 1], nil, nil, '', nil
   if stride > 3 then
     user, win, code, count = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   else
-    user, win, code, count = tok, '0', '', '0'
+    user = tok
   end
   if last == nil then
     last = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
@@ -135,7 +140,10 @@ local function one(a)
   if last >= off then
     return 0
   end
-  local cur = holderOf(user)
+  local cur = holder[user]
+  if cur == nil then
+    cur = holderOf(user)
+  end
   local dup = nil
   if cur and string.sub(cur, 1, 1) ~= '!' then
     local s = waitingSeq(cur)
@@ -144,6 +152,7 @@ local function one(a)
     else
       local exp = redis.call('ZSCORE', KEYS[5], cur)
       if exp then
+        local at = tonumber(ARGV[a + 2])
         if at == 0 then
           local t = redis.call('TIME')
           at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -157,14 +166,20 @@ local function one(a)
       end
     end
   end
-  if not dup and (waitingSeq(tok) or pooledOrLate(tok)) then
-    dup = {'DUPLICATE', 0, tok}
+  if not dup then
+    local s = seqOf[tok]
+    if s == nil then
+      s = waitingSeq(tok)
+    end
+    if s or ((poolN ~= 0 or lateN ~= 0) and pooledOrLate(tok)) then
+      dup = {'DUPLICATE', 0, tok}
+    end
   end
   if not admittedOK then -- type-checks the admitted set
     redis.call('ZSCORE', KEYS[5], tok)
     admittedOK = true
   end
-  local window = tonumber(win) or 0
+  local window = win and tonumber(win) or 0
   if drawn == nil then
     drawn = tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
   end
@@ -197,10 +212,7 @@ local function one(a)
     return {'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'}
   end
   if code ~= '' then
-    seq = seq + 1
-    addWaiting[#addWaiting + 1] = seq
-    addWaiting[#addWaiting + 1] = tok
-    seqOf[tok] = seq
+    line(tok)
     redis.call('ZADD', KEYS[9], 'NX', seq, tok)
     redis.call('HINCRBY', KEYS[10], code, 1)
     place(user, tok)
@@ -226,10 +238,7 @@ local function one(a)
     last, done = off, true
     return {'LATE', off, tok}
   end
-  seq = seq + 1
-  addWaiting[#addWaiting + 1] = seq
-  addWaiting[#addWaiting + 1] = tok
-  seqOf[tok] = seq
+  line(tok)
   place(user, tok)
   last, done = off, true
   return seq
@@ -241,19 +250,19 @@ for a = first, stop, stride do
   if not ok then
     r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}
   end
-  out[#out + 1] = r
+  out[(a - first) / stride + 1] = r
 end
 -- Every key below was read (and so type-checked) before a record wrote it,
 -- so these cannot fail but for memory at the call's first write.
 local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
-for lo = 1, #addWaiting, CHUNK do
-  redis.call('ZADD', KEYS[4], 'NX', unpack(addWaiting, lo, math.min(lo + CHUNK - 1, #addWaiting)))
+for lo = 1, nWaiting, CHUNK do
+  redis.call('ZADD', KEYS[4], 'NX', unpack(addWaiting, lo, math.min(lo + CHUNK - 1, nWaiting)))
 end
-if #addWaiting > 0 then
+if nWaiting > 0 then
   redis.call('SET', KEYS[3], seq)
 end
-for lo = 1, #setUsers, CHUNK do
-  redis.call('HSET', KEYS[2], unpack(setUsers, lo, math.min(lo + CHUNK - 1, #setUsers)))
+for lo = 1, nUsers, CHUNK do
+  redis.call('HSET', KEYS[2], unpack(setUsers, lo, math.min(lo + CHUNK - 1, nUsers)))
 end
 if done then
   redis.call('HSET', KEYS[1], part, last)
