@@ -305,7 +305,7 @@ func reportLua(b *testing.B, rdb *redis.Client, before luaStats, records int64, 
 	b.ReportMetric(float64(s.usec)/float64(records), "lua-µs/"+unit)
 	b.ReportMetric(float64(s.calls)/float64(records), "calls/"+unit)
 	b.ReportMetric((s.cpu-before.cpu)*1e6/float64(records), "cpu-µs/"+unit)
-	b.Logf("%d %ss, %d script calls, %.2f µs/%s in scripts, of which commands %.2f (%s)", records, unit, s.calls,
+	b.Logf("%d (per %s), %d script calls, %.2f µs/%s in scripts, of which commands %.2f (%s)", records, unit, s.calls,
 		float64(s.usec)/float64(records), unit, float64(inside)/float64(records), strings.Join(parts, ", "))
 }
 

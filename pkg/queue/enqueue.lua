@@ -22,19 +22,21 @@
 --   code's count (0: it had expired when the record was made). With 3 the
 --   place key is the tokenId, the window 0 and no code was used (most
 --   registrations: fewer arguments for Redis to read).
--- Returns one answer per record, in record order:
+-- Returns the answers of the records in one flat array, in record order
+-- (no table a record: Redis reads each table of a reply field by field):
 --   the new seq (an integer), when the record's token was ADDED at the back
 --   of the line (with a bypass code: its place also in express, admitted at
 --   the next tick past any pending draw, see promote.lua, and the use
---   counted); 0 when the offset was applied before (REPLAY); else
---   {outcome, seq, tokenId}: DUPLICATE with the live tokenId of that user
---   (waiting, pooled, late or admitted); POOLED with the window when the
---   register waits for its window's draw (window above the last drawn one);
---   LATE with the offset when it must queue behind a pending draw (no window
---   while the pool holds people, or others are late already); EXHAUSTED for
---   a bypass code with no use left (applied, never placed, status REJECTED;
---   a user already holding a place keeps it and uses nothing); or
---   {'ERR', 0, message} for a record Redis refused (a corrupt key).
+--   counted); 0 when the offset was applied before (REPLAY); else three
+--   values, outcome, seq, tokenId: DUPLICATE with the live tokenId of that
+--   user (waiting, pooled, late or admitted) and its seq if waiting (else
+--   0); POOLED with the window when the register waits for its window's draw
+--   (window above the last drawn one); LATE with the offset when it must
+--   queue behind a pending draw (no window while the pool holds people, or
+--   others are late already); EXHAUSTED for a bypass code with no use left
+--   (applied, never placed, status REJECTED; a user already holding a place
+--   keeps it and uses nothing); or 'ERR', 0, message for a record Redis
+--   refused (a corrupt key).
 -- Each record reads (and so type-checks) every key it writes before its
 -- first write, so a refused record leaves nothing behind and the records
 -- after it are applied as if alone. The call itself never fails after a
@@ -144,11 +146,11 @@ local function one(a)
   if cur == nil then
     cur = holderOf(user)
   end
-  local dup = nil
+  local dup, dupSeq = nil, 0 -- the live token holding the place, its seq if waiting
   if cur and string.sub(cur, 1, 1) ~= '!' then
     local s = waitingSeq(cur)
     if s then
-      dup = {'DUPLICATE', tonumber(s), cur}
+      dup, dupSeq = cur, tonumber(s)
     else
       local exp = redis.call('ZSCORE', KEYS[5], cur)
       if exp then
@@ -158,11 +160,11 @@ local function one(a)
           at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         end
         if tonumber(exp) > at then
-          dup = {'DUPLICATE', 0, cur}
+          dup = cur
         end
       end
       if not dup and pooledOrLate(cur) then
-        dup = {'DUPLICATE', 0, cur}
+        dup = cur
       end
     end
   end
@@ -172,7 +174,7 @@ local function one(a)
       s = waitingSeq(tok)
     end
     if s or ((poolN ~= 0 or lateN ~= 0) and pooledOrLate(tok)) then
-      dup = {'DUPLICATE', 0, tok}
+      dup = tok
     end
   end
   if not admittedOK then -- type-checks the admitted set
@@ -191,16 +193,16 @@ local function one(a)
     end
     uses = tonumber(redis.call('HGET', KEYS[10], code) or '0')
     if not uses then
-      return {'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'}
+      return 'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'
     end
   end
   if dup then
     last, done = off, true
-    return dup
+    return 'DUPLICATE', dupSeq, dup
   end
   if code ~= '' and uses >= tonumber(count) then
     last, done = off, true
-    return {'EXHAUSTED', 0, ''}
+    return 'EXHAUSTED', 0, ''
   end
   if seqOK == nil then
     local v = redis.call('GET', KEYS[3]) or '0'
@@ -209,7 +211,7 @@ local function one(a)
     seq = seqOK and tonumber(v) or 0
   end
   if not seqOK then
-    return {'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'}
+    return 'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'
   end
   if code ~= '' then
     line(tok)
@@ -224,7 +226,7 @@ local function one(a)
     poolN = poolN + redis.call('ZADD', KEYS[6], window, tok)
     place(user, tok)
     last, done = off, true
-    return {'POOLED', window, tok}
+    return 'POOLED', window, tok
   end
   if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
   if lateN > 0 or (window == 0 and poolN > 0) then
@@ -236,7 +238,7 @@ local function one(a)
     lateN = lateN + redis.call('ZADD', KEYS[7], off, tok)
     place(user, tok)
     last, done = off, true
-    return {'LATE', off, tok}
+    return 'LATE', off, tok
   end
   line(tok)
   place(user, tok)
@@ -244,13 +246,17 @@ local function one(a)
   return seq
 end
 
-local out = {}
+local out, k = {}, 0
 for a = first, stop, stride do
-  local ok, r = pcall(one, a)
+  local ok, r, v, t = pcall(one, a)
   if not ok then
-    r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}
+    r, v, t = 'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)
   end
-  out[(a - first) / stride + 1] = r
+  if type(r) == 'number' then
+    out[k + 1], k = r, k + 1
+  else
+    out[k + 1], out[k + 2], out[k + 3], k = r, v, t, k + 3
+  end
 end
 -- Every key below was read (and so type-checked) before a record wrote it,
 -- so these cannot fail but for memory at the call's first write.

@@ -425,32 +425,8 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 			if err != nil {
 				return nil, fmt.Errorf("apply op %d: %w", i, err)
 			}
-			if len(vals) != len(c.ops) {
-				return nil, fmt.Errorf("apply op %d: enqueue answered %d results for %d records", i, len(vals), len(c.ops))
-			}
-			for n, j := range c.ops {
-				switch seq := vals[n].(type) {
-				case int64: // ADDED with its seq, or 0: REPLAY
-					out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
-					if seq == 0 {
-						out[j] = Result{Outcome: Replay}
-					}
-					continue
-				}
-				v, _ := vals[n].([]any)
-				r, err := parseResult(v)
-				if err != nil {
-					return nil, fmt.Errorf("apply op %d: %w", j, err)
-				}
-				if r.Outcome == refusedOne {
-					err := scriptError(r.TokenID)
-					if !IsRecordError(err) {
-						return nil, fmt.Errorf("apply op %d: %w", j, err)
-					}
-					refused(j, err)
-					continue
-				}
-				out[j] = r
+			if err := parseEnqueue(vals, ops, c.ops, out, refused); err != nil {
+				return nil, fmt.Errorf("apply op %d: %w", i, err)
 			}
 			continue
 		}
@@ -465,6 +441,47 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 		out[i] = r
 	}
 	return out, nil
+}
+
+// parseEnqueue reads enqueue.lua's flat answer for the ops idx into out: an
+// integer for a record ADDED (its seq) or a REPLAY (0), else three values,
+// outcome, seq, tokenId. A record Redis refused goes to refused.
+func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(int, error)) error {
+	v := 0
+	for _, j := range idx {
+		if v >= len(vals) {
+			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		}
+		if seq, ok := vals[v].(int64); ok {
+			out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
+			if seq == 0 {
+				out[j] = Result{Outcome: Replay}
+			}
+			v++
+			continue
+		}
+		if v+3 > len(vals) {
+			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		}
+		r, err := parseResult(vals[v : v+3])
+		if err != nil {
+			return fmt.Errorf("op %d: %w", j, err)
+		}
+		v += 3
+		if r.Outcome == refusedOne {
+			err := scriptError(r.TokenID)
+			if !IsRecordError(err) {
+				return fmt.Errorf("op %d: %w", j, err)
+			}
+			refused(j, err)
+			continue
+		}
+		out[j] = r
+	}
+	if v != len(vals) {
+		return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+	}
+	return nil
 }
 
 // refusedOne is enqueue.lua's answer for a record Redis refused (its third
