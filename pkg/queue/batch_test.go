@@ -160,3 +160,40 @@ func contents(t *testing.T, rdb redis.UniversalClient, item string) map[string]a
 	}
 	return out
 }
+
+// Out of memory, Redis refuses a script's first write: an enqueue call whose
+// writes are made at its end (registrations placed in the line), or whose
+// first write is a record's own (a pre-queued one), writes nothing and fails
+// as a whole with Redis's OOM (an outage: the consumer retries the batch),
+// never answering a record as applied. (Through Apply the MULTI's SADD is
+// refused first; the script is called here alone.)
+func TestEnqueueOutOfMemoryWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.StartRedis(t).Client()
+	l := queue.New(rdb)
+	_, err := l.Apply(ctx, []queue.Op{
+		{Kind: queue.OpRegister, ItemID: "m", TokenID: "a1", UserID: "a1", Offset: 1},
+		{Kind: queue.OpRegister, ItemID: "m", TokenID: "a2", UserID: "a2", Offset: 2}})
+	require.NoError(t, err)
+	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
+	require.NoError(t, enqueue.Load(ctx, rdb).Err())
+	k := queue.KeysFor("m")
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+	for name, args := range map[string][]any{
+		"line":   {"0", "3", "3", "a3", "0", "4", "a4", "0"},
+		"pooled": {"0", "7", "5", "a5", "0", "a5", "1000", "", "0", "6", "a6", "0", "a6", "0", "", "0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := contents(t, rdb, "m")
+			require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+			err := enqueue.EvalSha(ctx, rdb, keys, args...).Err()
+			require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
+			require.ErrorContains(t, err, "OOM")
+			assert.False(t, queue.IsRecordError(err), "an outage, not a refusal of the records")
+			assert.Equal(t, before, contents(t, rdb, "m"))
+			res, err := enqueue.EvalSha(ctx, rdb, keys, args...).Slice()
+			require.NoError(t, err)
+			assert.NotEqual(t, int64(0), res[len(res)-1], "applied once memory is back, not a replay")
+		})
+	}
+}
