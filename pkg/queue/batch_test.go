@@ -201,3 +201,70 @@ func TestEnqueueOutOfMemoryWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// One enqueue call of more records than a command takes arguments (its reads
+// and writes go in chunks): each new token is placed in order, and a token
+// seen earlier in the same call is its duplicate.
+func TestEnqueueCallPastAChunk(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
+	k := queue.KeysFor("big")
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+	const n = 3_000
+	args := []any{"0", "3"}
+	for i := range n {
+		tok := "b" + strconv.Itoa(i)
+		if i%10 == 9 {
+			tok = "b" + strconv.Itoa(i-5) // the same token again
+		}
+		args = append(args, strconv.Itoa(i+1), tok, "0")
+	}
+	res, err := enqueue.Run(ctx, rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	seq, v := int64(0), 0
+	seqOf := map[string]int64{}
+	for i := range n {
+		if i%10 == 9 {
+			tok := "b" + strconv.Itoa(i-5)
+			require.Equal(t, []any{"DUPLICATE", seqOf[tok], tok}, res[v:v+3], "record %d", i)
+			v += 3
+			continue
+		}
+		seq++
+		seqOf["b"+strconv.Itoa(i)] = seq
+		require.Equal(t, seq, res[v], "record %d", i)
+		v++
+	}
+	require.Len(t, res, v)
+	card, err := rdb.ZCard(ctx, k.Waiting).Result()
+	require.NoError(t, err)
+	assert.Equal(t, seq, card)
+	assert.Equal(t, strconv.FormatInt(seq, 10), rdb.Get(ctx, k.Seq).Val())
+	assert.Equal(t, seq, rdb.HLen(ctx, k.Users).Val())
+	assert.Equal(t, "b2998", rdb.HGet(ctx, k.Users, "b2998").Val())
+	assert.Equal(t, strconv.Itoa(n), rdb.HGet(ctx, k.Applied, "0").Val())
+
+	// Every token again, in a second call: those placed are read from the
+	// first call's writes (the holders and seqs of every chunk), the others
+	// are placed now.
+	args = []any{"0", "3"}
+	for i := range n {
+		args = append(args, strconv.Itoa(n+1+i), "b"+strconv.Itoa(i), "0")
+	}
+	res, err = enqueue.Run(ctx, rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	v = 0
+	for i := range n {
+		tok := "b" + strconv.Itoa(i)
+		if s, ok := seqOf[tok]; ok {
+			require.Equal(t, []any{"DUPLICATE", s, tok}, res[v:v+3], "record %d", i)
+			v += 3
+			continue
+		}
+		seq++
+		require.Equal(t, seq, res[v], "record %d", i)
+		v++
+	}
+	require.Len(t, res, v)
+}

@@ -58,6 +58,7 @@
 local part, stride = ARGV[1], tonumber(ARGV[2])
 local n = math.floor((#ARGV - 2) / stride)
 local first, stop = 3, 2 + n * stride -- the first record's arguments, the last argument
+local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
 
 -- Read once, kept in step with this call's writes (nil: not read yet).
 local last                     -- the partition's highest applied offset
@@ -77,34 +78,33 @@ pcall(function()
     toks[#toks + 1] = ARGV[a + 1]
     users[#users + 1] = stride > 3 and ARGV[a + 3] or ARGV[a + 1]
   end
-  local cur = redis.call('HMGET', KEYS[2], unpack(users))
-  for i = 1, #users do
-    local c = cur[i]
-    holder[users[i]] = c
-    if c and string.sub(c, 1, 1) ~= '!' then
-      toks[#toks + 1] = c
+  for lo = 1, #users, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, #users)
+    local cur = redis.call('HMGET', KEYS[2], unpack(users, lo, hi))
+    for i = lo, hi do
+      local c = cur[i - lo + 1]
+      holder[users[i]] = c
+      if c and string.sub(c, 1, 1) ~= '!' then
+        toks[#toks + 1] = c
+      end
     end
   end
-  local s = redis.call('ZMSCORE', KEYS[4], unpack(toks))
-  for i = 1, #toks do
-    seqOf[toks[i]] = s[i]
+  for lo = 1, #toks, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, #toks)
+    local s = redis.call('ZMSCORE', KEYS[4], unpack(toks, lo, hi))
+    for i = lo, hi do
+      seqOf[toks[i]] = s[i - lo + 1]
+    end
   end
 end)
 
-local function holderOf(user)
-  local v = holder[user]
+-- cached is cache[member], read from Redis (cmd key member) when the call has
+-- not read or written it yet.
+local function cached(cache, cmd, key, member)
+  local v = cache[member]
   if v == nil then
-    v = redis.call('HGET', KEYS[2], user)
-    holder[user] = v
-  end
-  return v
-end
-
-local function waitingSeq(tok)
-  local v = seqOf[tok]
-  if v == nil then
-    v = redis.call('ZSCORE', KEYS[4], tok)
-    seqOf[tok] = v
+    v = redis.call(cmd, key, member)
+    cache[member] = v
   end
   return v
 end
@@ -144,11 +144,11 @@ local function one(a)
   end
   local cur = holder[user]
   if cur == nil then
-    cur = holderOf(user)
+    cur = cached(holder, 'HGET', KEYS[2], user)
   end
   local dup, dupSeq = nil, 0 -- the live token holding the place, its seq if waiting
   if cur and string.sub(cur, 1, 1) ~= '!' then
-    local s = waitingSeq(cur)
+    local s = cached(seqOf, 'ZSCORE', KEYS[4], cur)
     if s then
       dup, dupSeq = cur, tonumber(s)
     else
@@ -171,7 +171,7 @@ local function one(a)
   if not dup then
     local s = seqOf[tok]
     if s == nil then
-      s = waitingSeq(tok)
+      s = cached(seqOf, 'ZSCORE', KEYS[4], tok)
     end
     if s or ((poolN ~= 0 or lateN ~= 0) and pooledOrLate(tok)) then
       dup = tok
@@ -260,7 +260,6 @@ for a = first, stop, stride do
 end
 -- Every key below was read (and so type-checked) before a record wrote it,
 -- so these cannot fail but for memory at the call's first write.
-local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
 for lo = 1, nWaiting, CHUNK do
   redis.call('ZADD', KEYS[4], 'NX', unpack(addWaiting, lo, math.min(lo + CHUNK - 1, nWaiting)))
 end
