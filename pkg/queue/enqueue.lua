@@ -69,13 +69,23 @@ local seqOf = {}               -- tokenId -> its score in waiting (false: not th
 -- Written at the end, in record order.
 local setUsers, addWaiting, nUsers, nWaiting = {}, {}, 0, 0
 
--- The holders of every record's place key, and the places in the line of
--- their tokens and of the holders, in two commands. If a key has the wrong
--- type this fails and the records read one by one, each refused on its own.
+-- The holders of every record's place key, the places in the line of the
+-- holders, then of the tokens whose holder is not in the line (a token is
+-- looked up only when its holder's place is not what the record finds), in
+-- up to three commands. If a key has the wrong type this fails and the
+-- records read one by one, each refused on its own.
+local function scores(toks)
+  for lo = 1, #toks, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, #toks)
+    local s = redis.call('ZMSCORE', KEYS[4], unpack(toks, lo, hi))
+    for i = lo, hi do
+      seqOf[toks[i]] = s[i - lo + 1]
+    end
+  end
+end
 pcall(function()
-  local users, toks = {}, {}
+  local users, curs, toks = {}, {}, {}
   for a = first, stop, stride do
-    toks[#toks + 1] = ARGV[a + 1]
     users[#users + 1] = stride > 3 and ARGV[a + 3] or ARGV[a + 1]
   end
   for lo = 1, #users, CHUNK do
@@ -85,17 +95,18 @@ pcall(function()
       local c = cur[i - lo + 1]
       holder[users[i]] = c
       if c and string.sub(c, 1, 1) ~= '!' then
-        toks[#toks + 1] = c
+        curs[#curs + 1] = c
       end
     end
   end
-  for lo = 1, #toks, CHUNK do
-    local hi = math.min(lo + CHUNK - 1, #toks)
-    local s = redis.call('ZMSCORE', KEYS[4], unpack(toks, lo, hi))
-    for i = lo, hi do
-      seqOf[toks[i]] = s[i - lo + 1]
+  scores(curs)
+  for a = first, stop, stride do
+    local c = holder[stride > 3 and ARGV[a + 3] or ARGV[a + 1]]
+    if not (c and seqOf[c]) then
+      toks[#toks + 1] = ARGV[a + 1]
     end
   end
+  scores(toks)
 end)
 
 -- cached is cache[member], read from Redis (cmd key member) when the call has
