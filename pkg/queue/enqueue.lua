@@ -120,11 +120,19 @@ local function cached(cache, cmd, key, member)
   return v
 end
 
-local function pooledOrLate(tok) -- ZCARD type-checks as ZSCORE would
-  if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
-  if poolN > 0 and redis.call('ZSCORE', KEYS[6], tok) then return true end
-  if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
-  return lateN > 0 and redis.call('ZSCORE', KEYS[7], tok) ~= false
+-- score is tok's score in the line (KEYS[4]), the pool (KEYS[6]) or the late
+-- set (KEYS[7]) as this call knows it: the line from its reads and writes;
+-- the pool and the late set from Redis, once their ZCARD (which type-checks
+-- them as the ZSCORE would) says they are not empty.
+local function score(key, tok)
+  if key == KEYS[4] then
+    return cached(seqOf, 'ZSCORE', key, tok)
+  elseif key == KEYS[6] then
+    if poolN == nil then poolN = redis.call('ZCARD', key) end
+    return poolN > 0 and redis.call('ZSCORE', key, tok)
+  end
+  if lateN == nil then lateN = redis.call('ZCARD', key) end
+  return lateN > 0 and redis.call('ZSCORE', key, tok)
 end
 
 local done = false -- whether this call applied a record (then last is its offset)
@@ -174,19 +182,13 @@ local function one(a)
           dup = cur
         end
       end
-      if not dup and pooledOrLate(cur) then
+      if not dup and (score(KEYS[6], cur) or score(KEYS[7], cur)) then
         dup = cur
       end
     end
   end
-  if not dup then
-    local s = seqOf[tok]
-    if s == nil then
-      s = cached(seqOf, 'ZSCORE', KEYS[4], tok)
-    end
-    if s or ((poolN ~= 0 or lateN ~= 0) and pooledOrLate(tok)) then
-      dup = tok
-    end
+  if not dup and waits(tok, KEYS[4], KEYS[6], KEYS[7], score) then
+    dup = tok
   end
   if not admittedOK then -- type-checks the admitted set
     redis.call('ZSCORE', KEYS[5], tok)
