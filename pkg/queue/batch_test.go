@@ -17,15 +17,17 @@ import (
 // Apply runs an item's registrations in one enqueue.lua call each (up to
 // queue.EnqueueBatch): the answers and the line are the same as applying
 // every op alone, with leaves, marks, abandons, replays, duplicates, pooled,
-// late and bypass registrations of three items mixed in one batch, and a
-// record refused on a corrupt bypass count refused alone.
+// late and bypass registrations of three items mixed in one batch, from two
+// partitions, and a record refused on a corrupt bypass count refused alone;
+// a fourth item, w, has only anonymous registrations (the place key is the
+// token: enqueue.lua's short form of arguments), some repeated.
 func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	l := queue.New(rdb)
 	rng := rand.New(rand.NewPCG(7, 11))
 
-	items := []string{"x", "y", "z"}
+	items := []string{"x", "y", "z", "w"}
 	var ops []queue.Op
 	offset := map[string]int64{}
 	lastTok := map[string]string{} // item and user -> the user's last register's token
@@ -35,8 +37,17 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 			item = "x"
 		}
 		offset[item]++
-		op := queue.Op{ItemID: item, Offset: offset[item], UserID: "u" + strconv.Itoa(rng.IntN(400))}
+		op := queue.Op{ItemID: item, Offset: offset[item], UserID: "u" + strconv.Itoa(rng.IntN(400)), Partition: int32(len(ops) / 300 % 2)}
 		op.TokenID = "t-" + item + "-" + strconv.FormatInt(op.Offset, 10)
+		if item == "w" {
+			op.Kind, op.UserID, op.At = queue.OpRegister, op.TokenID, 1_000
+			if rng.IntN(10) == 0 && op.Offset > 1 { // the same token again (a record produced twice)
+				op.TokenID = "t-w-" + strconv.FormatInt(1+rng.Int64N(op.Offset-1), 10)
+				op.UserID = op.TokenID
+			}
+			ops = append(ops, op)
+			continue
+		}
 		switch r := rng.IntN(100); {
 		case r < 6:
 			op.Kind = queue.OpLeave // through a token of the user's: only its own place is left
@@ -109,6 +120,19 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	for _, it := range items {
 		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "batch-"+it), "item %s", it)
 	}
+	// An anonymous place is kept under its token, and the token again is a duplicate.
+	wOutcomes := map[queue.Outcome]int{}
+	for i, op := range ops {
+		if op.ItemID != "w" {
+			continue
+		}
+		wOutcomes[together[i].Outcome]++
+		if together[i].Outcome == queue.Added {
+			assert.Equal(t, op.TokenID, rdb.HGet(ctx, queue.KeysFor("batch-w").Users, op.TokenID).Val(), "op %d", i)
+		}
+	}
+	assert.Positive(t, wOutcomes[queue.Added], "w's registrations placed")
+	assert.Positive(t, wOutcomes[queue.Duplicate], "w's repeated tokens found")
 }
 
 // contents reads every key of an item by its type, named without the item.
@@ -135,4 +159,112 @@ func contents(t *testing.T, rdb redis.UniversalClient, item string) map[string]a
 		out[strings.TrimPrefix(key, "wr:{"+item+"}")] = v
 	}
 	return out
+}
+
+// Out of memory, Redis refuses a script's first write: an enqueue call whose
+// writes are made at its end (registrations placed in the line), or whose
+// first write is a record's own (a pre-queued one), writes nothing and fails
+// as a whole with Redis's OOM (an outage: the consumer retries the batch),
+// never answering a record as applied. (Through Apply the MULTI's SADD is
+// refused first; the script is called here alone.)
+func TestEnqueueOutOfMemoryWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.StartRedis(t).Client()
+	l := queue.New(rdb)
+	_, err := l.Apply(ctx, []queue.Op{
+		{Kind: queue.OpRegister, ItemID: "m", TokenID: "a1", UserID: "a1", Offset: 1},
+		{Kind: queue.OpRegister, ItemID: "m", TokenID: "a2", UserID: "a2", Offset: 2}})
+	require.NoError(t, err)
+	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
+	require.NoError(t, enqueue.Load(ctx, rdb).Err())
+	k := queue.KeysFor("m")
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+	for _, c := range []struct {
+		name string
+		args []any // offsets after those of the cases before: none is a replay
+	}{
+		{"line", []any{"0", "3", "3", "a3", "0", "4", "a4", "0"}},
+		{"pooled", []any{"0", "7", "5", "a5", "0", "a5", "1000", "", "0", "6", "a6", "0", "a6", "0", "", "0"}},
+	} {
+		args := c.args
+		t.Run(c.name, func(t *testing.T) {
+			before := contents(t, rdb, "m")
+			require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+			err := enqueue.EvalSha(ctx, rdb, keys, args...).Err()
+			require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
+			require.ErrorContains(t, err, "OOM")
+			assert.False(t, queue.IsRecordError(err), "an outage, not a refusal of the records")
+			assert.Equal(t, before, contents(t, rdb, "m"))
+			res, err := enqueue.EvalSha(ctx, rdb, keys, args...).Slice()
+			require.NoError(t, err)
+			assert.NotEqual(t, int64(0), res[len(res)-1], "applied once memory is back, not a replay")
+		})
+	}
+}
+
+// One enqueue call of more records than a command takes arguments (its reads
+// and writes go in chunks): each new token is placed in order, and a token
+// seen earlier in the same call is its duplicate.
+func TestEnqueueCallPastAChunk(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
+	k := queue.KeysFor("big")
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+	const n = 3_000
+	args := []any{"0", "3"}
+	for i := range n {
+		tok := "b" + strconv.Itoa(i)
+		if i%10 == 9 {
+			tok = "b" + strconv.Itoa(i-5) // the same token again
+		}
+		args = append(args, strconv.Itoa(i+1), tok, "0")
+	}
+	res, err := enqueue.Run(ctx, rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	seq, v := int64(0), 0
+	seqOf := map[string]int64{}
+	for i := range n {
+		if i%10 == 9 {
+			tok := "b" + strconv.Itoa(i-5)
+			require.Equal(t, []any{"DUPLICATE", seqOf[tok], tok}, res[v:v+3], "record %d", i)
+			v += 3
+			continue
+		}
+		seq++
+		seqOf["b"+strconv.Itoa(i)] = seq
+		require.Equal(t, seq, res[v], "record %d", i)
+		v++
+	}
+	require.Len(t, res, v)
+	card, err := rdb.ZCard(ctx, k.Waiting).Result()
+	require.NoError(t, err)
+	assert.Equal(t, seq, card)
+	assert.Equal(t, strconv.FormatInt(seq, 10), rdb.Get(ctx, k.Seq).Val())
+	assert.Equal(t, seq, rdb.HLen(ctx, k.Users).Val())
+	assert.Equal(t, "b2998", rdb.HGet(ctx, k.Users, "b2998").Val())
+	assert.Equal(t, strconv.Itoa(n), rdb.HGet(ctx, k.Applied, "0").Val())
+
+	// Every token again, in a second call: those placed are read from the
+	// first call's writes (the holders and seqs of every chunk), the others
+	// are placed now.
+	args = []any{"0", "3"}
+	for i := range n {
+		args = append(args, strconv.Itoa(n+1+i), "b"+strconv.Itoa(i), "0")
+	}
+	res, err = enqueue.Run(ctx, rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	v = 0
+	for i := range n {
+		tok := "b" + strconv.Itoa(i)
+		if s, ok := seqOf[tok]; ok {
+			require.Equal(t, []any{"DUPLICATE", s, tok}, res[v:v+3], "record %d", i)
+			v += 3
+			continue
+		}
+		seq++
+		require.Equal(t, seq, res[v], "record %d", i)
+		v++
+	}
+	require.Len(t, res, v)
 }

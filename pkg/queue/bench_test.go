@@ -3,7 +3,9 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,7 +221,7 @@ func BenchmarkApply1000(b *testing.B) {
 				p.ScriptLoad(ctx, queue.EnqueueSrcForTest)
 				p.SAdd(ctx, queue.ActiveItems, "base")
 				for j, op := range ops {
-					cmds[j] = enqueue.EvalSha(ctx, p, keys, "0", strconv.FormatInt(op.Offset, 10), op.TokenID, op.UserID, "0", "", "0")
+					cmds[j] = enqueue.EvalSha(ctx, p, keys, "0", "7", strconv.FormatInt(op.Offset, 10), op.TokenID, "0", op.UserID, "0", "", "0")
 				}
 				return nil
 			}); err != nil {
@@ -231,4 +233,196 @@ func BenchmarkApply1000(b *testing.B) {
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "ops/s")
 	})
+}
+
+// luaStats is what redis-server's INFO commandstats says of the scripts: the
+// usec spent in script calls (EVAL, EVALSHA, FCALL: the Lua and the commands
+// it runs), how many calls, and the usec of every command by name (those a
+// script runs included), for a profile.
+type luaStats struct {
+	usec, calls int64
+	byCmd       map[string]int64
+	cpu         float64 // seconds of CPU of redis-server's main thread (INFO cpu)
+}
+
+func readLuaStats(b *testing.B, rdb *redis.Client) luaStats {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := luaStats{byCmd: map[string]int64{}}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
+			f, _ := strconv.ParseFloat(v, 64)
+			s.cpu += f
+		}
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var calls, usec int64
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		s.byCmd[name] = usec
+		switch name {
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+			s.usec += usec
+			s.calls += calls
+		}
+	}
+	return s
+}
+
+// reportLua reports the scripts' usec per record (INFO commandstats since
+// CONFIG RESETSTAT) and logs where it went: the commands the scripts ran, by
+// name, and what is left for Lua itself.
+func reportLua(b *testing.B, rdb *redis.Client, before luaStats, records int64, unit string) {
+	b.Helper()
+	s := readLuaStats(b, rdb)
+	if records == 0 {
+		b.Fatal("no records applied")
+	}
+	inside := int64(0)
+	var parts []string
+	for name, usec := range s.byCmd {
+		switch name {
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "multi", "exec", "script|load", "sadd", "info", "config|resetstat", "lrange":
+			continue
+		}
+		inside += usec
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(usec)/float64(records)))
+	}
+	sort.Strings(parts)
+	b.ReportMetric(float64(s.usec)/float64(records), "lua-µs/"+unit)
+	b.ReportMetric(float64(s.calls)/float64(records), "calls/"+unit)
+	b.ReportMetric((s.cpu-before.cpu)*1e6/float64(records), "cpu-µs/"+unit)
+	b.Logf("%d (per %s), %d script calls, %.2f µs/%s in scripts, of which commands %.2f (%s)", records, unit, s.calls,
+		float64(s.usec)/float64(records), unit, float64(inside)/float64(records), strings.Join(parts, ", "))
+}
+
+// registrations returns n register ops of item from offset off on, as the
+// consumer makes them: a random 26-character tokenId (rand.Text) that is also
+// the place key (an anonymous holder), the record's timestamp set.
+func registrations(item string, off int64, n int, at int64) []queue.Op {
+	ops := make([]queue.Op, n)
+	for i := range ops {
+		tok := fmt.Sprintf("%026X", uint64(off)*0x9E3779B97F4A7C15)[:26]
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: item, TokenID: tok, UserID: tok, Partition: 3, Offset: off, At: at}
+		off++
+	}
+	return ops
+}
+
+// BenchmarkLuaPerRegistration: redis-server's script time per registration
+// applied, from INFO commandstats (the usec of EVALSHA and EVAL calls, the
+// commands they run included, divided by the records): one hot item whose
+// line already holds 100,000 people, registrations arriving as the consumer
+// applies them (one Line.Apply per fetched batch of a partition; Apply
+// sends EnqueueBatch a call). batch=40 is the size the consumer applied
+// under wrk's load in bench/ceiling.sh (BENCHMARKS.md), batch=1000 a
+// backlog. "new" are all first registrations; "repeat" are registrations
+// of proven users who already hold a place (the DUPLICATE answer).
+func BenchmarkLuaPerRegistration(b *testing.B) {
+	const line = 100_000
+	srv := testenv.StartRedis(b)
+	rdb := srv.Client()
+	l := queue.New(rdb)
+	ctx := context.Background()
+	at := time.Now().UnixMilli()
+	off := int64(0)
+	for off < line {
+		if _, err := l.Apply(ctx, registrations("hot", off, 1000, at)); err != nil {
+			b.Fatal(err)
+		}
+		off += 1000
+	}
+	for _, kind := range []string{"new", "repeat"} {
+		for _, batch := range []int{40, 1000} {
+			b.Run(fmt.Sprintf("%s/batch=%d", kind, batch), func(b *testing.B) {
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				before := readLuaStats(b, rdb)
+				want, records := queue.Added, int64(0)
+				for b.Loop() {
+					ops := registrations("hot", off, batch, at)
+					if kind == "repeat" { // the users of offsets 0.. hold their places
+						want = queue.Duplicate
+						for i := range ops {
+							ops[i].UserID = registrations("hot", int64(i), 1, at)[0].UserID
+						}
+					}
+					res, err := l.Apply(ctx, ops)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res[batch-1].Outcome != want {
+						b.Fatalf("the batch's last registration: %+v", res[batch-1])
+					}
+					off += int64(batch)
+					records += int64(batch)
+				}
+				reportLua(b, rdb, before, records, "record")
+			})
+		}
+	}
+}
+
+// BenchmarkLuaPerAdmission: redis-server's script time per person admitted
+// in a tick (promote.lua and ack.lua, as the scheduler runs them: PromoteMany
+// then AckPublished), from INFO commandstats: one hot item whose line holds
+// 200,000 people registered through Apply, admitting 5,000/s in ticks of
+// 200 ms (1,000 a tick; the first tick 5,000, the bucket's burst) with
+// sessions of 10 s, so after the first 50 ticks each tick also expires about
+// as many admissions as it makes. Run it with -benchtime 150x (the line
+// lasts about 195 ticks).
+func BenchmarkLuaPerAdmission(b *testing.B) {
+	const line, batch = 200_000, 1000
+	srv := testenv.StartRedis(b)
+	rdb := srv.Client()
+	l := queue.New(rdb)
+	ctx := context.Background()
+	if _, err := l.ApplyItem(ctx, topics.ItemState{ItemID: "hot", Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 5000, SessionTTLSeconds: 10}}); err != nil {
+		b.Fatal(err)
+	}
+	at := time.Now().UnixMilli()
+	for off := int64(0); off < line; off += batch {
+		if _, err := l.Apply(ctx, registrations("hot", off, batch, at)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	before := readLuaStats(b, rdb)
+	now := time.UnixMilli(at)
+	admitted := int64(0)
+	for b.Loop() {
+		now = now.Add(200 * time.Millisecond)
+		ticks, errs, err := l.PromoteMany(ctx, []string{"hot"}, 1, now, time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if errs[0] != nil {
+			b.Fatal(errs[0])
+		}
+		if ticks[0].Waiting == 0 {
+			b.Fatal("line ran dry: lower -benchtime")
+		}
+		if err := l.AckPublished(ctx, 1, []string{"hot"}, []int{len(ticks[0].Unpublished)}); err != nil {
+			b.Fatal(err)
+		}
+		admitted += int64(ticks[0].Admitted)
+	}
+	reportLua(b, rdb, before, admitted, "admitted")
 }

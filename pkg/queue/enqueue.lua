@@ -13,160 +13,276 @@
 --                             highest pooled window when the late set last began
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
--- ARGV: 8 per record, in record order: partition, offset, tokenId, place key,
---   the draw window of the register (unix ms; 0: first come, first served),
---   the bypass code id ("": none), the code's count (0: it had expired when
---   the record was made), the record's timestamp (unix ms; the moment an
---   admission is judged live at: a function of the record, so a rebuild
---   applies it alike; 0: Redis's clock, for ops made without a record)
--- Returns one {outcome, seq, tokenId} per record: ADDED with the new seq; DUPLICATE with the live
--- tokenId of that user (waiting, pooled, late or admitted); REPLAY when the offset
--- was applied before; POOLED with the window when the register waits for its
--- window's draw (window above the last drawn one); LATE with the offset when it
--- must queue behind a pending draw (no window while the pool holds people, or
--- others are late already); with a bypass code, ADDED with the place also in
--- express (admitted at the next tick, past any pending draw: see promote.lua)
--- and the use counted, or EXHAUSTED (no use left: applied, never placed, status
--- REJECTED); a user already holding a place keeps it and uses nothing.
--- or {'ERR', 0, message} for a record Redis refused (a corrupt key): each
--- record reads (and so type-checks) every key it writes before its first
--- write, so a refused record leaves nothing behind and the records after it
--- are applied as if alone. The call itself never fails after a write: a
--- record's error is a value. (Redis refuses a script's write for lack of
--- memory only at its first write, so an OOM is the error of every record that
--- would write, and nothing is written.)
--- What every record of the call reads alike (the applied offsets, the seq,
--- the last draw, the sizes of the pool and the late set, the key types) is
--- read once, when a record first needs it, and then kept in step with the
--- call's own writes; the applied offsets are written once, at the end.
+-- ARGV[1] the records' partition  ARGV[2] the fields per record, 3 or 7; then
+--   per record, in record order: offset, tokenId, the record's timestamp (unix
+--   ms; the moment an admission is judged live at: a function of the record,
+--   so a rebuild applies it alike; 0: Redis's clock, for ops made without a
+--   record), and with 7: the place key, the draw window of the register (unix
+--   ms; 0: first come, first served), the bypass code id ("": none), the
+--   code's count (0: it had expired when the record was made). With 3 the
+--   place key is the tokenId, the window 0 and no code was used (most
+--   registrations: fewer arguments for Redis to read).
+-- Returns the answers of the records in one flat array, in record order
+-- (no table a record: Redis reads each table of a reply field by field):
+--   the new seq (an integer), when the record's token was ADDED at the back
+--   of the line (with a bypass code: its place also in express, admitted at
+--   the next tick past any pending draw, see promote.lua, and the use
+--   counted); 0 when the offset was applied before (REPLAY); else three
+--   values, outcome, seq, tokenId: DUPLICATE with the live tokenId of that
+--   user (waiting, pooled, late or admitted) and its seq if waiting (else
+--   0); POOLED with the window when the register waits for its window's draw
+--   (window above the last drawn one); LATE with the offset when it must
+--   queue behind a pending draw (no window while the pool holds people, or
+--   others are late already); EXHAUSTED for a bypass code with no use left
+--   (applied, never placed, status REJECTED; a user already holding a place
+--   keeps it and uses nothing); or 'ERR', 0, message for a record Redis
+--   refused (a corrupt key).
+-- Each record reads (and so type-checks) every key it writes before its
+-- first write, so a refused record leaves nothing behind and the records
+-- after it are applied as if alone. The call itself never fails after a
+-- write: a record's error is a value. (Redis refuses a script's write for
+-- lack of memory only at its first write, so an OOM refuses a call that had
+-- not written yet as a whole, and nothing is written.)
+--
+-- Cost: what every record of the call reads alike (the applied offsets, the
+-- seq, the last draw, the sizes of the pool and the late set, the key types)
+-- is read once, when a record first needs it; the place keys' holders and
+-- the tokens' places in the line are read for the whole call at once (HMGET,
+-- ZMSCORE); the writes every placed record makes (the seq, the waiting set,
+-- the users hash) are made once, at the end, with the applied offsets. The
+-- records read what the records before them wrote from this call's own
+-- tables, so they are applied exactly as one by one. Every key written at the
+-- end was read (and so type-checked) before, so those writes cannot fail but
+-- for memory at the call's first write, which leaves nothing written.
 
-local known = {} -- name -> value read once (false: unusable), kept in step
-local function read(name, f)
-  local v = known[name]
+local part, stride = ARGV[1], tonumber(ARGV[2])
+local n = math.floor((#ARGV - 2) / stride)
+local first, stop = 3, 2 + n * stride -- the first record's arguments, the last argument
+local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
+
+-- Read once, kept in step with this call's writes (nil: not read yet).
+local last                     -- the partition's highest applied offset
+local poolN, lateN, drawn, seq -- sizes of the pool and the late set, last drawn window, the seq
+local seqOK, admittedOK, expressOK
+local holder = {}              -- place key -> tokenId in the users hash (false: none)
+local seqOf = {}               -- tokenId -> its score in waiting (false: not there)
+-- Written at the end, in record order.
+local setUsers, addWaiting, nUsers, nWaiting = {}, {}, 0, 0
+
+-- The holders of every record's place key, the places in the line of the
+-- holders, then of the tokens whose holder is not in the line (a token is
+-- looked up only when its holder's place is not what the record finds), in
+-- up to three commands. If a key has the wrong type this fails and the
+-- records read one by one, each refused on its own.
+local function scores(toks)
+  for lo = 1, #toks, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, #toks)
+    local s = redis.call('ZMSCORE', KEYS[4], unpack(toks, lo, hi))
+    for i = lo, hi do
+      seqOf[toks[i]] = s[i - lo + 1]
+    end
+  end
+end
+pcall(function()
+  local users, curs, toks = {}, {}, {}
+  for a = first, stop, stride do
+    users[#users + 1] = stride > 3 and ARGV[a + 3] or ARGV[a + 1]
+  end
+  for lo = 1, #users, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, #users)
+    local cur = redis.call('HMGET', KEYS[2], unpack(users, lo, hi))
+    for i = lo, hi do
+      local c = cur[i - lo + 1]
+      holder[users[i]] = c
+      if c and string.sub(c, 1, 1) ~= '!' then
+        curs[#curs + 1] = c
+      end
+    end
+  end
+  scores(curs)
+  for a = first, stop, stride do
+    local c = holder[stride > 3 and ARGV[a + 3] or ARGV[a + 1]]
+    if not (c and seqOf[c]) then
+      toks[#toks + 1] = ARGV[a + 1]
+    end
+  end
+  scores(toks)
+end)
+
+-- cached is cache[member], read from Redis (cmd key member) when the call has
+-- not read or written it yet.
+local function cached(cache, cmd, key, member)
+  local v = cache[member]
   if v == nil then
-    v = f()
-    known[name] = v
+    v = redis.call(cmd, key, member)
+    cache[member] = v
   end
   return v
 end
-local applied = {} -- partition -> the offset this call applied last
+
+-- score is tok's score in the line (KEYS[4]), the pool (KEYS[6]) or the late
+-- set (KEYS[7]) as this call knows it: the line from its reads and writes;
+-- the pool and the late set from Redis, once their ZCARD (which type-checks
+-- them as the ZSCORE would) says they are not empty.
+local function score(key, tok)
+  if key == KEYS[4] then
+    return cached(seqOf, 'ZSCORE', key, tok)
+  elseif key == KEYS[6] then
+    if poolN == nil then poolN = redis.call('ZCARD', key) end
+    return poolN > 0 and redis.call('ZSCORE', key, tok)
+  end
+  if lateN == nil then lateN = redis.call('ZCARD', key) end
+  return lateN > 0 and redis.call('ZSCORE', key, tok)
+end
+
+local done = false -- whether this call applied a record (then last is its offset)
+
+local function place(user, tok)
+  setUsers[nUsers + 1], setUsers[nUsers + 2], nUsers = user, tok, nUsers + 2
+  holder[user] = tok
+end
+
+local function line(tok) -- a place at the back of the line (the seq was checked)
+  seq = seq + 1
+  addWaiting[nWaiting + 1], addWaiting[nWaiting + 2], nWaiting = seq, tok, nWaiting + 2
+  seqOf[tok] = seq
+end
 
 local function one(a)
-  local part, off, tok, user, win, code, count, at =
-    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7])
-  off = tonumber(off)
-  local last = read('applied:' .. part, function()
-    return tonumber(redis.call('HGET', KEYS[1], part) or '-1')
-  end)
-  if last >= off then
-    return {'REPLAY', 0, ''}
+  local off, tok, user, win, code, count = tonumber(ARGV[a]), ARGV[a + 1], nil, nil, '', nil
+  if stride > 3 then
+    user, win, code, count = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  else
+    user = tok
   end
-  local cur = redis.call('HGET', KEYS[2], user)
-  local dup = nil
+  if last == nil then
+    last = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
+  end
+  if last >= off then
+    return 0
+  end
+  local cur = holder[user]
+  if cur == nil then
+    cur = cached(holder, 'HGET', KEYS[2], user)
+  end
+  local dup, dupSeq = nil, 0 -- the live token holding the place, its seq if waiting
   if cur and string.sub(cur, 1, 1) ~= '!' then
-    local s = redis.call('ZSCORE', KEYS[4], cur)
+    local s = cached(seqOf, 'ZSCORE', KEYS[4], cur)
     if s then
-      dup = {'DUPLICATE', tonumber(s), cur}
+      dup, dupSeq = cur, tonumber(s)
     else
       local exp = redis.call('ZSCORE', KEYS[5], cur)
       if exp then
+        local at = tonumber(ARGV[a + 2])
         if at == 0 then
           local t = redis.call('TIME')
           at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         end
         if tonumber(exp) > at then
-          dup = {'DUPLICATE', 0, cur}
+          dup = cur
         end
+      end
+      if not dup and (score(KEYS[6], cur) or score(KEYS[7], cur)) then
+        dup = cur
       end
     end
   end
-  if not dup and cur and string.sub(cur, 1, 1) ~= '!' and
-      (redis.call('ZSCORE', KEYS[6], cur) or redis.call('ZSCORE', KEYS[7], cur)) then
-    dup = {'DUPLICATE', 0, cur}
+  if not dup and waits(tok, KEYS[4], KEYS[6], KEYS[7], score) then
+    dup = tok
   end
-  if not dup and waits(tok, KEYS[4], KEYS[6], KEYS[7]) then
-    dup = {'DUPLICATE', 0, tok}
-  end
-  read('admitted', function() -- type-checks the admitted set
+  if not admittedOK then -- type-checks the admitted set
     redis.call('ZSCORE', KEYS[5], tok)
-    return true
-  end)
-  local window = tonumber(win) or 0
-  local drawn = read('drawn', function()
-    return tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
-  end)
-  local code, uses = code or '', 0
+    admittedOK = true
+  end
+  local window = win and tonumber(win) or 0
+  if drawn == nil then
+    drawn = tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0
+  end
+  local uses = 0
   if code ~= '' then
-    read('express', function() -- type-checks the express set
+    if not expressOK then -- type-checks the express set
       redis.call('ZSCORE', KEYS[9], tok)
-      return true
-    end)
+      expressOK = true
+    end
     uses = tonumber(redis.call('HGET', KEYS[10], code) or '0')
     if not uses then
-      return {'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'}
+      return 'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'
     end
   end
   if dup then
-    applied[part], known['applied:' .. part] = off, off
-    return dup
+    last, done = off, true
+    return 'DUPLICATE', dupSeq, dup
   end
   if code ~= '' and uses >= tonumber(count) then
-    applied[part], known['applied:' .. part] = off, off
-    return {'EXHAUSTED', 0, ''}
+    last, done = off, true
+    return 'EXHAUSTED', 0, ''
   end
-  local seqOK = read('seq', function()
-    local v = tonumber(redis.call('GET', KEYS[3]) or '0')
-    return v ~= nil and v == math.floor(v)
-  end)
+  if seqOK == nil then
+    local v = redis.call('GET', KEYS[3]) or '0'
+    -- What INCR would take: a decimal integer, no sign but '-', no leading zero.
+    seqOK = (v == '0' or string.match(v, '^%-?[1-9]%d*$') ~= nil) and #v <= 17
+    seq = seqOK and tonumber(v) or 0
+  end
   if not seqOK then
-    return {'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'}
+    return 'ERR', 0, 'ERR corrupt ' .. KEYS[3] .. ': not an integer'
   end
   if code ~= '' then
-    local seq = redis.call('INCR', KEYS[3])
-    redis.call('ZADD', KEYS[4], 'NX', seq, tok)
+    line(tok)
     redis.call('ZADD', KEYS[9], 'NX', seq, tok)
     redis.call('HINCRBY', KEYS[10], code, 1)
-    redis.call('HSET', KEYS[2], user, tok)
-    applied[part], known['applied:' .. part] = off, off
-    return {'ADDED', seq, tok}
+    place(user, tok)
+    last, done = off, true
+    return seq
   end
-  local pooled = read('pool', function() return redis.call('ZCARD', KEYS[6]) end)
+  if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
   if window > drawn then
-    known['pool'] = pooled + redis.call('ZADD', KEYS[6], window, tok)
-    redis.call('HSET', KEYS[2], user, tok)
-    applied[part], known['applied:' .. part] = off, off
-    return {'POOLED', window, tok}
+    poolN = poolN + redis.call('ZADD', KEYS[6], window, tok)
+    place(user, tok)
+    last, done = off, true
+    return 'POOLED', window, tok
   end
-  local lateNow = read('late', function() return redis.call('ZCARD', KEYS[7]) end)
-  if lateNow > 0 or (window == 0 and pooled > 0) then
-    if lateNow == 0 then
+  if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
+  if lateN > 0 or (window == 0 and poolN > 0) then
+    if lateN == 0 then
       -- The late ones queue behind every window pooled so far (draw_finish.lua).
       local top = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
       redis.call('HSET', KEYS[8], 'lateAfter', top[2])
     end
-    known['late'] = lateNow + redis.call('ZADD', KEYS[7], off, tok)
-    redis.call('HSET', KEYS[2], user, tok)
-    applied[part], known['applied:' .. part] = off, off
-    return {'LATE', off, tok}
+    lateN = lateN + redis.call('ZADD', KEYS[7], off, tok)
+    place(user, tok)
+    last, done = off, true
+    return 'LATE', off, tok
   end
-  local seq = redis.call('INCR', KEYS[3])
-  redis.call('ZADD', KEYS[4], 'NX', seq, tok)
-  redis.call('HSET', KEYS[2], user, tok)
-  applied[part], known['applied:' .. part] = off, off
-  return {'ADDED', seq, tok}
+  line(tok)
+  place(user, tok)
+  last, done = off, true
+  return seq
 end
 
-local out = {}
-for a = 1, #ARGV - 7, 8 do
-  local ok, r = pcall(one, a)
+local out, k = {}, 0
+for a = first, stop, stride do
+  local ok, r, v, t = pcall(one, a)
   if not ok then
-    r = {'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)}
+    r, v, t = 'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)
   end
-  out[#out + 1] = r
+  if type(r) == 'number' then
+    out[k + 1], k = r, k + 1
+  else
+    out[k + 1], out[k + 2], out[k + 3], k = r, v, t, k + 3
+  end
 end
--- Every partition's applied offset was read (and KEYS[1] type-checked) before
--- a record of it wrote, so these cannot fail.
-for part, off in pairs(applied) do
-  redis.call('HSET', KEYS[1], part, off)
+-- Every key below was read (and so type-checked) before a record wrote it,
+-- so these cannot fail but for memory at the call's first write.
+for lo = 1, nWaiting, CHUNK do
+  redis.call('ZADD', KEYS[4], 'NX', unpack(addWaiting, lo, math.min(lo + CHUNK - 1, nWaiting)))
+end
+if nWaiting > 0 then
+  redis.call('SET', KEYS[3], seq)
+end
+for lo = 1, nUsers, CHUNK do
+  redis.call('HSET', KEYS[2], unpack(setUsers, lo, math.min(lo + CHUNK - 1, nUsers)))
+end
+if done then
+  redis.call('HSET', KEYS[1], part, last)
 end
 return out

@@ -20,14 +20,17 @@ if cur ~= ARGV[3] then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   return {'NOT_IN_LINE', 0, ''}
 end
-redis.call('ZSCORE', KEYS[3], cur) -- type-check both sets before writing
-redis.call('ZSCORE', KEYS[4], cur)
-redis.call('ZSCORE', KEYS[5], cur)
-redis.call('ZSCORE', KEYS[6], cur)
-redis.call('ZREM', KEYS[3], cur)
-redis.call('ZREM', KEYS[4], cur)
-redis.call('ZREM', KEYS[5], cur)
-redis.call('ZREM', KEYS[6], cur)
+-- Every set is read (and so type-checked) before the first write; the place
+-- is removed from the sets that hold it (one, but for a corrupt line).
+local held = {}
+for k = 3, 6 do
+  if redis.call('ZSCORE', KEYS[k], cur) then
+    held[#held + 1] = KEYS[k]
+  end
+end
+for _, key in ipairs(held) do
+  redis.call('ZREM', key, cur)
+end
 redis.call('HSET', KEYS[2], ARGV[4], '!L' .. cur)
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'LEFT', 0, cur}

@@ -12,8 +12,12 @@ end
 
 -- waits reports whether tok holds a place that still waits for admission:
 -- in the line (waiting), in the pool of a draw to come, or placed behind it
--- (late). Each lookup also type-checks its key.
-local function waits(tok, waiting, pool, late)
+-- (late). Each lookup also type-checks its key. score(key, tok), when given,
+-- looks tok up instead of ZSCORE (enqueue.lua: from what its call read).
+local function waits(tok, waiting, pool, late, score)
+  if score then
+    return (score(waiting, tok) or score(pool, tok) or score(late, tok)) and true or false
+  end
   return (redis.call('ZSCORE', waiting, tok) or redis.call('ZSCORE', pool, tok) or
     redis.call('ZSCORE', late, tok)) and true or false
 end

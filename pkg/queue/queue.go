@@ -265,14 +265,14 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 	return out, nil
 }
 
-// EnqueueBatch bounds the registrations one enqueue.lua call applies (7
-// arguments each): an item's registrations in a chunk go in calls of at most
-// this many, so Redis runs the script once per item and batch instead of once
-// per record.
+// EnqueueBatch bounds the registrations one enqueue.lua call applies (3 or 7
+// arguments each): an item's registrations of one partition in a chunk go in
+// calls of at most this many, so Redis runs the script once per item and
+// batch instead of once per record.
 const EnqueueBatch = 250
 
 // call is one script call of a chunk: a single op, or a run of one item's
-// registrations (enqueue.lua).
+// registrations of one partition (enqueue.lua).
 type call struct {
 	ops []int // indexes into the chunk, in order
 	cmd *redis.Cmd
@@ -281,7 +281,8 @@ type call struct {
 // plan groups a chunk's ops into calls. Ops of different items touch
 // different keys, so only each item's order matters: an item's registrations
 // join one call until another kind of op of that item (a leave, a mark...)
-// comes between them or the call holds EnqueueBatch.
+// or a registration of another partition comes between them, or the call
+// holds EnqueueBatch.
 func plan(ops []Op) []call {
 	calls := make([]call, 0, 8)
 	open := make(map[string]int, 4) // item -> its open enqueue call
@@ -291,7 +292,7 @@ func plan(ops []Op) []call {
 			calls = append(calls, call{ops: []int{i}})
 			continue
 		}
-		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < EnqueueBatch {
+		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < EnqueueBatch && ops[calls[c].ops[0]].Partition == op.Partition {
 			calls[c].ops = append(calls[c].ops, i)
 			continue
 		}
@@ -299,6 +300,40 @@ func plan(ops []Op) []call {
 		calls = append(calls, call{ops: []int{i}})
 	}
 	return calls
+}
+
+// enqueueArgs packs a call's registrations as enqueue.lua reads them: the
+// partition, then 3 arguments a record (offset, tokenId, timestamp) when
+// every record's place key is its token, with no window and no bypass code
+// (the common case), else 7 (those, then place key, window, code, count).
+func enqueueArgs(ops []Op, idx []int) []any {
+	short := true
+	for _, j := range idx {
+		r := &ops[j]
+		if r.UserID != r.TokenID || r.Window != 0 || r.Bypass != nil {
+			short = false
+			break
+		}
+	}
+	stride := 7
+	if short {
+		stride = 3
+	}
+	args := make([]any, 0, 2+stride*len(idx))
+	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride))
+	for _, j := range idx {
+		r := &ops[j]
+		args = append(args, strconv.FormatInt(r.Offset, 10), r.TokenID, strconv.FormatInt(r.At, 10))
+		if short {
+			continue
+		}
+		code, count := "", "0"
+		if r.Bypass != nil {
+			code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
+		}
+		args = append(args, r.UserID, strconv.FormatInt(r.Window, 10), code, count)
+	}
+	return args
 }
 
 // apply runs one chunk. On a Redis Cluster a MULTI cannot span the items'
@@ -377,17 +412,7 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 					seen[op.ItemID] = struct{}{}
 					p.SAdd(ctx, ActiveItems, op.ItemID)
 				}
-				args := make([]any, 0, 8*len(c.ops))
-				for _, j := range c.ops {
-					r := &ops[j]
-					code, count := "", "0"
-					if r.Bypass != nil {
-						code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
-					}
-					args = append(args, strconv.FormatInt(int64(r.Partition), 10), strconv.FormatInt(r.Offset, 10),
-						r.TokenID, r.UserID, strconv.FormatInt(r.Window, 10), code, count, strconv.FormatInt(r.At, 10))
-				}
-				c.cmd = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, args...)
+				c.cmd = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, enqueueArgs(ops, c.ops)...)
 			case OpLeave:
 				c.cmd = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
 			case OpMark:
@@ -454,24 +479,8 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 			if err != nil {
 				return nil, fmt.Errorf("apply op %d: %w", i, err)
 			}
-			if len(vals) != len(c.ops) {
-				return nil, fmt.Errorf("apply op %d: enqueue answered %d results for %d records", i, len(vals), len(c.ops))
-			}
-			for n, j := range c.ops {
-				v, _ := vals[n].([]any)
-				r, err := parseResult(v)
-				if err != nil {
-					return nil, fmt.Errorf("apply op %d: %w", j, err)
-				}
-				if r.Outcome == refusedOne {
-					err := scriptError(r.TokenID)
-					if !IsRecordError(err) {
-						return nil, fmt.Errorf("apply op %d: %w", j, err)
-					}
-					refused(j, err)
-					continue
-				}
-				out[j] = r
+			if err := parseEnqueue(vals, ops, c.ops, out, refused); err != nil {
+				return nil, fmt.Errorf("apply op %d: %w", i, err)
 			}
 			continue
 		}
@@ -486,6 +495,47 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 		out[i] = r
 	}
 	return out, nil
+}
+
+// parseEnqueue reads enqueue.lua's flat answer for the ops idx into out: an
+// integer for a record ADDED (its seq) or a REPLAY (0), else three values,
+// outcome, seq, tokenId. A record Redis refused goes to refused.
+func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(int, error)) error {
+	v := 0
+	for _, j := range idx {
+		if v >= len(vals) {
+			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		}
+		if seq, ok := vals[v].(int64); ok {
+			out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
+			if seq == 0 {
+				out[j] = Result{Outcome: Replay}
+			}
+			v++
+			continue
+		}
+		if v+3 > len(vals) {
+			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		}
+		r, err := parseResult(vals[v : v+3])
+		if err != nil {
+			return fmt.Errorf("op %d: %w", j, err)
+		}
+		v += 3
+		if r.Outcome == refusedOne {
+			err := scriptError(r.TokenID)
+			if !IsRecordError(err) {
+				return fmt.Errorf("op %d: %w", j, err)
+			}
+			refused(j, err)
+			continue
+		}
+		out[j] = r
+	}
+	if v != len(vals) {
+		return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+	}
+	return nil
 }
 
 // refusedOne is enqueue.lua's answer for a record Redis refused (its third
