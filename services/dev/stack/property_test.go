@@ -528,19 +528,34 @@ func copyRecordDroppingOneLeave(t *testing.T, e *env, live map[string]lineAt) (b
 			return en.Token == tok && en.State == queue.LeftLine
 		})
 	}
-	// The first leave (a second one changes nothing) of the last token of
-	// the fifo line that the line shows LEFT: most likely one that left
-	// while waiting, whose places behind move up.
+	// The leave of the last token of the fifo line that the line shows LEFT,
+	// left once, of a user who registered once (a repeat registration's
+	// token leaves the same place): that leave alone made it LEFT. Most
+	// likely it left while waiting, and the places behind it moved up.
 	regs := records(t, e, topics.Registrations)
 	drop := -1
-	seen := map[string]bool{}
+	leaves, registers := map[string]int{}, map[string]int{} // tokenId -> leaves; userId -> registrations
+	userOf := map[string]string{}
+	events := make([]struct{ Kind, TokenID, UserID string }, len(regs))
 	for i, rec := range regs {
-		var ev struct{ Kind, TokenID string }
-		require.NoError(t, json.Unmarshal(rec.Value, &ev))
-		if string(rec.Key) == propFIFO && ev.Kind == topics.KindLeave && !seen[ev.TokenID] && left(propFIFO, ev.TokenID) {
+		ev := &events[i]
+		require.NoError(t, json.Unmarshal(rec.Value, ev))
+		if string(rec.Key) != propFIFO {
+			continue
+		}
+		switch ev.Kind {
+		case topics.KindLeave:
+			leaves[ev.TokenID]++
+		case topics.KindRegister:
+			registers[ev.UserID]++
+			userOf[ev.TokenID] = ev.UserID
+		}
+	}
+	for i, ev := range events {
+		if string(regs[i].Key) == propFIFO && ev.Kind == topics.KindLeave && leaves[ev.TokenID] == 1 &&
+			registers[userOf[ev.TokenID]] == 1 && left(propFIFO, ev.TokenID) {
 			drop, item, tokenID = i, propFIFO, ev.TokenID
 		}
-		seen[ev.TokenID] = seen[ev.TokenID] || ev.Kind == topics.KindLeave
 	}
 	require.NotEqual(t, -1, drop, "no leave of a token the fifo line shows LEFT")
 	brokers = testenv.Kafka(t, 12)
