@@ -38,6 +38,20 @@ const (
 	propertyStepsDefalt = 300
 )
 
+// leaveRacesComplete, when true, lets an admitted visitor leave just before
+// the shop completes the admission. Off: live and rebuilt lines differ then
+// (found by this test, seed 1795642195355146942 on the cluster, item
+// p-idle: a token live COMPLETED, rebuilt LEFT; on, every run shows it, e.g.
+// seed 1795643161291673218 on one redis-server: two tokens of p-idle and two
+// of p-lottery, each with a leave at offset n and a complete at n+1). The leave is only recorded
+// (the consumer applies it a moment later); the complete is recorded after
+// it and also applied to Redis at once by the api (httpapi complete: "free
+// the place now rather than when the consumer gets to it"), so live the
+// complete lands first and the leave then changes nothing, while the
+// rebuild applies the record in its order: the leave, then a complete of a
+// place already left. Turn it on once the two agree.
+const leaveRacesComplete = false
+
 // The property test's items, one per shape of the line.
 const (
 	propFIFO    = "p-fifo"    // fifo, admits 5/s up to 3 at once for 2 s: admissions expire all along
@@ -295,6 +309,10 @@ func (r *propRun) complete() {
 		a.decode(r.t, &st)
 		if st.Status != "ADMITTED" {
 			continue
+		}
+		if r.rnd.IntN(3) == 0 && leaveRacesComplete { // the visitor leaves as the shop completes the order
+			r.call(http.MethodDelete, "/api/v1/items/"+item+"/registrations/"+tok.token, nil)
+			r.ops["leave, then complete"]++
 		}
 		a = r.call(http.MethodPost, "/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: item})
 		if a.Code == http.StatusOK {
