@@ -556,7 +556,7 @@ func history(t *testing.T, e *env, about map[string]string) {
 
 // copyRecordDroppingOneLeave copies the three topics the view is built from
 // to a new kfake cluster, record by record at the same partitions and
-// offsets, but for the leave of one token the live fifo line shows LEFT, whose
+// offsets, but for the leave of one token a live line shows LEFT, whose
 // place it fills with the same record under another item. It returns the new
 // cluster, the item and the token.
 func copyRecordDroppingOneLeave(t *testing.T, e *env, live map[string]lineAt) (brokers []string, item, tokenID string) {
@@ -568,36 +568,41 @@ func copyRecordDroppingOneLeave(t *testing.T, e *env, live map[string]lineAt) (b
 			return en.Token == tok && en.State == queue.LeftLine
 		})
 	}
-	// The leave of the last token of the fifo line that the line shows LEFT,
-	// left once, of a user who registered once (a repeat registration's
-	// token leaves the same place): that leave alone made it LEFT. Most
-	// likely it left while waiting, and the places behind it moved up.
+	// The leave of a token the line shows LEFT, left once, of a user who
+	// registered once (a repeat registration's token leaves the same place):
+	// that leave alone made it LEFT. The last such of the fifo line if there
+	// is one (most likely it left while waiting, and the places behind it
+	// moved up), else of the other lines.
 	regs := records(t, e, topics.Registrations)
-	drop := -1
-	leaves, registers := map[string]int{}, map[string]int{} // tokenId -> leaves; userId -> registrations
+	leaves, registers := map[string]int{}, map[string]int{} // tokenId -> leaves; item/userId -> registrations
 	userOf := map[string]string{}
 	events := make([]struct{ Kind, TokenID, UserID string }, len(regs))
 	for i, rec := range regs {
 		ev := &events[i]
 		require.NoError(t, json.Unmarshal(rec.Value, ev))
-		if string(rec.Key) != propFIFO {
-			continue
-		}
 		switch ev.Kind {
 		case topics.KindLeave:
 			leaves[ev.TokenID]++
 		case topics.KindRegister:
-			registers[ev.UserID]++
+			registers[string(rec.Key)+"/"+ev.UserID]++
 			userOf[ev.TokenID] = ev.UserID
 		}
 	}
+	drop := map[string]int{} // item -> index of its last candidate
 	for i, ev := range events {
-		if string(regs[i].Key) == propFIFO && ev.Kind == topics.KindLeave && leaves[ev.TokenID] == 1 &&
-			registers[userOf[ev.TokenID]] == 1 && left(propFIFO, ev.TokenID) {
-			drop, item, tokenID = i, propFIFO, ev.TokenID
+		it := string(regs[i].Key)
+		if ev.Kind == topics.KindLeave && leaves[ev.TokenID] == 1 && registers[it+"/"+userOf[ev.TokenID]] == 1 && left(it, ev.TokenID) {
+			drop[it] = i
 		}
 	}
-	require.NotEqual(t, -1, drop, "no leave of a token the fifo line shows LEFT")
+	at := -1
+	for _, it := range []string{propFIFO, propLottery, propIdle, propSale} {
+		if i, ok := drop[it]; ok {
+			at, item, tokenID = i, it, events[i].TokenID
+			break
+		}
+	}
+	require.NotEqual(t, -1, at, "no leave that alone made a token LEFT")
 	brokers = testenv.Kafka(t, 12)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	require.NoError(t, err)
@@ -611,7 +616,7 @@ func copyRecordDroppingOneLeave(t *testing.T, e *env, live map[string]lineAt) (b
 		want := make(map[*kgo.Record]int64, len(recs)) // the original's offset
 		for i, rec := range recs {
 			c := &kgo.Record{Topic: topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
-			if topic == topics.Registrations && i == drop {
+			if topic == topics.Registrations && i == at {
 				var ev map[string]any
 				require.NoError(t, json.Unmarshal(rec.Value, &ev))
 				ev["itemId"] = "p-filler"
