@@ -40,10 +40,10 @@ const (
 
 // leaveRacesComplete, when true, lets an admitted visitor leave just before
 // the shop completes the admission. It is off because live and rebuilt
-// lines then differ (found by this test, with the operations of commit
-// df33ff7: seed 1795642195355146942 on the cluster, item p-idle, a token
-// live COMPLETED, rebuilt LEFT; on, nearly every run shows it, e.g. seed
-// 1795643161291673218 on one redis-server:
+// lines then differ (found by this test: seed 1795642195355146942 of
+// commit 50119cb's operations on the cluster, item p-idle, a token live
+// COMPLETED, rebuilt LEFT; on, nearly every run shows it, e.g. seed
+// 1795643161291673218 of commit df33ff7's on one redis-server:
 // two tokens of p-idle and two of p-lottery, each with a leave at offset n
 // and a complete at n+1). The leave is only recorded (the consumer applies
 // it a moment later); the complete is recorded after it and also applied to
