@@ -90,6 +90,27 @@ func TestBypassAdmittedAtTheNextTickOncePerUse(t *testing.T) {
 	assert.Equal(t, int64(1), st.Head)
 }
 
+// An express place at the front of the line (it came first) is admitted
+// once: the tick's FIFO admissions are the people behind it (found by the
+// property test: one token twice in a tick's event, waiting -1).
+func TestExpressAtTheFrontAdmittedOnce(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "fx", 10, 0, 60, 0)
+	_, err := l.Apply(ctx, []queue.Op{
+		regBypass("fx", "s1", "staff-1", 0, "c1", 1),
+		reg("fx", "t1", "u1", 1),
+		reg("fx", "t2", "u2", 2),
+	})
+	require.NoError(t, err)
+	tk, err := tick(t, l, "fx", 1, time.UnixMilli(1_000_000_000_000), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s1", "t1", "t2"}, tk.Unpublished, "each once: the express place, then the line")
+	assert.Equal(t, 3, tk.Admitted)
+	assert.Equal(t, int64(0), tk.Waiting)
+	assert.Equal(t, int64(3), tk.Head)
+}
+
 // A paused item holds express places too; a place that left before its tick
 // is dropped, not admitted.
 func TestBypassPausedAndLeft(t *testing.T) {

@@ -151,12 +151,21 @@ for lo = #admitted + 1, taken, CHUNK do
 end
 local fifo = 0
 if n > 0 then
-  local front = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')
-  for i = 1, #front, 2 do
-    admitted[#admitted + 1] = front[i]
-    head = tonumber(front[i + 1])
+  -- The express places admitted above are still in the line (admit moves
+  -- them below): the front read passes over them, so nobody is admitted twice.
+  local skip = {}
+  for i = 1, #admitted do
+    skip[admitted[i]] = true
   end
-  fifo = #front / 2
+  local front = redis.call('ZRANGE', KEYS[1], 0, n + #admitted - 1, 'WITHSCORES')
+  for i = 1, #front, 2 do
+    if fifo == n then break end
+    if not skip[front[i]] then
+      admitted[#admitted + 1] = front[i]
+      head = tonumber(front[i + 1])
+      fifo = fifo + 1
+    end
+  end
 end
 if #admitted > 0 then
   local newHead = nil
