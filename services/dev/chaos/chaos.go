@@ -50,6 +50,9 @@ type Options struct {
 	// the links of an isolated cluster (Cluster.Isolate).
 	Nemesis time.Duration
 	Seed    int64
+	// Skew moves each api's, scheduler's and notifier's clock by up to
+	// ±Skew, drawn from Seed (see Skews); 0: every clock the machine's.
+	Skew time.Duration
 	// ProduceTimeout is the apis' WR_PRODUCE_TIMEOUT (default 5 s): an api
 	// cut from Kafka must answer 503 within twice it. Not within it: the
 	// Kafka client fails a buffered record whose context ended only at its
@@ -327,9 +330,19 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		return nil, errors.New("the nemesis needs an isolated cluster (Cluster.Isolate)")
 	}
 	var steps []Step
+	reps := Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
+		Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2)}
+	if skews := Skews(o.Seed, o.Skew, reps); len(skews) > 0 {
+		fmt.Fprintf(out, "chaos: clocks of seed %d, skewed up to ±%s: %s\n", o.Seed, o.Skew, skewLine(skews))
+		if o.Cluster.ProcEnv == nil {
+			o.Cluster.ProcEnv = map[string][]string{}
+		}
+		for name, d := range skews {
+			o.Cluster.ProcEnv[name] = append(o.Cluster.ProcEnv[name], "WR_CLOCK_OFFSET="+d.String())
+		}
+	}
 	if o.Nemesis > 0 {
-		steps = Schedule(o.Seed, o.Nemesis, Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
-			Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2)})
+		steps = Schedule(o.Seed, o.Nemesis, reps)
 		fmt.Fprintf(out, "chaos: nemesis of seed %d (WR_CHAOS_SEED=%d replays it): %d faults over %s, up to %d at once\n",
 			o.Seed, o.Seed, len(steps), o.Nemesis, overlapping(steps))
 		for _, s := range steps {

@@ -443,3 +443,41 @@ func (w *watch) result() verdict {
 	defer w.mu.Unlock()
 	return w.v
 }
+
+// Skews are the clock offsets of seed: each api, scheduler and notifier's
+// wall clock moved by up to ±most (WR_CLOCK_OFFSET), drawn from the seed
+// apart from the schedule, so a run's skews replay with it. The schedulers
+// disagree among themselves (a replica taking another's shards over judges
+// the other's admission expiries on its own clock) and with the apis and
+// notifiers that check those expiries. The consumers keep the machine's
+// clock: they apply records, whose times are Kafka's. Zero most: none.
+func Skews(seed int64, most time.Duration, r Replicas) map[string]time.Duration {
+	if most <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x736b657773))
+	out := map[string]time.Duration{}
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{"api", r.APIs}, {"scheduler", r.Schedulers}, {"notifier", r.Notifiers}} {
+		for i := range k.n {
+			out[fmt.Sprintf("%s-%d", k.kind, i+1)] = (time.Duration(rng.Int64N(int64(2*most)+1)) - most).Round(time.Millisecond)
+		}
+	}
+	return out
+}
+
+// skewLine prints skews in a stable order.
+func skewLine(skews map[string]time.Duration) string {
+	names := make([]string, 0, len(skews))
+	for n := range skews {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s %+.3fs", n, skews[n].Seconds())
+	}
+	return strings.TrimSpace(b.String())
+}

@@ -170,3 +170,30 @@ func TestClientToldALargerPositionIsCaught(t *testing.T) {
 		t.Fatal("a client told a larger position failed a run that only reports it")
 	}
 }
+
+// The clock skews replay with the seed, stay within the bound, and set
+// the schedulers apart from each other.
+func TestSkewsAreAFunctionOfTheSeedWithinTheBound(t *testing.T) {
+	const most = 2 * time.Second
+	a, b := Skews(8, most, replicasOfACluster), Skews(8, most, replicasOfACluster)
+	if len(a) != 7 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 8 gave %v and %v", a, b)
+	}
+	if reflect.DeepEqual(a, Skews(9, most, replicasOfACluster)) {
+		t.Fatal("seeds 8 and 9 gave the same skews")
+	}
+	for seed := int64(0); seed < 100; seed++ {
+		s := Skews(seed, most, replicasOfACluster)
+		for name, d := range s {
+			if d < -most || d > most {
+				t.Fatalf("seed %d: %s skewed %s, beyond ±%s", seed, name, d, most)
+			}
+		}
+		if _, ok := s["consumer-1"]; ok {
+			t.Fatalf("seed %d: a consumer's clock skewed", seed)
+		}
+	}
+	if Skews(8, 0, replicasOfACluster) != nil {
+		t.Fatal("no bound, yet skews")
+	}
+}

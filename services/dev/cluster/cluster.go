@@ -45,6 +45,9 @@ type Options struct {
 	Items []topics.ItemState
 	// Env is added to every service's environment (e.g. WR_LOG_LEVEL=warn).
 	Env []string
+	// ProcEnv is added to one service's environment, by its name (api-1,
+	// scheduler-2, ...), after Env: the chaos suite's clock offsets.
+	ProcEnv map[string][]string
 	// Isolate runs every service in a network namespace of its own whose
 	// only ways out and in are Links (see Netns, ProcNet): to each Kafka
 	// broker, to Redis, and from the front door to its HTTP listener. It
@@ -186,6 +189,7 @@ func (c *Cluster) build() error {
 		addr := c.addr(off + i)
 		e := append(append([]string{}, common...), env...)
 		e = append(e, "WR_KAFKA_CLIENT_ID=waitroom-"+name)
+		e = append(e, o.ProcEnv[name]...)
 		return &Proc{Name: name, Kind: kind, Bin: bin("waitroom-" + kind), LogFile: filepath.Join(logs, name+".log"),
 			Addr: addr, Health: "http://" + addr + "/readyz", Env: append(e, "WR_"+strings.ToUpper(kind)+"_ADDR="+addr)}
 	}

@@ -32,8 +32,11 @@ type Config struct {
 	AimSlack  float64       `env:"WR_CHAOS_AIM_SLACK" envDefault:"1"`
 	// Nemesis runs after the faults: overlapping link faults from the
 	// schedule of Seed (empty: a new seed, printed) on an isolated cluster.
-	Nemesis        time.Duration `env:"WR_CHAOS_NEMESIS" envDefault:"2m"`
-	Seed           string        `env:"WR_CHAOS_SEED"`
+	Nemesis time.Duration `env:"WR_CHAOS_NEMESIS" envDefault:"2m"`
+	Seed    string        `env:"WR_CHAOS_SEED"`
+	// Skew moves each api's, scheduler's and notifier's clock by up to
+	// ±Skew, drawn from the seed (0: no skew).
+	Skew           time.Duration `env:"WR_CHAOS_SKEW" envDefault:"2s"`
 	Isolate        bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
 	// StrictPositions fails the run when a client was told a position larger
@@ -82,7 +85,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	rows, err := chaos.Run(ctx, chaos.Options{
 		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate},
 		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
-		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
+		Nemesis: cfg.Nemesis, Seed: seed, Skew: cfg.Skew, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
 		Meter: cfg.Meter, Growth: cfg.Growth, Log: log,
 	}, os.Stdout)
 	if err != nil {
