@@ -565,6 +565,9 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	}
 	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); registrations at an api cut from Kafka: %d, each answered within %s (the slowest in %s)\n",
 		fenced, n.probes, n.produceTimeout, round(n.slowest))
+	if n.ooms > 0 || len(n.oomErrs) > 0 {
+		fmt.Fprintf(out, "chaos: nemesis: %d commands refused by a full Redis (OOM)\n", n.ooms)
+	}
 	row.Down = healed.Sub(at)
 	// Recovery counts from the last fault's end: the nemesis overlaps its
 	// faults, so there is no one fault to count from.
@@ -586,6 +589,9 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	v.Hung = len(n.hangs)
 	for _, h := range n.hangs {
 		v.note("%s", h)
+	}
+	if len(n.oomErrs) > 0 && row.Err == nil {
+		row.Err = fmt.Errorf("redis-oom: %s", strings.Join(n.oomErrs, "; "))
 	}
 	fmt.Fprintf(out, "chaos: nemesis: over in %s, whole again %s after its last fault, %s\n", round(row.Down), round(row.Recovery), summary(row))
 	return row

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/services/dev/cluster"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -66,7 +67,8 @@ func TestScheduleBounds(t *testing.T) {
 
 // make chaos-ci runs the nemesis of a fixed seed: it must hold at least one
 // partition, one slow link and overlapping faults, and it does hold more
-// (an api cut from Kafka, a stalled leader, a timeout, resets, slow readers).
+// (an api cut from Kafka, a stalled leader, a timeout, resets, slow readers,
+// an asymmetric partition holding answers, packet loss, a full Redis).
 func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 	mk, err := os.ReadFile("../../../Makefile")
 	if err != nil {
@@ -88,8 +90,11 @@ func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 		if s.Kind == Partition && s.Link == "kafka" && strings.HasPrefix(s.Proc, "api") {
 			has["api cut from Kafka"] = true
 		}
+		if s.Kind == OneWay && s.Dir == cluster.Down {
+			has["answers held"] = true
+		}
 	}
-	for _, want := range []string{Partition, Slow, LeaderStall, Timeout, ResetPeer, "api cut from Kafka"} {
+	for _, want := range []string{Partition, Slow, LeaderStall, Timeout, ResetPeer, "api cut from Kafka", OneWay, "answers held", Loss, OOM, SlowReaders} {
 		if !has[want] {
 			t.Errorf("the CI nemesis (seed %d, %s) has no %s", seed, length, want)
 		}
