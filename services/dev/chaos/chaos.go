@@ -443,6 +443,13 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 			res = "FAILED: " + row.Err.Error()
 		}
 		fmt.Fprintf(out, "chaos: memory: %s\n", res)
+		svg := strings.TrimSuffix(mt.csv, ".csv") + ".svg"
+		title := fmt.Sprintf("RSS and goroutines of every process, seed %d, %s of nemesis at %.0f people/s", o.Seed, o.Nemesis, o.Rate)
+		if err := PlotMeter(mt.csv, svg, title); err != nil {
+			fmt.Fprintf(out, "chaos: memory: no plot: %v\n", err)
+		} else {
+			fmt.Fprintf(out, "chaos: memory: plotted in %s\n", svg)
+		}
 		rows = append(rows, row)
 	}
 

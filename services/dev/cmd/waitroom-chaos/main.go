@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/pkg/config"
@@ -47,7 +49,10 @@ type Config struct {
 	// the way in (make soak-chaos).
 	Meter  time.Duration `env:"WR_CHAOS_METER" envDefault:"0"`
 	Growth float64       `env:"WR_CHAOS_GROWTH" envDefault:"1.1"`
-	Log    config.Log
+	// Plot draws the curves of a kept run's meter.csv into an SVG beside
+	// it (meter.svg) and runs nothing else.
+	Plot string `env:"WR_CHAOS_PLOT"`
+	Log  config.Log
 }
 
 var errFailed = errors.New("an invariant or a recovery aim failed (see the table)")
@@ -63,6 +68,14 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	if cfg.Plot != "" {
+		svg := strings.TrimSuffix(cfg.Plot, filepath.Ext(cfg.Plot)) + ".svg"
+		if err := chaos.PlotMeter(cfg.Plot, svg, "RSS and goroutines of every process ("+filepath.Base(filepath.Dir(cfg.Plot))+")"); err != nil {
+			return err
+		}
+		fmt.Println("chaos: plotted in", svg)
+		return nil
+	}
 	dir, keep := cfg.Dir, cfg.Dir != "" || cfg.Meter > 0 // a soak keeps its meter.csv
 	if dir == "" {
 		d, err := os.MkdirTemp("", "waitroom-chaos-")
