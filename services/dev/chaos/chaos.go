@@ -67,7 +67,11 @@ type Options struct {
 	// reading a third of the way in (the soak).
 	Meter  time.Duration
 	Growth float64
-	Log    *zap.Logger
+	// Sabotage, when set (SabotageReadmit), commits what a broken build
+	// would halfway through the nemesis: the run must then fail. It tests
+	// the suite, not the services.
+	Sabotage string
+	Log      *zap.Logger
 }
 
 // Policy of the items under load: the admitted set is small, so maxActive is
@@ -94,6 +98,9 @@ type Fault struct {
 	// not the fault's); nil: the fault needs none.
 	pick   func(ctx context.Context, c *cluster.Cluster, e *env) error
 	inject func(ctx context.Context, c *cluster.Cluster, e env) (restored time.Time, err error)
+	// sentinel: the fault needs Redis behind Sentinel (Cluster.Sentinel);
+	// the default list has it only then.
+	sentinel bool
 }
 
 // env is what a fault may look at to choose its target, and the target
@@ -101,6 +108,7 @@ type Fault struct {
 type env struct {
 	tail   *tail
 	log    *zap.Logger
+	out    io.Writer
 	target *cluster.Proc
 	link   int // the consumer whose Redis link is cut
 }
@@ -213,11 +221,21 @@ func Faults() []Fault {
 		{Name: "consumer-cut", What: "the consumer owning most of the load's partitions cut off from Redis for 10 s", Aim: 15 * time.Second,
 			pick: busiest,
 			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
-				c.RedisLinks[e.link].Cut()
+				links := []*cluster.Link{c.RedisLinks[e.link]}
+				if e.target.Net != nil {
+					links = e.target.Net.RedisLinks() // the primary's, the replica's and the Sentinels'
+				}
+				for _, l := range links {
+					l.Cut()
+				}
 				sleepCtx(ctx, 10*time.Second)
-				c.RedisLinks[e.link].Heal()
+				for _, l := range links {
+					l.Heal()
+				}
 				return time.Now(), nil
 			}},
+		{Name: "redis-failover", What: "Sentinel failover under load: the replica cut off from the primary for 1 s, the primary killed (-9), the replica, which missed that second of writes, promoted; the old primary restarted as a replica",
+			sentinel: true, inject: failover},
 	}
 }
 
@@ -322,7 +340,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	if o.ProduceTimeout <= 0 {
 		o.ProduceTimeout = 5 * time.Second
 	}
-	faults, err := pick(o.Faults)
+	faults, err := pick(o.Faults, o.Cluster.Sentinel)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +349,10 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	}
 	var steps []Step
 	reps := Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
-		Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2)}
+		Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2), Redis: 1}
+	if o.Cluster.Sentinel {
+		reps.Redis = 2
+	}
 	if skews := Skews(o.Seed, o.Skew, reps); len(skews) > 0 {
 		fmt.Fprintf(out, "chaos: clocks of seed %d, skewed up to ±%s: %s\n", o.Seed, o.Skew, skewLine(skews))
 		if o.Cluster.ProcEnv == nil {
@@ -372,7 +393,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	go tl.run(bg)
-	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	rdb := c.RedisClient(redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
 	smp := &sampler{rdb: rdb, items: map[string]int64{}, max: map[string]int64{}}
 	for _, id := range Items {
@@ -400,7 +421,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
 		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
-		e := env{tail: tl, log: o.Log}
+		e := env{tail: tl, log: o.Log, out: out}
 		if f.pick != nil {
 			if err := f.pick(ctx, c, &e); err != nil {
 				row.Err = err
@@ -466,7 +487,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 }
 
 // check runs every invariant check now.
-func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb *redis.Client, final bool) verdict {
+func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb redis.UniversalClient, final bool) verdict {
 	var v verdict
 	ld.ledger(ctx, &v, final, 20*time.Second)
 	if err := tl.caughtUp(ctx); err != nil {
@@ -554,7 +575,7 @@ func allReady(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 // runNemesis carries the schedule out under the load, the invariants
 // watched every second throughout, then waits for service to be whole again
 // and checks everything.
-func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb *redis.Client, steps []Step, out io.Writer) Row {
+func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb redis.UniversalClient, steps []Step, out io.Writer) Row {
 	row := Row{Fault: "nemesis", What: fmt.Sprintf("seed %d: %d faults over %s, up to %d at once", o.Seed, len(steps), o.Nemesis, overlapping(steps)),
 		Aim: time.Duration(float64(nemesisAim) * o.AimSlack), StrictPositions: o.StrictPositions}
 	fmt.Fprintf(out, "chaos: %s nemesis: %s\n", time.Now().Format("15:04:05.000"), row.What)
@@ -562,6 +583,15 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: 2 * o.ProduceTimeout}
 	fencedBefore := schedulerCounter(c, "waitroom_scheduler_fenced_total")
 	at := time.Now()
+	if o.Sabotage != "" {
+		go func() {
+			if sleepCtx(ctx, o.Nemesis/2) {
+				if err := sabotage(ctx, o.Sabotage, tl, out); err != nil {
+					n.hung(err.Error()) // a sabotage not committed must not pass for a caught one
+				}
+			}
+		}()
+	}
 	n.run(ctx, steps)
 	healed := time.Now()
 	var fenced float64
@@ -572,7 +602,7 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	}
 	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); registrations at an api cut from Kafka: %d, each answered within %s (the slowest in %s)\n",
 		fenced, n.probes, n.produceTimeout, round(n.slowest))
-	if n.ooms > 0 || len(n.oomErrs) > 0 {
+	if n.ooms > 0 || len(n.redisErrs) > 0 {
 		fmt.Fprintf(out, "chaos: nemesis: %d commands refused by a full Redis (OOM)\n", n.ooms)
 	}
 	row.Down = healed.Sub(at)
@@ -597,8 +627,8 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	for _, h := range n.hangs {
 		v.note("%s", h)
 	}
-	if len(n.oomErrs) > 0 && row.Err == nil {
-		row.Err = fmt.Errorf("redis-oom: %s", strings.Join(n.oomErrs, "; "))
+	if len(n.redisErrs) > 0 && row.Err == nil {
+		row.Err = fmt.Errorf("a Redis step failed: %s", strings.Join(n.redisErrs, "; "))
 	}
 	fmt.Fprintf(out, "chaos: nemesis: over in %s, whole again %s after its last fault, %s\n", round(row.Down), round(row.Recovery), summary(row))
 	return row
@@ -615,10 +645,10 @@ func replicas(n, def int) int {
 	return n
 }
 
-func pick(names []string) ([]Fault, error) {
+func pick(names []string, sentinel bool) ([]Fault, error) {
 	all := Faults()
 	if len(names) == 0 {
-		return all, nil
+		return slices.DeleteFunc(all, func(f Fault) bool { return f.sentinel && !sentinel }), nil
 	}
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil
@@ -628,6 +658,9 @@ func pick(names []string) ([]Fault, error) {
 		found := false
 		for _, f := range all {
 			if f.Name == n {
+				if f.sentinel && !sentinel {
+					return nil, fmt.Errorf("fault %q needs Redis behind Sentinel (WR_CHAOS_SENTINEL=true)", n)
+				}
 				out, found = append(out, f), true
 			}
 		}

@@ -58,6 +58,12 @@ const (
 	// scheduler's ticks fail and resume, a script refused on OOM wrote
 	// nothing (Redis refuses a script's first write, never a later one).
 	OOM = "redis-oom"
+	// Failover kills the Redis primary under load after its replica missed
+	// a second of writes, and the Sentinels promote the replica (see
+	// failover): drawn only when Redis runs behind Sentinel (Replicas.Redis
+	// 2). The view marker must tell the promoted replica's view is older
+	// than the record, and the line be rebuilt from Kafka: nobody lost.
+	Failover = "redis-failover"
 )
 
 // Step is one fault of a nemesis schedule.
@@ -102,8 +108,10 @@ func (s Step) blocking() bool {
 	return s.Kind == Timeout || s.Kind == Partition || s.Kind == LeaderStall || s.Kind == OneWay
 }
 
-// Replicas of each kind of process the schedule picks targets from.
-type Replicas struct{ APIs, Consumers, Schedulers, Notifiers int }
+// Replicas of each kind of process the schedule picks targets from; Redis
+// is the number of Redis servers (2: a primary and a replica behind
+// Sentinel, and failovers are drawn).
+type Replicas struct{ APIs, Consumers, Schedulers, Notifiers, Redis int }
 
 // maxOverlap is the most steps active at once.
 const maxOverlap = 3
@@ -119,7 +127,7 @@ func Schedule(seed int64, length time.Duration, r Replicas) []Step {
 		kind   string
 		weight int
 	}{{Slow, 3}, {Partition, 3}, {ResetPeer, 2}, {Timeout, 2}, {Squeeze, 1}, {LeaderStall, 1}, {SlowReaders, 1},
-		{OneWay, 2}, {Loss, 2}, {OOM, 1}}
+		{OneWay, 2}, {Loss, 2}, {OOM, 1}, {Failover, 1}}
 	total := 0
 	for _, k := range kinds {
 		total += k.weight
@@ -223,6 +231,12 @@ func Schedule(seed int64, length time.Duration, r Replicas) []Step {
 		case OOM:
 			s.Proc, s.Link = "redis", ""
 			s.For = between(3*time.Second, 6*time.Second)
+		case Failover:
+			s.Proc, s.Link = "redis", ""
+			s.For = between(8*time.Second, 12*time.Second) // a second's freeze, the Sentinels' 1 s judgement and vote, the old primary's restart
+			if r.Redis < 2 {
+				continue // single Redis: no failover (its draws are spent all the same)
+			}
 		}
 		if s.At+s.For > length {
 			s.For = length - s.At
@@ -260,26 +274,31 @@ type nemesis struct {
 	// record: twice its WR_PRODUCE_TIMEOUT (see Options.ProduceTimeout).
 	produceTimeout time.Duration
 
-	mu      sync.Mutex
-	hangs   []string      // an api cut from Kafka that did not answer 503 in time
-	probes  int           // registrations sent to an api cut from Kafka
-	slowest time.Duration // the slowest answer to one
-	ooms    int64         // commands Redis refused with OOM during redis-oom steps
-	oomErrs []string      // a redis-oom step that could not be carried out
+	mu        sync.Mutex
+	hangs     []string      // an api cut from Kafka that did not answer 503 in time
+	probes    int           // registrations sent to an api cut from Kafka
+	slowest   time.Duration // the slowest answer to one
+	ooms      int64         // commands Redis refused with OOM during redis-oom steps
+	redisErrs []string      // a redis-oom or redis-failover step that could not be carried out
 }
 
 // oom fills Redis's memory until end: maxmemory at three quarters of the
 // memory in use (policy noeviction: nothing is evicted, writes are refused),
 // then back to what it was. It counts the commands refused with OOM.
 func (n *nemesis) oom(ctx context.Context, end time.Time) {
-	rdb := redis.NewClient(&redis.Options{Addr: n.c.RedisAddr, MaxRetries: 3})
-	defer rdb.Close()
 	fail := func(err error) {
 		n.mu.Lock()
-		n.oomErrs = append(n.oomErrs, err.Error())
+		n.redisErrs = append(n.redisErrs, err.Error())
 		n.mu.Unlock()
 		n.printf("nemesis: redis-oom: %v\n", err)
 	}
+	primary, err := n.c.Primary(ctx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: primary, MaxRetries: 3})
+	defer rdb.Close()
 	cfg, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {
 		fail(fmt.Errorf("read maxmemory: %w", err))
@@ -316,7 +335,7 @@ func (n *nemesis) oom(ctx context.Context, end time.Time) {
 
 // infoInt reads one number from Redis's INFO section: "field:N" or, for
 // errorstats, "field:count=N" (0 when the field is absent: no such error yet).
-func infoInt(ctx context.Context, rdb *redis.Client, section, field string) (int64, error) {
+func infoInt(ctx context.Context, rdb redis.Cmdable, section, field string) (int64, error) {
 	s, err := rdb.Info(ctx, section).Result()
 	if err != nil {
 		return 0, fmt.Errorf("INFO %s: %w", section, err)
@@ -331,6 +350,15 @@ func infoInt(ctx context.Context, rdb *redis.Client, section, field string) (int
 	}
 	return 0, nil
 }
+
+// lockedOut writes to out under the nemesis's lock.
+func (n *nemesis) lockedOut() io.Writer {
+	return writerFunc(func(b []byte) (int, error) { n.printf("%s", b); return len(b), nil })
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func (n *nemesis) printf(format string, a ...any) {
 	n.mu.Lock()
@@ -367,7 +395,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 			n.printf("nemesis: +%s %s: no leader found (%v); skipped\n", since(start), s.Kind, err)
 			return
 		}
-		proc, links = p.Name, []*cluster.Link{p.Net.Redis}
+		proc, links = p.Name, p.Net.RedisLinks()
 	default:
 		p := n.proc(s.Proc)
 		if p == nil || p.Net == nil {
@@ -378,7 +406,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		case "kafka":
 			links = p.Net.Kafka
 		case "redis":
-			links = []*cluster.Link{p.Net.Redis}
+			links = p.Net.RedisLinks()
 		case "in":
 			links = []*cluster.Link{p.Net.In}
 		}
@@ -407,6 +435,14 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		sleepUntilCtx(ctx, end)
 	case OOM:
 		n.oom(ctx, end)
+	case Failover:
+		if _, err := failover(ctx, n.c, env{log: n.log, out: n.lockedOut()}); err != nil {
+			n.mu.Lock()
+			n.redisErrs = append(n.redisErrs, err.Error())
+			n.mu.Unlock()
+			n.printf("nemesis: redis-failover: %v\n", err)
+		}
+		sleepUntilCtx(ctx, end)
 	case Timeout, LeaderStall:
 		each((*cluster.Link).Hold)
 		sleepUntilCtx(ctx, end)

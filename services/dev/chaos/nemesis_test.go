@@ -42,6 +42,9 @@ func TestScheduleBounds(t *testing.T) {
 			t.Fatalf("seed %d: %d faults at once", seed, n)
 		}
 		for i, s := range steps {
+			if s.Kind == Failover {
+				t.Fatalf("seed %d: a failover drawn with a single Redis", seed)
+			}
 			if s.At < 0 || s.For < time.Second || s.At+s.For > length {
 				t.Fatalf("seed %d: %v outside the nemesis", seed, s)
 			}
@@ -68,7 +71,8 @@ func TestScheduleBounds(t *testing.T) {
 // make chaos-ci runs the nemesis of a fixed seed: it must hold at least one
 // partition, one slow link and overlapping faults, and it does hold more
 // (an api cut from Kafka, a stalled leader, a timeout, resets, slow readers,
-// an asymmetric partition holding answers, packet loss, a full Redis).
+// an asymmetric partition holding answers, packet loss, a full Redis, a
+// Sentinel failover to a replica that missed writes).
 func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 	mk, err := os.ReadFile("../../../Makefile")
 	if err != nil {
@@ -83,7 +87,12 @@ func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := Schedule(seed, length, replicasOfACluster)
+	r := replicasOfACluster
+	if !strings.Contains(string(m[0]), "WR_CHAOS_SENTINEL=true") {
+		t.Fatal("make chaos-ci runs Redis without Sentinel: no failover")
+	}
+	r.Redis = 2
+	steps := Schedule(seed, length, r)
 	has := map[string]bool{}
 	for _, s := range steps {
 		has[s.Kind] = true
@@ -94,7 +103,7 @@ func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 			has["answers held"] = true
 		}
 	}
-	for _, want := range []string{Partition, Slow, LeaderStall, Timeout, ResetPeer, "api cut from Kafka", OneWay, "answers held", Loss, OOM, SlowReaders} {
+	for _, want := range []string{Partition, Slow, LeaderStall, Timeout, ResetPeer, "api cut from Kafka", OneWay, "answers held", Loss, OOM, SlowReaders, Failover} {
 		if !has[want] {
 			t.Errorf("the CI nemesis (seed %d, %s) has no %s", seed, length, want)
 		}

@@ -38,8 +38,11 @@ type Config struct {
 	Seed    string        `env:"WR_CHAOS_SEED"`
 	// Skew moves each api's, scheduler's and notifier's clock by up to
 	// ±Skew, drawn from the seed (0: no skew).
-	Skew           time.Duration `env:"WR_CHAOS_SKEW" envDefault:"2s"`
-	Isolate        bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
+	Skew    time.Duration `env:"WR_CHAOS_SKEW" envDefault:"2s"`
+	Isolate bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
+	// Sentinel runs Redis as a primary, a replica and three Sentinels, and
+	// adds the redis-failover fault.
+	Sentinel       bool          `env:"WR_CHAOS_SENTINEL" envDefault:"false"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
 	// StrictPositions fails the run when a client was told a position larger
 	// than before (always reported).
@@ -52,7 +55,11 @@ type Config struct {
 	// Plot draws the curves of a kept run's meter.csv into an SVG beside
 	// it (meter.svg) and runs nothing else.
 	Plot string `env:"WR_CHAOS_PLOT"`
-	Log  config.Log
+	// Sabotage commits what a broken build would mid-nemesis (readmit: a
+	// second admission of someone admitted): the run must fail. It tests
+	// the suite itself.
+	Sabotage string `env:"WR_CHAOS_SABOTAGE"`
+	Log      config.Log
 }
 
 var errFailed = errors.New("an invariant or a recovery aim failed (see the table)")
@@ -96,10 +103,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		fmt.Printf("chaos: seed %d (WR_CHAOS_SEED=%d replays this nemesis)\n", seed, seed)
 	}
 	rows, err := chaos.Run(ctx, chaos.Options{
-		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate},
+		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate, Sentinel: cfg.Sentinel},
 		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
 		Nemesis: cfg.Nemesis, Seed: seed, Skew: cfg.Skew, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
-		Meter: cfg.Meter, Growth: cfg.Growth, Log: log,
+		Meter: cfg.Meter, Growth: cfg.Growth, Sabotage: cfg.Sabotage, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)
