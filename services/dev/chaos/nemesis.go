@@ -53,10 +53,11 @@ const (
 	Loss = "loss"
 	// OOM fills Redis's memory in a spike: maxmemory set below the memory
 	// in use (policy noeviction), so every command that may grow memory is
-	// refused with OOM for 3–6 s. No registration may be lost or doubled:
-	// the consumer retries (or dead-letters with the reason), the
-	// scheduler's ticks fail and resume, a script refused on OOM wrote
-	// nothing (Redis refuses a script's first write, never a later one).
+	// refused with OOM for 3–6 s. No registration may be lost, doubled or
+	// dead-lettered: the consumer pauses and retries (OOM is trouble with
+	// Redis, not with a record), the scheduler's ticks fail and resume, a
+	// script refused on OOM wrote nothing (Redis refuses a script's first
+	// write, never a later one: oom_test.go).
 	OOM = "redis-oom"
 	// Failover kills the Redis primary under load after its replica missed
 	// a second of writes, and the Sentinels promote the replica (see

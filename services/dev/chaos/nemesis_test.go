@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,5 +210,24 @@ func TestSkewsAreAFunctionOfTheSeedWithinTheBound(t *testing.T) {
 	}
 	if Skews(8, 0, replicasOfACluster) != nil {
 		t.Fatal("no bound, yet skews")
+	}
+}
+
+// The failover needs Redis behind Sentinel: the default list has it only
+// then, and naming it without Sentinel is refused before a cluster starts.
+func TestTheFailoverFaultNeedsSentinel(t *testing.T) {
+	has := func(fs []Fault) bool {
+		return slices.ContainsFunc(fs, func(f Fault) bool { return f.Name == Failover })
+	}
+	single, err := pick(nil, false)
+	if err != nil || has(single) {
+		t.Fatalf("default faults with a single Redis: %v (failover: %v)", err, has(single))
+	}
+	sentinel, err := pick(nil, true)
+	if err != nil || !has(sentinel) || len(sentinel) != len(single)+1 {
+		t.Fatalf("default faults behind Sentinel: %v (%d, failover: %v)", err, len(sentinel), has(sentinel))
+	}
+	if _, err := pick([]string{Failover}, false); err == nil {
+		t.Fatal("redis-failover named with a single Redis was accepted")
 	}
 }
