@@ -33,7 +33,7 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 	}
 	x := func(d time.Duration) float64 { return left + d.Minutes()/span*float64(width-left-right) }
 	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-		"#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39"}
+		"#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#000000", "#e7ba52", "#5254a3", "#ad494a"}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="15">%s</text>`+"\n", left, html.EscapeString(title))
@@ -71,6 +71,7 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%g min</text>`+"\n",
 				xv, xv, y0+panelH, y0+panelH+4, xv, y0+panelH+26, m)
 		}
+		shown := 0 // legend rows so far: a process without readings has none
 		for j, n := range names {
 			var pts []string
 			for _, s := range samples {
@@ -83,7 +84,8 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 			}
 			c := colors[j%len(colors)]
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", c, strings.Join(pts, " "))
-			ly := y0 + 14 + 15*j
+			ly := y0 + 14 + 15*shown
+			shown++
 			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d">%s</text>`+"\n",
 				width-right+10, width-right+30, ly-4, ly-4, c, width-right+36, ly, html.EscapeString(n))
 		}
