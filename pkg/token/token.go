@@ -258,6 +258,13 @@ func newSigner(m jwt.SigningMethod, sign, verify any, kid string) *Signer {
 	return s
 }
 
+// WithClock sets the time tokens are issued and checked at (default
+// time.Now): a process's own clock, which may be off (config.Clock).
+func (s *Signer) WithClock(now func() time.Time) *Signer {
+	s.now = now
+	return s
+}
+
 // Alg names the signing algorithm.
 func (s *Signer) Alg() string { return s.method.Alg() }
 

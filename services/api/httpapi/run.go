@@ -73,6 +73,7 @@ type Config struct {
 	Kafka     config.Kafka
 	Redis     config.Redis
 	Log       config.Log
+	Clock     config.Clock
 	HTTP      config.HTTP
 }
 
@@ -136,7 +137,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	signer, admit := signers.Queue, signers.Admission
+	signer, admit := signers.Queue.WithClock(cfg.Clock.Now), signers.Admission.WithClock(cfg.Clock.Now)
 	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-api", log)
 	if err != nil {
 		return err
@@ -196,6 +197,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: seen,
 		Guard: guard, Refusals: refusals,
 	}, reg, log)
+	srv.now = cfg.Clock.Now
 	engine := httpserver.New(log, reg, ready)
 	if err := httpserver.TrustProxies(engine, cfg.TrustedProxies); err != nil {
 		return err

@@ -50,6 +50,9 @@ type Options struct {
 	// the links of an isolated cluster (Cluster.Isolate).
 	Nemesis time.Duration
 	Seed    int64
+	// Skew moves each api's, scheduler's and notifier's clock by up to
+	// ±Skew, drawn from Seed (see Skews); 0: every clock the machine's.
+	Skew time.Duration
 	// ProduceTimeout is the apis' WR_PRODUCE_TIMEOUT (default 5 s): an api
 	// cut from Kafka must answer 503 within twice it. Not within it: the
 	// Kafka client fails a buffered record whose context ended only at its
@@ -64,7 +67,11 @@ type Options struct {
 	// reading a third of the way in (the soak).
 	Meter  time.Duration
 	Growth float64
-	Log    *zap.Logger
+	// Sabotage, when set (SabotageReadmit), commits what a broken build
+	// would halfway through the nemesis: the run must then fail. It tests
+	// the suite, not the services.
+	Sabotage string
+	Log      *zap.Logger
 }
 
 // Policy of the items under load: the admitted set is small, so maxActive is
@@ -91,6 +98,9 @@ type Fault struct {
 	// not the fault's); nil: the fault needs none.
 	pick   func(ctx context.Context, c *cluster.Cluster, e *env) error
 	inject func(ctx context.Context, c *cluster.Cluster, e env) (restored time.Time, err error)
+	// sentinel: the fault needs Redis behind Sentinel (Cluster.Sentinel);
+	// the default list has it only then.
+	sentinel bool
 }
 
 // env is what a fault may look at to choose its target, and the target
@@ -98,6 +108,7 @@ type Fault struct {
 type env struct {
 	tail   *tail
 	log    *zap.Logger
+	out    io.Writer
 	target *cluster.Proc
 	link   int // the consumer whose Redis link is cut
 }
@@ -210,11 +221,21 @@ func Faults() []Fault {
 		{Name: "consumer-cut", What: "the consumer owning most of the load's partitions cut off from Redis for 10 s", Aim: 15 * time.Second,
 			pick: busiest,
 			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
-				c.RedisLinks[e.link].Cut()
+				links := []*cluster.Link{c.RedisLinks[e.link]}
+				if e.target.Net != nil {
+					links = e.target.Net.RedisLinks() // the primary's, the replica's and the Sentinels'
+				}
+				for _, l := range links {
+					l.Cut()
+				}
 				sleepCtx(ctx, 10*time.Second)
-				c.RedisLinks[e.link].Heal()
+				for _, l := range links {
+					l.Heal()
+				}
 				return time.Now(), nil
 			}},
+		{Name: "redis-failover", What: "Sentinel failover under load: the replica cut off from the primary for 1 s, the primary killed (-9), the replica, which missed that second of writes, promoted; the old primary restarted as a replica",
+			sentinel: true, inject: failover},
 	}
 }
 
@@ -319,7 +340,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	if o.ProduceTimeout <= 0 {
 		o.ProduceTimeout = 5 * time.Second
 	}
-	faults, err := pick(o.Faults)
+	faults, err := pick(o.Faults, o.Cluster.Sentinel)
 	if err != nil {
 		return nil, err
 	}
@@ -327,9 +348,22 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		return nil, errors.New("the nemesis needs an isolated cluster (Cluster.Isolate)")
 	}
 	var steps []Step
+	reps := Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
+		Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2), Redis: 1}
+	if o.Cluster.Sentinel {
+		reps.Redis = 2
+	}
+	if skews := Skews(o.Seed, o.Skew, reps); len(skews) > 0 {
+		fmt.Fprintf(out, "chaos: clocks of seed %d, skewed up to ±%s: %s\n", o.Seed, o.Skew, skewLine(skews))
+		if o.Cluster.ProcEnv == nil {
+			o.Cluster.ProcEnv = map[string][]string{}
+		}
+		for name, d := range skews {
+			o.Cluster.ProcEnv[name] = append(o.Cluster.ProcEnv[name], "WR_CLOCK_OFFSET="+d.String())
+		}
+	}
 	if o.Nemesis > 0 {
-		steps = Schedule(o.Seed, o.Nemesis, Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
-			Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2)})
+		steps = Schedule(o.Seed, o.Nemesis, reps)
 		fmt.Fprintf(out, "chaos: nemesis of seed %d (WR_CHAOS_SEED=%d replays it): %d faults over %s, up to %d at once\n",
 			o.Seed, o.Seed, len(steps), o.Nemesis, overlapping(steps))
 		for _, s := range steps {
@@ -359,7 +393,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	go tl.run(bg)
-	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	rdb := c.RedisClient(redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
 	smp := &sampler{rdb: rdb, items: map[string]int64{}, max: map[string]int64{}}
 	for _, id := range Items {
@@ -387,7 +421,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
 		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
-		e := env{tail: tl, log: o.Log}
+		e := env{tail: tl, log: o.Log, out: out}
 		if f.pick != nil {
 			if err := f.pick(ctx, c, &e); err != nil {
 				row.Err = err
@@ -430,6 +464,13 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 			res = "FAILED: " + row.Err.Error()
 		}
 		fmt.Fprintf(out, "chaos: memory: %s\n", res)
+		svg := strings.TrimSuffix(mt.csv, ".csv") + ".svg"
+		title := fmt.Sprintf("RSS and goroutines of every process, seed %d, %s of nemesis at %.0f people/s", o.Seed, o.Nemesis, o.Rate)
+		if err := PlotMeter(mt.csv, svg, title); err != nil {
+			fmt.Fprintf(out, "chaos: memory: no plot: %v\n", err)
+		} else {
+			fmt.Fprintf(out, "chaos: memory: plotted in %s\n", svg)
+		}
 		rows = append(rows, row)
 	}
 
@@ -446,7 +487,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 }
 
 // check runs every invariant check now.
-func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb *redis.Client, final bool) verdict {
+func check(ctx context.Context, ld *load, tl *tail, smp *sampler, rdb redis.UniversalClient, final bool) verdict {
 	var v verdict
 	ld.ledger(ctx, &v, final, 20*time.Second)
 	if err := tl.caughtUp(ctx); err != nil {
@@ -534,7 +575,7 @@ func allReady(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 // runNemesis carries the schedule out under the load, the invariants
 // watched every second throughout, then waits for service to be whole again
 // and checks everything.
-func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb *redis.Client, steps []Step, out io.Writer) Row {
+func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb redis.UniversalClient, steps []Step, out io.Writer) Row {
 	row := Row{Fault: "nemesis", What: fmt.Sprintf("seed %d: %d faults over %s, up to %d at once", o.Seed, len(steps), o.Nemesis, overlapping(steps)),
 		Aim: time.Duration(float64(nemesisAim) * o.AimSlack), StrictPositions: o.StrictPositions}
 	fmt.Fprintf(out, "chaos: %s nemesis: %s\n", time.Now().Format("15:04:05.000"), row.What)
@@ -542,6 +583,15 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: 2 * o.ProduceTimeout}
 	fencedBefore := schedulerCounter(c, "waitroom_scheduler_fenced_total")
 	at := time.Now()
+	if o.Sabotage != "" {
+		go func() {
+			if sleepCtx(ctx, o.Nemesis/2) {
+				if err := sabotage(ctx, o.Sabotage, tl, out); err != nil {
+					n.hung(err.Error()) // a sabotage not committed must not pass for a caught one
+				}
+			}
+		}()
+	}
 	n.run(ctx, steps)
 	healed := time.Now()
 	var fenced float64
@@ -552,6 +602,9 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	}
 	fmt.Fprintf(out, "chaos: nemesis: %.0f ticks refused by the fencing (a replica that had lost its lock); registrations at an api cut from Kafka: %d, each answered within %s (the slowest in %s)\n",
 		fenced, n.probes, n.produceTimeout, round(n.slowest))
+	if n.ooms > 0 || len(n.redisErrs) > 0 {
+		fmt.Fprintf(out, "chaos: nemesis: %d commands refused by a full Redis (OOM)\n", n.ooms)
+	}
 	row.Down = healed.Sub(at)
 	// Recovery counts from the last fault's end: the nemesis overlaps its
 	// faults, so there is no one fault to count from.
@@ -574,6 +627,9 @@ func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl
 	for _, h := range n.hangs {
 		v.note("%s", h)
 	}
+	if len(n.redisErrs) > 0 && row.Err == nil {
+		row.Err = fmt.Errorf("a Redis step failed: %s", strings.Join(n.redisErrs, "; "))
+	}
 	fmt.Fprintf(out, "chaos: nemesis: over in %s, whole again %s after its last fault, %s\n", round(row.Down), round(row.Recovery), summary(row))
 	return row
 }
@@ -589,10 +645,10 @@ func replicas(n, def int) int {
 	return n
 }
 
-func pick(names []string) ([]Fault, error) {
+func pick(names []string, sentinel bool) ([]Fault, error) {
 	all := Faults()
 	if len(names) == 0 {
-		return all, nil
+		return slices.DeleteFunc(all, func(f Fault) bool { return f.sentinel && !sentinel }), nil
 	}
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil
@@ -602,6 +658,9 @@ func pick(names []string) ([]Fault, error) {
 		found := false
 		for _, f := range all {
 			if f.Name == n {
+				if f.sentinel && !sentinel {
+					return nil, fmt.Errorf("fault %q needs Redis behind Sentinel (WR_CHAOS_SENTINEL=true)", n)
+				}
 				out, found = append(out, f), true
 			}
 		}

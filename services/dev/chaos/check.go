@@ -270,7 +270,7 @@ func (l *load) knownStatus(ctx context.Context, url string, patience time.Durati
 // sampler watches each item's admitted set (ZCARD, straight from Redis)
 // against its maxActive, every 50 ms, while Redis answers.
 type sampler struct {
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	items map[string]int64 // item -> maxActive
 
 	mu   sync.Mutex
@@ -315,7 +315,7 @@ func (s *sampler) fill(v *verdict) {
 
 // seq compares each item's sequence counter with the places on the record:
 // more is a registration applied twice, fewer one lost.
-func seq(ctx context.Context, rdb *redis.Client, places map[string]int64, v *verdict) {
+func seq(ctx context.Context, rdb redis.UniversalClient, places map[string]int64, v *verdict) {
 	items := make([]string, 0, len(places))
 	for it := range places {
 		items = append(items, it)

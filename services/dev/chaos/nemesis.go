@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/services/dev/cluster"
 	"go.uber.org/zap"
 )
@@ -39,6 +41,30 @@ const (
 	// SlowReaders: every SSE listener stops reading its stream (the notifier
 	// must not block on them or lose their events).
 	SlowReaders = "slow-readers"
+	// OneWay holds one direction of a link (an asymmetric partition): "down",
+	// requests reach Kafka or Redis and their answers are held, so a write
+	// is done and its writer hears nothing (an api's record is on Kafka
+	// while it answers 503; a scheduler's tick is applied while it times
+	// out); "up", requests are held. What was held is delivered at the end.
+	OneWay = "one-way"
+	// Loss loses 5–25% of the link's chunks once or more, each way, as TCP
+	// shows packet loss: they wait a retransmission timeout (200 ms,
+	// doubling) and nothing is lost, reordered or corrupted (Toxics.Loss).
+	Loss = "loss"
+	// OOM fills Redis's memory in a spike: maxmemory set below the memory
+	// in use (policy noeviction), so every command that may grow memory is
+	// refused with OOM for 3–6 s. No registration may be lost, doubled or
+	// dead-lettered: the consumer pauses and retries (OOM is trouble with
+	// Redis, not with a record), the scheduler's ticks fail and resume, a
+	// script refused on OOM wrote nothing (Redis refuses a script's first
+	// write, never a later one: oom_test.go).
+	OOM = "redis-oom"
+	// Failover kills the Redis primary under load after its replica missed
+	// a second of writes, and the Sentinels promote the replica (see
+	// failover): drawn only when Redis runs behind Sentinel (Replicas.Redis
+	// 2). The view marker must tell the promoted replica's view is older
+	// than the record, and the line be rebuilt from Kafka: nobody lost.
+	Failover = "redis-failover"
 )
 
 // Step is one fault of a nemesis schedule.
@@ -48,6 +74,7 @@ type Step struct {
 	Proc    string // api-1, ..., "leader" (resolved when the step starts), "clients"
 	Link    string // kafka (every broker), redis, in (from the front door); empty for clients
 	Toxics  cluster.Toxics
+	Dir     cluster.Direction // the direction a one-way step holds
 }
 
 func (s Step) String() string {
@@ -62,6 +89,10 @@ func (s Step) what() string {
 		what += fmt.Sprintf(" %s±%s", s.Toxics.Latency, s.Toxics.Jitter)
 	case Squeeze:
 		what += fmt.Sprintf(" %d B/s", s.Toxics.Rate)
+	case OneWay:
+		what += " " + s.Dir.String()
+	case Loss:
+		what += fmt.Sprintf(" %.0f%%", 100*s.Toxics.Loss)
 	}
 	target := s.Proc
 	if s.Link == "in" {
@@ -75,11 +106,13 @@ func (s Step) what() string {
 // blocking steps stop a link carrying anything: at most one per kind of
 // process at a time, so a partition isolates one replica, not a service.
 func (s Step) blocking() bool {
-	return s.Kind == Timeout || s.Kind == Partition || s.Kind == LeaderStall
+	return s.Kind == Timeout || s.Kind == Partition || s.Kind == LeaderStall || s.Kind == OneWay
 }
 
-// Replicas of each kind of process the schedule picks targets from.
-type Replicas struct{ APIs, Consumers, Schedulers, Notifiers int }
+// Replicas of each kind of process the schedule picks targets from; Redis
+// is the number of Redis servers (2: a primary and a replica behind
+// Sentinel, and failovers are drawn).
+type Replicas struct{ APIs, Consumers, Schedulers, Notifiers, Redis int }
 
 // maxOverlap is the most steps active at once.
 const maxOverlap = 3
@@ -94,7 +127,8 @@ func Schedule(seed int64, length time.Duration, r Replicas) []Step {
 	kinds := []struct {
 		kind   string
 		weight int
-	}{{Slow, 3}, {Partition, 3}, {ResetPeer, 2}, {Timeout, 2}, {Squeeze, 1}, {LeaderStall, 1}, {SlowReaders, 1}}
+	}{{Slow, 3}, {Partition, 3}, {ResetPeer, 2}, {Timeout, 2}, {Squeeze, 1}, {LeaderStall, 1}, {SlowReaders, 1},
+		{OneWay, 2}, {Loss, 2}, {OOM, 1}, {Failover, 1}}
 	total := 0
 	for _, k := range kinds {
 		total += k.weight
@@ -189,6 +223,21 @@ func Schedule(seed int64, length time.Duration, r Replicas) []Step {
 		case SlowReaders:
 			s.Proc, s.Link = "clients", ""
 			s.For = between(3*time.Second, 8*time.Second)
+		case OneWay:
+			s.For = between(3*time.Second, 8*time.Second)
+			s.Dir = []cluster.Direction{cluster.Up, cluster.Down}[rng.IntN(2)]
+		case Loss:
+			s.For = between(4*time.Second, 10*time.Second)
+			s.Toxics = cluster.Toxics{Loss: float64(between(5, 25)) / 100}
+		case OOM:
+			s.Proc, s.Link = "redis", ""
+			s.For = between(3*time.Second, 6*time.Second)
+		case Failover:
+			s.Proc, s.Link = "redis", ""
+			s.For = between(8*time.Second, 12*time.Second) // a second's freeze, the Sentinels' 1 s judgement and vote, the old primary's restart
+			if r.Redis < 2 {
+				continue // single Redis: no failover (its draws are spent all the same)
+			}
 		}
 		if s.At+s.For > length {
 			s.For = length - s.At
@@ -226,11 +275,91 @@ type nemesis struct {
 	// record: twice its WR_PRODUCE_TIMEOUT (see Options.ProduceTimeout).
 	produceTimeout time.Duration
 
-	mu      sync.Mutex
-	hangs   []string      // an api cut from Kafka that did not answer 503 in time
-	probes  int           // registrations sent to an api cut from Kafka
-	slowest time.Duration // the slowest answer to one
+	mu        sync.Mutex
+	hangs     []string      // an api cut from Kafka that did not answer 503 in time
+	probes    int           // registrations sent to an api cut from Kafka
+	slowest   time.Duration // the slowest answer to one
+	ooms      int64         // commands Redis refused with OOM during redis-oom steps
+	redisErrs []string      // a redis-oom or redis-failover step that could not be carried out
 }
+
+// oom fills Redis's memory until end: maxmemory at three quarters of the
+// memory in use (policy noeviction: nothing is evicted, writes are refused),
+// then back to what it was. It counts the commands refused with OOM.
+func (n *nemesis) oom(ctx context.Context, end time.Time) {
+	fail := func(err error) {
+		n.mu.Lock()
+		n.redisErrs = append(n.redisErrs, err.Error())
+		n.mu.Unlock()
+		n.printf("nemesis: redis-oom: %v\n", err)
+	}
+	primary, err := n.c.Primary(ctx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: primary, MaxRetries: 3})
+	defer rdb.Close()
+	cfg, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
+	if err != nil {
+		fail(fmt.Errorf("read maxmemory: %w", err))
+		return
+	}
+	if p := cfg["maxmemory-policy"]; p != "noeviction" {
+		fail(fmt.Errorf("maxmemory-policy is %s, not noeviction: a full Redis would evict the line", p))
+		return
+	}
+	used, err := infoInt(ctx, rdb, "memory", "used_memory")
+	if err != nil {
+		fail(err)
+		return
+	}
+	refused, _ := infoInt(ctx, rdb, "errorstats", "errorstat_OOM")
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used*3/4, 10)).Err(); err != nil {
+		fail(fmt.Errorf("set maxmemory: %w", err))
+		return
+	}
+	sleepUntilCtx(ctx, end)
+	// The way back must not depend on ctx: a Redis left full fails the rest.
+	back, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rdb.ConfigSet(back, "maxmemory", cfg["maxmemory"]).Err(); err != nil {
+		fail(fmt.Errorf("restore maxmemory %s: %w", cfg["maxmemory"], err))
+		return
+	}
+	after, _ := infoInt(back, rdb, "errorstats", "errorstat_OOM")
+	n.mu.Lock()
+	n.ooms += after - refused
+	n.mu.Unlock()
+	n.printf("nemesis: redis-oom: maxmemory %d B (%d B in use), %d commands refused with OOM\n", used*3/4, used, after-refused)
+}
+
+// infoInt reads one number from Redis's INFO section: "field:N" or, for
+// errorstats, "field:count=N" (0 when the field is absent: no such error yet).
+func infoInt(ctx context.Context, rdb redis.Cmdable, section, field string) (int64, error) {
+	s, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO %s: %w", section, err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimPrefix(strings.SplitN(v, ",", 2)[0], "count=")
+		return strconv.ParseInt(v, 10, 64)
+	}
+	return 0, nil
+}
+
+// lockedOut writes to out under the nemesis's lock.
+func (n *nemesis) lockedOut() io.Writer {
+	return writerFunc(func(b []byte) (int, error) { n.printf("%s", b); return len(b), nil })
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func (n *nemesis) printf(format string, a ...any) {
 	n.mu.Lock()
@@ -260,14 +389,14 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 	var links []*cluster.Link
 	proc := s.Proc
 	switch s.Proc {
-	case "clients":
+	case "clients", "redis":
 	case "leader":
 		p, err := leader(n.c)
 		if err != nil {
 			n.printf("nemesis: +%s %s: no leader found (%v); skipped\n", since(start), s.Kind, err)
 			return
 		}
-		proc, links = p.Name, []*cluster.Link{p.Net.Redis}
+		proc, links = p.Name, p.Net.RedisLinks()
 	default:
 		p := n.proc(s.Proc)
 		if p == nil || p.Net == nil {
@@ -278,7 +407,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		case "kafka":
 			links = p.Net.Kafka
 		case "redis":
-			links = []*cluster.Link{p.Net.Redis}
+			links = p.Net.RedisLinks()
 		case "in":
 			links = []*cluster.Link{p.Net.In}
 		}
@@ -291,7 +420,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 	}
 	end := time.Now().Add(s.For)
 	var probing sync.WaitGroup
-	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout) {
+	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout || s.Kind == OneWay) {
 		probing.Add(1)
 		go func() {
 			defer probing.Done()
@@ -299,8 +428,21 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		}()
 	}
 	switch s.Kind {
-	case Slow, Squeeze:
+	case Slow, Squeeze, Loss:
 		each(func(l *cluster.Link) { l.Set(s.Toxics) })
+		sleepUntilCtx(ctx, end)
+	case OneWay:
+		each(func(l *cluster.Link) { l.HoldOneWay(s.Dir) })
+		sleepUntilCtx(ctx, end)
+	case OOM:
+		n.oom(ctx, end)
+	case Failover:
+		if _, err := failover(ctx, n.c, env{log: n.log, out: n.lockedOut()}); err != nil {
+			n.mu.Lock()
+			n.redisErrs = append(n.redisErrs, err.Error())
+			n.mu.Unlock()
+			n.printf("nemesis: redis-failover: %v\n", err)
+		}
 		sleepUntilCtx(ctx, end)
 	case Timeout, LeaderStall:
 		each((*cluster.Link).Hold)
@@ -442,4 +584,42 @@ func (w *watch) result() verdict {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.v
+}
+
+// Skews are the clock offsets of seed: each api, scheduler and notifier's
+// wall clock moved by up to ±most (WR_CLOCK_OFFSET), drawn from the seed
+// apart from the schedule, so a run's skews replay with it. The schedulers
+// disagree among themselves (a replica taking another's shards over judges
+// the other's admission expiries on its own clock) and with the apis and
+// notifiers that check those expiries. The consumers keep the machine's
+// clock: they apply records, whose times are Kafka's. Zero most: none.
+func Skews(seed int64, most time.Duration, r Replicas) map[string]time.Duration {
+	if most <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x736b657773))
+	out := map[string]time.Duration{}
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{"api", r.APIs}, {"scheduler", r.Schedulers}, {"notifier", r.Notifiers}} {
+		for i := range k.n {
+			out[fmt.Sprintf("%s-%d", k.kind, i+1)] = (time.Duration(rng.Int64N(int64(2*most)+1)) - most).Round(time.Millisecond)
+		}
+	}
+	return out
+}
+
+// skewLine prints skews in a stable order.
+func skewLine(skews map[string]time.Duration) string {
+	names := make([]string, 0, len(skews))
+	for n := range skews {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s %+.3fs", n, skews[n].Seconds())
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -4,11 +4,13 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/services/dev/cluster"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -41,6 +43,9 @@ func TestScheduleBounds(t *testing.T) {
 			t.Fatalf("seed %d: %d faults at once", seed, n)
 		}
 		for i, s := range steps {
+			if s.Kind == Failover {
+				t.Fatalf("seed %d: a failover drawn with a single Redis", seed)
+			}
 			if s.At < 0 || s.For < time.Second || s.At+s.For > length {
 				t.Fatalf("seed %d: %v outside the nemesis", seed, s)
 			}
@@ -66,7 +71,9 @@ func TestScheduleBounds(t *testing.T) {
 
 // make chaos-ci runs the nemesis of a fixed seed: it must hold at least one
 // partition, one slow link and overlapping faults, and it does hold more
-// (an api cut from Kafka, a stalled leader, a timeout, resets, slow readers).
+// (an api cut from Kafka, a stalled leader, a timeout, resets, slow readers,
+// an asymmetric partition holding answers, packet loss, a full Redis, a
+// Sentinel failover to a replica that missed writes).
 func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 	mk, err := os.ReadFile("../../../Makefile")
 	if err != nil {
@@ -81,15 +88,23 @@ func TestTheCISeedHasAPartitionASlowLinkAndOverlaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := Schedule(seed, length, replicasOfACluster)
+	r := replicasOfACluster
+	if !strings.Contains(string(m[0]), "WR_CHAOS_SENTINEL=true") {
+		t.Fatal("make chaos-ci runs Redis without Sentinel: no failover")
+	}
+	r.Redis = 2
+	steps := Schedule(seed, length, r)
 	has := map[string]bool{}
 	for _, s := range steps {
 		has[s.Kind] = true
 		if s.Kind == Partition && s.Link == "kafka" && strings.HasPrefix(s.Proc, "api") {
 			has["api cut from Kafka"] = true
 		}
+		if s.Kind == OneWay && s.Dir == cluster.Down {
+			has["answers held"] = true
+		}
 	}
-	for _, want := range []string{Partition, Slow, LeaderStall, Timeout, ResetPeer, "api cut from Kafka"} {
+	for _, want := range []string{Partition, Slow, LeaderStall, Timeout, ResetPeer, "api cut from Kafka", OneWay, "answers held", Loss, OOM, SlowReaders, Failover} {
 		if !has[want] {
 			t.Errorf("the CI nemesis (seed %d, %s) has no %s", seed, length, want)
 		}
@@ -168,5 +183,51 @@ func TestClientToldALargerPositionIsCaught(t *testing.T) {
 	}
 	if !(Row{Verdict: v}).OK() {
 		t.Fatal("a client told a larger position failed a run that only reports it")
+	}
+}
+
+// The clock skews replay with the seed, stay within the bound, and set
+// the schedulers apart from each other.
+func TestSkewsAreAFunctionOfTheSeedWithinTheBound(t *testing.T) {
+	const most = 2 * time.Second
+	a, b := Skews(8, most, replicasOfACluster), Skews(8, most, replicasOfACluster)
+	if len(a) != 7 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 8 gave %v and %v", a, b)
+	}
+	if reflect.DeepEqual(a, Skews(9, most, replicasOfACluster)) {
+		t.Fatal("seeds 8 and 9 gave the same skews")
+	}
+	for seed := int64(0); seed < 100; seed++ {
+		s := Skews(seed, most, replicasOfACluster)
+		for name, d := range s {
+			if d < -most || d > most {
+				t.Fatalf("seed %d: %s skewed %s, beyond ±%s", seed, name, d, most)
+			}
+		}
+		if _, ok := s["consumer-1"]; ok {
+			t.Fatalf("seed %d: a consumer's clock skewed", seed)
+		}
+	}
+	if Skews(8, 0, replicasOfACluster) != nil {
+		t.Fatal("no bound, yet skews")
+	}
+}
+
+// The failover needs Redis behind Sentinel: the default list has it only
+// then, and naming it without Sentinel is refused before a cluster starts.
+func TestTheFailoverFaultNeedsSentinel(t *testing.T) {
+	has := func(fs []Fault) bool {
+		return slices.ContainsFunc(fs, func(f Fault) bool { return f.Name == Failover })
+	}
+	single, err := pick(nil, false)
+	if err != nil || has(single) {
+		t.Fatalf("default faults with a single Redis: %v (failover: %v)", err, has(single))
+	}
+	sentinel, err := pick(nil, true)
+	if err != nil || !has(sentinel) || len(sentinel) != len(single)+1 {
+		t.Fatalf("default faults behind Sentinel: %v (%d, failover: %v)", err, len(sentinel), has(sentinel))
+	}
+	if _, err := pick([]string{Failover}, false); err == nil {
+		t.Fatal("redis-failover named with a single Redis was accepted")
 	}
 }

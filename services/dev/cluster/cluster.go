@@ -45,13 +45,23 @@ type Options struct {
 	Items []topics.ItemState
 	// Env is added to every service's environment (e.g. WR_LOG_LEVEL=warn).
 	Env []string
+	// ProcEnv is added to one service's environment, by its name (api-1,
+	// scheduler-2, ...), after Env: the chaos suite's clock offsets.
+	ProcEnv map[string][]string
 	// Isolate runs every service in a network namespace of its own whose
 	// only ways out and in are Links (see Netns, ProcNet): to each Kafka
 	// broker, to Redis, and from the front door to its HTTP listener. It
 	// needs root. Off: only each consumer's Redis link is a Link.
 	Isolate bool
-	Log     *zap.Logger
+	// Sentinel runs Redis as a primary, a replica and three Sentinels
+	// (quorum 2, a primary judged down after 1 s), the services reaching the
+	// primary through the Sentinels (WR_REDIS_MODE=sentinel).
+	Sentinel bool
+	Log      *zap.Logger
 }
+
+// SentinelMaster is the name the Sentinels of a cluster watch the primary by.
+const SentinelMaster = "waitroom"
 
 // Ports of a cluster, from Base.
 const (
@@ -63,6 +73,8 @@ const (
 	offNotifier  = 40 // +40, +41, ...
 	offRedis     = 79 // redis-server
 	offProxy     = 80 // the cuttable link of consumer-1 to Redis
+	offReplica   = 78 // Sentinel mode: the replica
+	offSentinel  = 70 // Sentinel mode: three Sentinels, +70, +71, +72
 	maxReplicas  = 9  // per kind, so the ranges above never overlap
 	stopTimeout  = 15 * time.Second
 	readyTimeout = 90 * time.Second
@@ -73,8 +85,11 @@ type Cluster struct {
 	opt Options
 	log *zap.Logger
 
-	Kafka      *Proc
-	Redis      *Proc
+	Kafka *Proc
+	Redis *Proc // the first primary (in Sentinel mode, the primary at start)
+	// Sentinel mode: the replica (the first primary's) and the Sentinels.
+	Replica    *Proc
+	Sentinels  []*Proc
 	APIs       []*Proc
 	Consumers  []*Proc
 	Schedulers []*Proc
@@ -86,7 +101,8 @@ type Cluster struct {
 
 	URL        string // the front door
 	Brokers    []string
-	RedisAddr  string
+	RedisAddr  string   // the first primary
+	RedisAddrs []string // every Redis address a service may be sent to: the primary, and in Sentinel mode the replica and the Sentinels
 	AdminToken string
 }
 
@@ -180,35 +196,49 @@ func (c *Cluster) build() error {
 			"--dir", filepath.Join(abs, "redis"), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
 			"--daemonize", "no", "--protected-mode", "no"}}
 
+	c.RedisAddrs = []string{c.RedisAddr}
+	redisEnv := []string{"WR_REDIS_ADDR=" + c.RedisAddr}
+	if o.Sentinel {
+		if err := c.buildSentinel(abs, logs); err != nil {
+			return err
+		}
+		var sents []string
+		for _, s := range c.Sentinels {
+			sents = append(sents, s.ReadyAddr)
+		}
+		c.RedisAddrs = append(c.RedisAddrs, c.Replica.ReadyAddr)
+		c.RedisAddrs = append(c.RedisAddrs, sents...)
+		redisEnv = []string{"WR_REDIS_MODE=sentinel", "WR_REDIS_ADDRS=" + strings.Join(sents, ","), "WR_REDIS_SENTINEL_MASTER=" + SentinelMaster}
+	}
 	common := append([]string{"WR_KAFKA_BROKERS=" + strings.Join(c.Brokers, ","), "WR_LOG_FORMAT=json"}, o.Env...)
 	svc := func(kind string, i int, off int, env ...string) *Proc {
 		name := fmt.Sprintf("%s-%d", kind, i+1)
 		addr := c.addr(off + i)
 		e := append(append([]string{}, common...), env...)
 		e = append(e, "WR_KAFKA_CLIENT_ID=waitroom-"+name)
+		e = append(e, o.ProcEnv[name]...)
 		return &Proc{Name: name, Kind: kind, Bin: bin("waitroom-" + kind), LogFile: filepath.Join(logs, name+".log"),
 			Addr: addr, Health: "http://" + addr + "/readyz", Env: append(e, "WR_"+strings.ToUpper(kind)+"_ADDR="+addr)}
 	}
-	redisEnv := "WR_REDIS_ADDR=" + c.RedisAddr
 	keysEnv := []string{"WR_TOKEN_KEY=" + tokenKey, "WR_ADMISSION_KEY=" + admissionKey}
 	// The apis sit behind the front door, which connects from loopback and
 	// names the client in X-Forwarded-For.
 	for i := range o.APIs {
-		c.APIs = append(c.APIs, svc("api", i, offAPI, append([]string{redisEnv, "WR_TRUSTED_PROXIES=127.0.0.1/32"}, keysEnv...)...))
+		c.APIs = append(c.APIs, svc("api", i, offAPI, append(append([]string{"WR_TRUSTED_PROXIES=127.0.0.1/32"}, redisEnv...), keysEnv...)...))
 	}
 	for i := range o.Consumers {
-		r := "WR_REDIS_ADDR=" + c.addr(offProxy+i) // a link the chaos suite can cut
-		if o.Isolate {
+		r := []string{"WR_REDIS_ADDR=" + c.addr(offProxy+i)} // a link the chaos suite can cut
+		if o.Isolate || o.Sentinel {
 			r = redisEnv // inside its namespace, that address is a link
 		}
-		c.Consumers = append(c.Consumers, svc("consumer", i, offConsumer, r,
-			fmt.Sprintf("WR_CONSUMER_INSTANCE_ID=consumer-%d", i+1)))
+		c.Consumers = append(c.Consumers, svc("consumer", i, offConsumer, append(append([]string{}, r...),
+			fmt.Sprintf("WR_CONSUMER_INSTANCE_ID=consumer-%d", i+1))...))
 	}
 	for i := range o.Schedulers {
-		c.Schedulers = append(c.Schedulers, svc("scheduler", i, offScheduler, redisEnv, "WR_ADMIN_TOKEN="+adminToken))
+		c.Schedulers = append(c.Schedulers, svc("scheduler", i, offScheduler, append(append([]string{}, redisEnv...), "WR_ADMIN_TOKEN="+adminToken)...))
 	}
 	for i := range o.Notifiers {
-		c.Notifiers = append(c.Notifiers, svc("notifier", i, offNotifier, append([]string{redisEnv}, keysEnv...)...))
+		c.Notifiers = append(c.Notifiers, svc("notifier", i, offNotifier, append(append([]string{}, redisEnv...), keysEnv...)...))
 	}
 	if o.Isolate {
 		for _, p := range c.Services() {
@@ -293,6 +323,11 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.opt.Sentinel {
+		if err := c.startSentinel(ctx); err != nil {
+			return err
+		}
+	}
 	if c.opt.Isolate {
 		for _, p := range c.Services() {
 			if err := c.isolate(ctx, p); err != nil {
@@ -367,7 +402,11 @@ func (c *Cluster) Services() []*Proc {
 
 // All lists every process, in start order.
 func (c *Cluster) All() []*Proc {
-	ps := append([]*Proc{c.Kafka, c.Redis}, c.Services()...)
+	ps := []*Proc{c.Kafka, c.Redis}
+	if c.Replica != nil {
+		ps = append(append(ps, c.Replica), c.Sentinels...)
+	}
+	ps = append(ps, c.Services()...)
 	return append(ps, c.Front)
 }
 

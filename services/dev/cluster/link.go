@@ -19,18 +19,29 @@ import (
 //     TCP sees it: the peer just stops answering) — or dropped by a Reset
 //     before the Heal (toxiproxy's timeout toxic),
 //   - resets every connection (RST, reset_peer),
-//   - cuts: every connection reset and new ones reset at once, until Heal.
+//   - cuts: every connection reset and new ones reset at once, until Heal,
+//   - holds one direction only (HoldOneWay: an asymmetric partition; a
+//     request reaches the server and its answer never comes back),
+//   - loses packets, as TCP shows a loss to the programs above it
+//     (Toxics.Loss): a link cannot drop bytes from a stream without
+//     breaking it, and TCP never does, so a lost segment is what TCP makes
+//     of it, its retransmission: the chunk and everything behind it waits
+//     a retransmission timeout (200 ms, Linux's least, doubling with each
+//     loss in a row, up to 3.2 s). Nothing is reordered or corrupted.
 type Link struct {
 	Name string
 	ln   net.Listener
 	dial func(ctx context.Context) (net.Conn, error)
 
-	mu    sync.Mutex
-	tox   Toxics
-	mode  linkMode
-	wake  chan struct{} // closed when the link leaves mode held
-	conns map[*pipe]struct{}
-	wg    sync.WaitGroup
+	mu   sync.Mutex
+	tox  Toxics
+	mode linkMode
+	wake chan struct{} // closed when the link leaves mode held
+	// oneWay is the direction held (HoldOneWay); none: both flow
+	oneWay Direction
+	wakeOW chan struct{} // closed when oneWay is lifted
+	conns  map[*pipe]struct{}
+	wg     sync.WaitGroup
 }
 
 // Toxics spoil the bytes a Link carries; the zero value spoils nothing.
@@ -38,6 +49,31 @@ type Toxics struct {
 	Latency time.Duration // added to every chunk, each way
 	Jitter  time.Duration // ± uniformly around Latency (never below zero)
 	Rate    int           // bytes per second each way; 0: unlimited
+	// Loss is the chance that a chunk is lost once on its way, each way:
+	// it and what follows wait a retransmission timeout (see Link).
+	Loss float64
+}
+
+// Direction is one way through a link.
+type Direction int
+
+const (
+	// Both directions (no direction held).
+	Both Direction = iota
+	// Up is from the client to the target: requests.
+	Up
+	// Down is from the target to the client: answers.
+	Down
+)
+
+func (d Direction) String() string {
+	switch d {
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	}
+	return "both"
 }
 
 type linkMode int
@@ -62,8 +98,9 @@ func NewProxy(addr, target string) (*Link, error) {
 
 // NewLink links every connection accepted on ln to a connection made by dial.
 func NewLink(name string, ln net.Listener, dial func(ctx context.Context) (net.Conn, error)) *Link {
-	l := &Link{Name: name, ln: ln, dial: dial, wake: make(chan struct{}), conns: map[*pipe]struct{}{}}
+	l := &Link{Name: name, ln: ln, dial: dial, wake: make(chan struct{}), wakeOW: make(chan struct{}), conns: map[*pipe]struct{}{}}
 	close(l.wake)
+	close(l.wakeOW)
 	l.wg.Add(1)
 	go l.accept()
 	return l
@@ -89,6 +126,24 @@ func (l *Link) Hold() {
 	}
 }
 
+// HoldOneWay stops one direction (Up or Down) until Heal, an asymmetric
+// partition: on open connections the other direction flows, so a request
+// reaches the server and its answer is held (Down), or answers flow while
+// requests are held (Up). New connections wait until Heal, as a handshake
+// cannot complete one way. What was held is delivered on Heal, as TCP
+// retransmits it once the path is back.
+func (l *Link) HoldOneWay(d Direction) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d == Both {
+		return
+	}
+	if l.oneWay == Both {
+		l.wakeOW = make(chan struct{})
+	}
+	l.oneWay = d
+}
+
 // Cut resets every connection through the link and resets new ones at once
 // until Heal.
 func (l *Link) Cut() {
@@ -107,12 +162,16 @@ func (l *Link) Heal() {
 	l.mu.Unlock()
 }
 
-// open leaves mode held (waking what waits) for mode open; l.mu is held.
+// open leaves mode held and a one-way hold (waking what waits) for mode
+// open; l.mu is held.
 func (l *Link) open() {
 	if l.mode == linkHeld {
 		close(l.wake)
 	}
-	l.mode = linkOpen
+	if l.oneWay != Both {
+		close(l.wakeOW)
+	}
+	l.mode, l.oneWay = linkOpen, Both
 }
 
 // Reset ends every connection through the link with a TCP reset on both
@@ -161,6 +220,21 @@ func (l *Link) state() (linkMode, Toxics, chan struct{}) {
 	return l.mode, l.tox, l.wake
 }
 
+// held reports whether direction d is held now (by Hold, or by HoldOneWay
+// of d, or of either direction when d is Both: a new connection) and the
+// channel closed when that ends.
+func (l *Link) held(d Direction) (bool, chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mode == linkHeld {
+		return true, l.wake
+	}
+	if l.oneWay != Both && (d == Both || d == l.oneWay) {
+		return true, l.wakeOW
+	}
+	return false, nil
+}
+
 func (l *Link) serve(c net.Conn) {
 	defer l.wg.Done()
 	p := &pipe{a: c, done: make(chan struct{})}
@@ -182,7 +256,7 @@ func (l *Link) serve(c net.Conn) {
 	}()
 	// A held link has accepted, but does not reach the other side yet: the
 	// client's connect succeeded and its first request goes unanswered.
-	if !l.waitOpen(p.done) {
+	if !l.waitOpen(p.done, Both) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -197,16 +271,17 @@ func (l *Link) serve(c net.Conn) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); l.copy(p, up, c) }()
-	go func() { defer wg.Done(); l.copy(p, c, up) }()
+	go func() { defer wg.Done(); l.copy(p, up, c, Up) }()
+	go func() { defer wg.Done(); l.copy(p, c, up, Down) }()
 	wg.Wait()
 }
 
-// waitOpen waits while the link is held; false when done closed first.
-func (l *Link) waitOpen(done <-chan struct{}) bool {
+// waitOpen waits while direction d of the link is held; false when done
+// closed first.
+func (l *Link) waitOpen(done <-chan struct{}, d Direction) bool {
 	for {
-		mode, _, wake := l.state()
-		if mode != linkHeld {
+		held, wake := l.held(d)
+		if !held {
 			return true
 		}
 		select {
@@ -227,7 +302,7 @@ type chunk struct {
 // than arrival plus latency, no faster than the rate, and not while held.
 // The channel between them is small, so a stalled writer stalls the reader
 // and TCP's own flow control holds the sender back.
-func (l *Link) copy(p *pipe, dst, src net.Conn) {
+func (l *Link) copy(p *pipe, dst, src net.Conn, d Direction) {
 	defer p.close()
 	ch := make(chan chunk, 16)
 	go func() {
@@ -249,16 +324,23 @@ func (l *Link) copy(p *pipe, dst, src net.Conn) {
 	}()
 	var last time.Time
 	for c := range ch {
-		if !l.waitOpen(p.done) {
+		if !l.waitOpen(p.done, d) {
 			return
 		}
 		_, tox, _ := l.state()
-		if tox.Latency > 0 || tox.Jitter > 0 {
-			d := tox.Latency
-			if tox.Jitter > 0 {
-				d += time.Duration(rand.Int64N(int64(2*tox.Jitter+1))) - tox.Jitter
+		// A lost segment waits TCP's retransmission timeout: 200 ms,
+		// doubled each time the retransmission is lost too, at most 3.2 s.
+		for rto := 200 * time.Millisecond; tox.Loss > 0 && rto <= 3200*time.Millisecond && rand.Float64() < tox.Loss; rto *= 2 {
+			if !sleepUntil(time.Now().Add(rto), p.done) {
+				return
 			}
-			at := c.at.Add(max(d, 0))
+		}
+		if tox.Latency > 0 || tox.Jitter > 0 {
+			lat := tox.Latency
+			if tox.Jitter > 0 {
+				lat += time.Duration(rand.Int64N(int64(2*tox.Jitter+1))) - tox.Jitter
+			}
+			at := c.at.Add(max(lat, 0))
 			if at.Before(last) {
 				at = last // jitter never reorders a byte stream
 			}

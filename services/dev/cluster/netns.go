@@ -106,17 +106,28 @@ func (n *Netns) do(f func() error) error {
 type ProcNet struct {
 	NS    *Netns
 	Kafka []*Link // one per broker, in the order of Cluster.Brokers
-	Redis *Link
-	In    *Link // from the host (the front door, the suite) to its HTTP listener
+	Redis *Link   // to the (first) primary
+	// RedisMore are the links to the replica and the Sentinels (Sentinel
+	// mode), in the order of Cluster.RedisAddrs after the primary.
+	RedisMore []*Link
+	In        *Link // from the host (the front door, the suite) to its HTTP listener
+}
+
+// RedisLinks lists every link of the service to Redis: the primary's, and
+// in Sentinel mode the replica's and the Sentinels'. Cutting them all cuts
+// the service off from Redis whichever server is the primary.
+func (n *ProcNet) RedisLinks() []*Link {
+	if n.Redis == nil {
+		return nil
+	}
+	return append([]*Link{n.Redis}, n.RedisMore...)
 }
 
 // Links lists every link of the service.
 func (n *ProcNet) Links() []*Link {
-	ls := append([]*Link{}, n.Kafka...)
-	for _, l := range []*Link{n.Redis, n.In} {
-		if l != nil {
-			ls = append(ls, l)
-		}
+	ls := append(append([]*Link{}, n.Kafka...), n.RedisLinks()...)
+	if n.In != nil {
+		ls = append(ls, n.In)
 	}
 	return ls
 }
@@ -159,6 +170,13 @@ func (c *Cluster) isolate(ctx context.Context, p *Proc) error {
 	}
 	if p.Net.Redis, err = out(c.RedisAddr); err != nil {
 		return err
+	}
+	for _, a := range c.RedisAddrs[1:] {
+		l, err := out(a)
+		if err != nil {
+			return err
+		}
+		p.Net.RedisMore = append(p.Net.RedisMore, l)
 	}
 	ln, err := net.Listen("tcp", p.Addr)
 	if err != nil {

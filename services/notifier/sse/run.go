@@ -55,6 +55,7 @@ type Config struct {
 	Kafka          config.Kafka
 	Redis          config.Redis
 	Log            config.Log
+	Clock          config.Clock
 	HTTP           config.HTTP
 
 	// SeenFlush is how often the open streams of waiting places of items
@@ -161,7 +162,8 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate,
 		StreamsPerToken: noCap(cfg.StreamsPerToken), StreamsPerAddress: noCap(cfg.StreamsPerAddress), MaxStreams: noCap(cfg.MaxStreams),
 		OpenRate: noCap(cfg.OpenRate), OpenWait: cfg.OpenWait}
-	srv := NewServer(hub, rdb, items, signers.Queue, signers.Admission, opt, m, log)
+	srv := NewServer(hub, rdb, items, signers.Queue.WithClock(cfg.Clock.Now), signers.Admission.WithClock(cfg.Clock.Now), opt, m, log)
+	srv.now = cfg.Clock.Now
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	srv.SetView(watch)
 	srv.SetBlocks(blocks)

@@ -59,6 +59,7 @@ type Config struct {
 	Kafka   config.Kafka
 	Redis   config.Redis
 	Log     config.Log
+	Clock   config.Clock
 	HTTP    config.HTTP
 
 	// IdleSweep is how often the places of items with an idleTimeout are
@@ -149,7 +150,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		addr = ln.Addr().String()
 	}
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey)}, reg, log)
+		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {

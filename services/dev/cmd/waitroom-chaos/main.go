@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/pkg/config"
@@ -32,9 +34,15 @@ type Config struct {
 	AimSlack  float64       `env:"WR_CHAOS_AIM_SLACK" envDefault:"1"`
 	// Nemesis runs after the faults: overlapping link faults from the
 	// schedule of Seed (empty: a new seed, printed) on an isolated cluster.
-	Nemesis        time.Duration `env:"WR_CHAOS_NEMESIS" envDefault:"2m"`
-	Seed           string        `env:"WR_CHAOS_SEED"`
-	Isolate        bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
+	Nemesis time.Duration `env:"WR_CHAOS_NEMESIS" envDefault:"2m"`
+	Seed    string        `env:"WR_CHAOS_SEED"`
+	// Skew moves each api's, scheduler's and notifier's clock by up to
+	// ±Skew, drawn from the seed (0: no skew).
+	Skew    time.Duration `env:"WR_CHAOS_SKEW" envDefault:"2s"`
+	Isolate bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
+	// Sentinel runs Redis as a primary, a replica and three Sentinels, and
+	// adds the redis-failover fault.
+	Sentinel       bool          `env:"WR_CHAOS_SENTINEL" envDefault:"false"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
 	// StrictPositions fails the run when a client was told a position larger
 	// than before (always reported).
@@ -44,7 +52,14 @@ type Config struct {
 	// the way in (make soak-chaos).
 	Meter  time.Duration `env:"WR_CHAOS_METER" envDefault:"0"`
 	Growth float64       `env:"WR_CHAOS_GROWTH" envDefault:"1.1"`
-	Log    config.Log
+	// Plot draws the curves of a kept run's meter.csv into an SVG beside
+	// it (meter.svg) and runs nothing else.
+	Plot string `env:"WR_CHAOS_PLOT"`
+	// Sabotage commits what a broken build would mid-nemesis (readmit: a
+	// second admission of someone admitted): the run must fail. It tests
+	// the suite itself.
+	Sabotage string `env:"WR_CHAOS_SABOTAGE"`
+	Log      config.Log
 }
 
 var errFailed = errors.New("an invariant or a recovery aim failed (see the table)")
@@ -60,6 +75,14 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	if cfg.Plot != "" {
+		svg := strings.TrimSuffix(cfg.Plot, filepath.Ext(cfg.Plot)) + ".svg"
+		if err := chaos.PlotMeter(cfg.Plot, svg, "RSS and goroutines of every process ("+filepath.Base(filepath.Dir(cfg.Plot))+")"); err != nil {
+			return err
+		}
+		fmt.Println("chaos: plotted in", svg)
+		return nil
+	}
 	dir, keep := cfg.Dir, cfg.Dir != "" || cfg.Meter > 0 // a soak keeps its meter.csv
 	if dir == "" {
 		d, err := os.MkdirTemp("", "waitroom-chaos-")
@@ -80,10 +103,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		fmt.Printf("chaos: seed %d (WR_CHAOS_SEED=%d replays this nemesis)\n", seed, seed)
 	}
 	rows, err := chaos.Run(ctx, chaos.Options{
-		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate},
+		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate, Sentinel: cfg.Sentinel},
 		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
-		Nemesis: cfg.Nemesis, Seed: seed, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
-		Meter: cfg.Meter, Growth: cfg.Growth, Log: log,
+		Nemesis: cfg.Nemesis, Seed: seed, Skew: cfg.Skew, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
+		Meter: cfg.Meter, Growth: cfg.Growth, Sabotage: cfg.Sabotage, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)

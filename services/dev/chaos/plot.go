@@ -1,0 +1,167 @@
+package chaos
+
+import (
+	"encoding/csv"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// plotSVG draws the soak's curves as an SVG: each process's RSS (MiB) and
+// goroutines over the run, one panel each, with the window the soak judges
+// against (a third of the way in) and the window it judges (the end)
+// shaded, as growth reads them. Processes are drawn in the order given.
+func plotSVG(w io.Writer, samples []sample, names []string, title string) error {
+	if len(samples) == 0 {
+		return fmt.Errorf("plot: no samples")
+	}
+	const (
+		width, panelH   = 900, 300
+		left, right     = 70, 170
+		top, gap, below = 40, 60, 40
+	)
+	height := top + 2*panelH + gap + below
+	span := samples[len(samples)-1].At.Minutes()
+	if span <= 0 {
+		span = 1
+	}
+	x := func(d time.Duration) float64 { return left + d.Minutes()/span*float64(width-left-right) }
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+		"#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#000000", "#e7ba52", "#5254a3", "#ad494a"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="15">%s</text>`+"\n", left, html.EscapeString(title))
+	// The windows growth compares (see growth): shaded on both panels.
+	win := max(1, len(samples)/12)
+	third := len(samples) / 3
+	shade := func(from, to sample, y0 int, label string) {
+		x0, x1 := x(from.At)-3, x(to.At)+3
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#eee"/><text x="%.1f" y="%d" fill="#888" font-size="10">%s</text>`+"\n",
+			x0, y0, x1-x0, panelH, x0, y0+panelH+12, label)
+	}
+	panel := func(i int, what string, get func(sample) map[string]int64, scale float64) {
+		y0 := top + i*(panelH+gap)
+		if len(samples) >= 3 {
+			shade(samples[max(0, third-win+1)], samples[third], y0, "reference")
+			shade(samples[len(samples)-win], samples[len(samples)-1], y0, "judged")
+		}
+		var most float64
+		for _, s := range samples {
+			for _, n := range names {
+				most = max(most, float64(get(s)[n])/scale)
+			}
+		}
+		most = niceCeil(most)
+		y := func(v float64) float64 { return float64(y0+panelH) - v/most*panelH }
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", left, y0-6, what)
+		for t := 0; t <= 4; t++ {
+			v := most * float64(t) / 4
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
+				left, width-right, y(v), y(v), left-6, y(v)+4, strconv.FormatFloat(v, 'f', -1, 64))
+		}
+		step := niceCeil(span / 6)
+		for m := 0.0; m <= span+1e-9; m += step {
+			xv := x(time.Duration(m * float64(time.Minute)))
+			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%g min</text>`+"\n",
+				xv, xv, y0+panelH, y0+panelH+4, xv, y0+panelH+26, m)
+		}
+		shown := 0 // legend rows so far: a process without readings has none
+		for j, n := range names {
+			var pts []string
+			for _, s := range samples {
+				if v, ok := get(s)[n]; ok && v > 0 { // a zero is a reading that failed
+					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(s.At), y(float64(v)/scale)))
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			c := colors[j%len(colors)]
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", c, strings.Join(pts, " "))
+			ly := y0 + 14 + 15*shown
+			shown++
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d">%s</text>`+"\n",
+				width-right+10, width-right+30, ly-4, ly-4, c, width-right+36, ly, html.EscapeString(n))
+		}
+	}
+	panel(0, "RSS (MiB)", func(s sample) map[string]int64 { return s.RSS }, 1024)
+	panel(1, "goroutines", func(s sample) map[string]int64 { return s.Goroutines }, 1)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten (0 stays 1).
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// readMeterCSV reads the samples a meter wrote (meter.csv) and the
+// processes in the order they appear, so a kept run can be plotted again.
+func readMeterCSV(path string) ([]sample, []string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var samples []sample
+	var names []string
+	for i, r := range rows {
+		if i == 0 || len(r) != 4 {
+			continue // the header
+		}
+		min, err1 := strconv.ParseFloat(r[0], 64)
+		rss, err2 := strconv.ParseInt(r[2], 10, 64)
+		gr, err3 := strconv.ParseInt(r[3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, nil, fmt.Errorf("%s line %d: not minutes,process,rss_kib,goroutines: %v", path, i+1, r)
+		}
+		at := time.Duration(min * float64(time.Minute))
+		if len(samples) == 0 || samples[len(samples)-1].At != at {
+			samples = append(samples, sample{At: at, RSS: map[string]int64{}, Goroutines: map[string]int64{}})
+		}
+		s := samples[len(samples)-1]
+		s.RSS[r[1]], s.Goroutines[r[1]] = rss, gr
+		if !slices.Contains(names, r[1]) {
+			names = append(names, r[1])
+		}
+	}
+	return samples, names, nil
+}
+
+// PlotMeter draws the curves of a meter.csv (a soak's, or any run with
+// WR_CHAOS_METER) into svg.
+func PlotMeter(csvPath, svg, title string) error {
+	samples, names, err := readMeterCSV(csvPath)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(svg)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if err := plotSVG(f, samples, names, title); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
