@@ -457,6 +457,16 @@ func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapsho
 		st.tok = a.TokenID
 		return st.admitted(a.ExpiresAt, snap.At)
 	default:
+		// A final state is told once and never taken back: confirm first
+		// that the view it was read from is still the trusted one (a
+		// Redis failed over to a replica that missed writes reads a place
+		// as never made). If not, the stream ends without it: the client
+		// reconnects and is told VIEW_REBUILDING until the view is back.
+		if err := st.s.view.ConfirmItem(ctx, st.q.ItemID); err != nil {
+			st.s.log.Info("a final state read from a view no longer confirmed: the stream ends without it",
+				zap.String("item", st.q.ItemID), zap.String("status", a.Status), zap.Error(err))
+			return true
+		}
 		return st.final(a.Status)
 	}
 }

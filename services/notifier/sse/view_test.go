@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -99,4 +102,45 @@ func TestItemLostEndsItsStreamsAlone(t *testing.T) {
 		}
 	}
 	require.Equal(t, http.StatusOK, open("other", o.Token).Resp.StatusCode)
+}
+
+// A final state is never told from a view that rolled back since it was
+// last confirmed (Redis failed over to a replica that missed writes, before
+// the periodic check noticed): the stream reads its place gone, confirms
+// the view first, finds fewer writes than it saw, and ends without the
+// final event (found by the chaos suite's Sentinel failovers: people told
+// "rejected" while still in line).
+func TestNoFinalStateFromARolledBackView(t *testing.T) {
+	w := newWorld(t)
+	w.setItem("tix", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	r := w.register("tix", 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.rdb.HIncrBy(ctx, view.MarkerKey, "writes", 5).Err()) // the writes the services saw
+	nt := w.notifierWith(time.Second, 200*time.Millisecond, func(c *sse.Config) { c.View.CheckInterval, c.IdleRefresh = time.Hour, 200*time.Millisecond })
+	c, err := w.open(ctx, nt.eventsURL("tix", r.Token), nil)
+	require.NoError(t, err)
+	defer c.close()
+	require.Equal(t, http.StatusOK, c.Resp.StatusCode)
+	ev, err := c.next()
+	require.NoError(t, err)
+	require.Equal(t, "position", ev.Type)
+
+	// The replica promoted missed the last writes: the place and the count.
+	k := queue.KeysFor("tix")
+	_, err = w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, k.Waiting, r.TokenID)
+		p.HDel(ctx, k.Users, r.UserID)
+		p.HIncrBy(ctx, view.MarkerKey, "writes", -3)
+		return nil
+	})
+	require.NoError(t, err)
+	for { // the stream ends (pings may come first), never with a final event
+		ev, err := c.next()
+		if err != nil {
+			require.True(t, errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF), "the stream did not end: %v", err)
+			break
+		}
+		require.Equal(t, "position", ev.Type, "told %s from a rolled-back view: %s", ev.Type, ev.Data)
+	}
 }
