@@ -487,22 +487,30 @@ func (w *Watcher) Confirm(ctx context.Context) error {
 		return ErrNotTrusted
 	}
 	n, err := confirm(ctx, w.rdb, s.Gen, s.Writes)
-	if err == nil && n > s.Writes {
-		// Remember the newest write seen: a Redis restored to before it is
-		// refused by the next read, not only after the next check.
-		w.mu.Lock()
-		if cur := w.st.Load(); cur.Trusted && cur.Gen == s.Gen && n > cur.Writes {
-			up := *cur
-			up.Writes = n
-			w.st.Store(&up)
-		}
-		w.mu.Unlock()
+	if err == nil {
+		w.saw(s.Gen, n)
 	}
 	return err
 }
 
-// Touch counts a write this service is about to make to the view (see the
-// package function Touch). A nil Watcher does nothing.
+// saw remembers n, a write count read from (or just written to) the marker
+// of generation gen: a Redis restored to before it is refused by the next
+// Confirm, not only after the next check.
+func (w *Watcher) saw(gen string, n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cur := w.st.Load(); cur.Trusted && cur.Gen == gen && n > cur.Writes {
+		up := *cur
+		up.Writes = n
+		w.st.Store(&up)
+	}
+}
+
+// Touch counts a write this service is about to make to the view (or has
+// just made: see the package function Touch), and remembers the count it
+// reached, so that a Redis restored to before this write is refused by this
+// service's next Confirm (Redis replicates in order: a replica that has the
+// count has every write made before it). A nil Watcher does nothing.
 func (w *Watcher) Touch(ctx context.Context) error {
 	if w == nil {
 		return nil
@@ -511,7 +519,13 @@ func (w *Watcher) Touch(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	return Touch(ctx, s)
+	gen := w.Status().Gen
+	n, err := touchScript.Eval(ctx, s, []string{MarkerKey}).Int64()
+	if err != nil {
+		return fmt.Errorf("count a write on the view marker: %w", err)
+	}
+	w.saw(gen, n)
+	return nil
 }
 
 // Missing reads, in one pipelined round, the own marker of each of items the

@@ -361,8 +361,7 @@ func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
 		s.log.Warn("read active items", zap.Error(err))
 		return // Redis trouble: try again next tick, still leading
 	}
-	if err := view.Touch(ctx, s.rdb); err != nil {
-		s.log.Warn("count the tick on the view marker", zap.Error(err))
+	if !s.confirmed(ctx) {
 		return
 	}
 	mine := make(map[int][]string, len(held))
@@ -433,8 +432,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 		s.log.Warn("read active items", zap.Error(err))
 		return nil // Redis trouble: try again next tick, still leading
 	}
-	if err := view.Touch(ctx, s.rdb); err != nil {
-		s.log.Warn("count the tick on the view marker", zap.Error(err))
+	if !s.confirmed(ctx) {
 		return nil
 	}
 	seen := make(map[string]bool, len(items))
@@ -492,6 +490,12 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu *redsync.Mute
 	}
 	if len(due) > 0 {
 		s.publish(ctx, epoch, start, due)
+	}
+	// Counted after the tick's writes too: a Redis restored to before them
+	// (a failover to a replica that missed them) has a lower count, and the
+	// next tick's confirmation refuses it instead of admitting again.
+	if err := s.touch(ctx); err != nil {
+		s.log.Warn("count the tick on the view marker", zap.Error(err))
 	}
 	return nil
 }

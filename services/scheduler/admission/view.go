@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,6 +18,38 @@ import (
 func (s *Scheduler) trusted() bool {
 	ok, _ := s.opt.View.Trusted()
 	return ok
+}
+
+// confirmed checks, right before a tick writes, that Redis still holds the
+// view this scheduler trusts with at least the writes it saw (its own
+// ticks' among them: see touch), and counts the tick's writes to come. A
+// Redis rolled back since (a failover to a replica that missed writes) is
+// refused here, before anyone is admitted again, and judged at once (a
+// rollback marks the view stale, and the consumer rebuilds it).
+func (s *Scheduler) confirmed(ctx context.Context) bool {
+	if err := s.opt.View.Confirm(ctx); err != nil {
+		s.m.viewSkipped.Inc()
+		if errors.Is(err, view.ErrNotTrusted) && s.opt.View != nil {
+			s.opt.View.Check(ctx)
+		} else {
+			s.log.Warn("confirm the view before a tick", zap.Error(err))
+		}
+		return false
+	}
+	if err := s.touch(ctx); err != nil {
+		s.log.Warn("count the tick on the view marker", zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// touch counts a write on the view marker (through the watcher, which
+// remembers the count, when there is one).
+func (s *Scheduler) touch(ctx context.Context) error {
+	if s.opt.View != nil {
+		return s.opt.View.Touch(ctx)
+	}
+	return view.Touch(ctx, s.rdb)
 }
 
 // claim publishes that epoch is taken, before its first promote: a rebuild
