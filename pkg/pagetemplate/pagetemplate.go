@@ -264,32 +264,8 @@ func checkHTML(out, src string) error {
 			for hasAttr {
 				var k, v []byte
 				k, v, hasAttr = z.TagAttr()
-				key, val := string(k), string(v)
-				if m := markers(key); len(m) > 0 {
-					return problem(srcLine(src, "."+m[0]), "{{.%s}} inside an attribute name", m[0])
-				}
-				if strings.HasPrefix(key, "on") {
-					return problem(srcLine(src, key+"="), "<%s %s=…>: event-handler attributes are not allowed (the room's own script is the only one)", tag, key)
-				}
-				// Anywhere in the value (a list of values, a srcset), with the
-				// blanks a browser drops from a URL removed.
-				low := strings.ToLower(strings.Join(strings.Fields(val), ""))
-				if strings.Contains(low, "javascript:") || strings.Contains(low, "vbscript:") ||
-					(strings.Contains(low, "data:") && !strings.HasPrefix(low, "data:image/")) {
-					return problem(srcLine(src, key+"="), "<%s %s=%q>: script and data URLs are not allowed", tag, key, val)
-				}
-				if key == "http-equiv" && strings.EqualFold(val, "refresh") {
-					return problem(srcLine(src, "http-equiv"), "<meta http-equiv=refresh> is not allowed: the room decides when the page moves on")
-				}
-				for _, m := range markers(val) {
-					l := srcLine(src, "."+m)
-					switch {
-					case isSlot(m):
-						return problem(l, "{{.%s}} in the attribute %s of <%s>: a live slot stands in the page's text", m, key, tag)
-					case key == "style" || key == "srcdoc":
-						return problem(l, "{{.%s}} in the attribute %s of <%s>: not a safe place for a value", m, key, tag)
-					}
-					seen[m]++
+				if err := checkAttr(src, tag, string(k), string(v), seen); err != nil {
+					return err
 				}
 			}
 		}
@@ -299,4 +275,36 @@ func checkHTML(out, src string) error {
 			}
 		}
 	}
+}
+
+// checkAttr checks one attribute key=val of a tag of the seller's page and
+// counts the placeholders its value holds in seen.
+func checkAttr(src, tag, key, val string, seen map[string]int) error {
+	if m := markers(key); len(m) > 0 {
+		return problem(srcLine(src, "."+m[0]), "{{.%s}} inside an attribute name", m[0])
+	}
+	if strings.HasPrefix(key, "on") {
+		return problem(srcLine(src, key+"="), "<%s %s=…>: event-handler attributes are not allowed (the room's own script is the only one)", tag, key)
+	}
+	// Anywhere in the value (a list of values, a srcset), with the
+	// blanks a browser drops from a URL removed.
+	low := strings.ToLower(strings.Join(strings.Fields(val), ""))
+	if strings.Contains(low, "javascript:") || strings.Contains(low, "vbscript:") ||
+		(strings.Contains(low, "data:") && !strings.HasPrefix(low, "data:image/")) {
+		return problem(srcLine(src, key+"="), "<%s %s=%q>: script and data URLs are not allowed", tag, key, val)
+	}
+	if key == "http-equiv" && strings.EqualFold(val, "refresh") {
+		return problem(srcLine(src, "http-equiv"), "<meta http-equiv=refresh> is not allowed: the room decides when the page moves on")
+	}
+	for _, m := range markers(val) {
+		l := srcLine(src, "."+m)
+		switch {
+		case isSlot(m):
+			return problem(l, "{{.%s}} in the attribute %s of <%s>: a live slot stands in the page's text", m, key, tag)
+		case key == "style" || key == "srcdoc":
+			return problem(l, "{{.%s}} in the attribute %s of <%s>: not a safe place for a value", m, key, tag)
+		}
+		seen[m]++
+	}
+	return nil
 }

@@ -379,64 +379,16 @@ var errAllNoScript = errors.New("NOSCRIPT: the chunk's script was not cached")
 // Without load it answers errAllNoScript when Redis had no script cached.
 func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, error) {
 	calls := plan(ops)
-	seen := make(map[string]struct{}, 4)
-	var loaded [len(opScripts)]bool
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
 	if cluster {
 		run = l.rdb.Pipelined
 	}
-	eval := func(s *redis.Script, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-		if cluster {
-			return s.Eval(ctx, p, keys, args...)
-		}
-		return s.EvalSha(ctx, p, keys, args...)
-	}
 	_, err := run(ctx, func(p redis.Pipeliner) error {
-		for _, op := range ops {
-			if cluster || !load || op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
-				continue
-			}
-			loaded[op.Kind] = true
-			p.ScriptLoad(ctx, opScripts[op.Kind])
+		if load && !cluster {
+			loadScripts(ctx, p, ops)
 		}
-		for ci := range calls {
-			c := &calls[ci]
-			i := c.ops[0]
-			op := ops[i]
-			k := KeysFor(op.ItemID)
-			part, off := strconv.FormatInt(int64(op.Partition), 10), strconv.FormatInt(op.Offset, 10)
-			switch op.Kind {
-			case OpRegister:
-				if _, ok := seen[op.ItemID]; !ok {
-					seen[op.ItemID] = struct{}{}
-					p.SAdd(ctx, ActiveItems, op.ItemID)
-				}
-				c.cmd = eval(enqueueScript, p, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, enqueueArgs(ops, c.ops)...)
-			case OpLeave:
-				c.cmd = eval(leaveScript, p, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
-			case OpMark:
-				c.cmd = eval(markScript, p, []string{k.Applied}, part, off)
-			case OpComplete:
-				c.cmd = eval(completeScript, p, []string{k.Admitted, k.Users, k.Waiting}, op.TokenID, op.UserID)
-			case OpAdmit:
-				args := make([]any, 0, 1+2*len(op.Admitted))
-				args = append(args, strconv.FormatInt(op.At, 10))
-				for j, tok := range op.Admitted {
-					exp := int64(0)
-					if len(op.ExpiresAt) == len(op.Admitted) {
-						exp = op.ExpiresAt[j]
-					}
-					args = append(args, tok, strconv.FormatInt(exp, 10))
-				}
-				c.cmd = eval(admitScript, p, []string{k.Waiting, k.Admitted, k.Head, k.Paced, k.Express, k.Pace, k.State}, args...)
-			case OpAbandon:
-				c.cmd = eval(abandonScript, p, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
-			default:
-				return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
-			}
-		}
-		return nil
+		return sendCalls(ctx, p, cluster, ops, calls)
 	})
 	if !load {
 		missing := 0
@@ -455,6 +407,80 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 	if err != nil && !IsRecordError(err) {
 		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
 	}
+	return readCalls(ops, calls)
+}
+
+// loadScripts queues a SCRIPT LOAD of each script ops use, once each.
+func loadScripts(ctx context.Context, p redis.Pipeliner, ops []Op) {
+	var loaded [len(opScripts)]bool
+	for _, op := range ops {
+		if op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
+			continue
+		}
+		loaded[op.Kind] = true
+		p.ScriptLoad(ctx, opScripts[op.Kind])
+	}
+}
+
+// sendCalls queues each call's script on p (with its text on a cluster,
+// where no SCRIPT LOAD precedes it; by its SHA otherwise) and the registry
+// of active items for each item that registers.
+func sendCalls(ctx context.Context, p redis.Pipeliner, cluster bool, ops []Op, calls []call) error {
+	eval := func(s *redis.Script, keys []string, args ...any) *redis.Cmd {
+		if cluster {
+			return s.Eval(ctx, p, keys, args...)
+		}
+		return s.EvalSha(ctx, p, keys, args...)
+	}
+	seen := make(map[string]struct{}, 4)
+	for ci := range calls {
+		c := &calls[ci]
+		i := c.ops[0]
+		op := ops[i]
+		k := KeysFor(op.ItemID)
+		part, off := strconv.FormatInt(int64(op.Partition), 10), strconv.FormatInt(op.Offset, 10)
+		switch op.Kind {
+		case OpRegister:
+			if _, ok := seen[op.ItemID]; !ok {
+				seen[op.ItemID] = struct{}{}
+				p.SAdd(ctx, ActiveItems, op.ItemID)
+			}
+			c.cmd = eval(enqueueScript, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, enqueueArgs(ops, c.ops)...)
+		case OpLeave:
+			c.cmd = eval(leaveScript, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
+		case OpMark:
+			c.cmd = eval(markScript, []string{k.Applied}, part, off)
+		case OpComplete:
+			c.cmd = eval(completeScript, []string{k.Admitted, k.Users, k.Waiting}, op.TokenID, op.UserID)
+		case OpAdmit:
+			c.cmd = eval(admitScript, []string{k.Waiting, k.Admitted, k.Head, k.Paced, k.Express, k.Pace, k.State}, admitArgs(op)...)
+		case OpAbandon:
+			c.cmd = eval(abandonScript, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
+		default:
+			return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
+		}
+	}
+	return nil
+}
+
+// admitArgs packs an OpAdmit as apply_admission.lua reads it: the event's
+// time, then tokenId, expiry pairs (expiry 0 when the event has none).
+func admitArgs(op Op) []any {
+	args := make([]any, 0, 1+2*len(op.Admitted))
+	args = append(args, strconv.FormatInt(op.At, 10))
+	for j, tok := range op.Admitted {
+		exp := int64(0)
+		if len(op.ExpiresAt) == len(op.Admitted) {
+			exp = op.ExpiresAt[j]
+		}
+		args = append(args, tok, strconv.FormatInt(exp, 10))
+	}
+	return args
+}
+
+// readCalls reads the answers of calls into one Result per op; a call a
+// script refused before its first write (a record error) refuses its ops.
+func readCalls(ops []Op, calls []call) ([]Result, error) {
 	out := make([]Result, len(ops))
 	refused := func(i int, err error) {
 		out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
@@ -470,29 +496,22 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 			}
 			continue
 		}
-		switch ops[i].Kind {
-		case OpComplete: // complete.lua answers 0 or 1, not a triple
+		if ops[i].Kind == OpComplete { // complete.lua answers 0 or 1, not a triple
 			out[i] = Result{Outcome: Ended, TokenID: ops[i].TokenID}
-			continue
-		case OpRegister:
-			vals, err := c.cmd.Slice()
-			if err != nil {
-				return nil, fmt.Errorf("apply op %d: %w", i, err)
-			}
-			if err := parseEnqueue(vals, ops, c.ops, out, refused); err != nil {
-				return nil, fmt.Errorf("apply op %d: %w", i, err)
-			}
 			continue
 		}
 		vals, err := c.cmd.Slice()
 		if err != nil {
 			return nil, fmt.Errorf("apply op %d: %w", i, err)
 		}
-		r, err := parseResult(vals)
+		if ops[i].Kind == OpRegister {
+			err = parseEnqueue(vals, ops, c.ops, out, refused)
+		} else {
+			out[i], err = parseResult(vals)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("apply op %d: %w", i, err)
 		}
-		out[i] = r
 	}
 	return out, nil
 }
