@@ -293,38 +293,11 @@ func scanQueueClaims(b []byte) (scanned, bool) {
 			}
 			i = j
 		case "aud":
-			if i >= len(b) || b[i] != '[' {
+			aud, j, ok := scanAud(b, i)
+			if !ok {
 				return c, false
 			}
-			i = skipWS(b, i+1)
-			c.aud = 0
-			n, match := 0, false
-			if i < len(b) && b[i] == ']' {
-				i++
-			} else {
-				for {
-					v, j, ok := scanString(b, i)
-					if !ok {
-						return c, false
-					}
-					n++
-					match = string(v) == audienceQueue
-					i = skipWS(b, j)
-					if i < len(b) && b[i] == ',' {
-						i = skipWS(b, i+1)
-						continue
-					}
-					if i < len(b) && b[i] == ']' {
-						i++
-						break
-					}
-					return c, false
-				}
-			}
-			c.aud = 2
-			if n == 1 && match {
-				c.aud = 1
-			}
+			c.aud, i = aud, j
 		default:
 			return c, false
 		}
@@ -338,6 +311,42 @@ func scanQueueClaims(b []byte) (scanned, bool) {
 		}
 		return c, false
 	}
+}
+
+// scanAud reads the aud array at b[i]: 1 when it is exactly the queue
+// audience, 2 when it is any other array of plain strings; false otherwise.
+func scanAud(b []byte, i int) (aud int, next int, ok bool) {
+	if i >= len(b) || b[i] != '[' {
+		return 0, i, false
+	}
+	i = skipWS(b, i+1)
+	n, match := 0, false
+	if i < len(b) && b[i] == ']' {
+		i++
+	} else {
+		for {
+			v, j, ok := scanString(b, i)
+			if !ok {
+				return 0, i, false
+			}
+			n++
+			match = string(v) == audienceQueue
+			i = skipWS(b, j)
+			if i < len(b) && b[i] == ',' {
+				i = skipWS(b, i+1)
+				continue
+			}
+			if i < len(b) && b[i] == ']' {
+				i++
+				break
+			}
+			return 0, i, false
+		}
+	}
+	if n == 1 && match {
+		return 1, i, true
+	}
+	return 2, i, true
 }
 
 func skipWS(b []byte, i int) int {
