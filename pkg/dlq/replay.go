@@ -124,25 +124,9 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	spans, err := spansOf(ctx, adm, topic, o.Since)
+	spans, err := replaySpans(ctx, adm, topic, o, &rep)
 	if err != nil {
 		return rep, err
-	}
-	committed, err := adm.FetchOffsets(ctx, rep.Group)
-	if errors.Is(err, kerr.GroupIDNotFound) { // never replayed: no position yet
-		committed, err = nil, nil
-	}
-	if err != nil {
-		return rep, fmt.Errorf("read the position of group %s: %w", rep.Group, err)
-	}
-	for p, s := range spans {
-		if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
-			rep.Position[p] = c.At
-			if !o.Reset && c.At > s.from {
-				s.from = min(c.At, s.to)
-				spans[p] = s
-			}
-		}
 	}
 
 	per := map[int32][]Entry{}
@@ -161,13 +145,7 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 	}
 	standIns := map[string]bool{} // origins a copy was replayed for in this run
 
-	j := &replayJob{rp: rp, cl: cl, adm: adm, rep: &rep, next: map[int32]int64{}, lastCommit: rp.now()}
-	if o.Rate > 0 {
-		j.pace = rate.NewLimiter(rate.Limit(o.Rate), 1) // evenly spaced, no burst
-		j.chunk = max(1, min(500, int(o.Rate/10)))      // about ten flushes a second
-	} else {
-		j.chunk = 500
-	}
+	j := rp.newJob(cl, adm, &rep, o.Rate)
 	for e := range oldestFirst(per) {
 		if o.Limit > 0 && rep.Replayed+rep.StillInvalid == o.Limit {
 			rep.LimitReached = true
@@ -180,26 +158,13 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 			continue
 		}
 		out := Outcome{Entry: e.ID(), Key: string(e.Key), ErrorType: e.Verdict.ErrorType, Source: e.Verdict.Source()}
-		if from := e.Verdict.ReplayedFrom; from != "" {
-			if !o.Reset || read[from] || standIns[from] {
-				out.Action = ActionFailedAgain
-				out.Reason = "a replay of " + from + " that failed again; replay that letter with --reset once the cause is fixed"
-				rep.FailedAgain++
-				rep.Outcomes = append(rep.Outcomes, out)
-				continue
-			}
-			standIns[from] = true // its letter is gone: this copy stands in, once
-		}
 		src := SourceOf(topic)
-		cerr := Check(src, e.Key, e.Value)
-		if e.Verdict.SourceTopic != "" && e.Verdict.SourceTopic != src {
-			cerr = fmt.Errorf("its source-topic header says %q, not %q: replay it by hand", e.Verdict.SourceTopic, src)
-		} else if o.Force {
-			cerr = nil
-		}
-		if cerr != nil {
-			out.Action, out.Reason = ActionStillBad, cerr.Error()
-			rep.StillInvalid++
+		if out.Action, out.Reason = o.holdBack(e, src, read, standIns); out.Action != "" {
+			if out.Action == ActionFailedAgain {
+				rep.FailedAgain++
+			} else {
+				rep.StillInvalid++
+			}
 			rep.Outcomes = append(rep.Outcomes, out)
 			continue
 		}
@@ -222,6 +187,67 @@ func (rp *Replayer) Replay(ctx context.Context, topic string, o ReplayOptions) (
 		return rep, j.stopped(ctx, err)
 	}
 	return rep, j.commit(ctx, j.next)
+}
+
+// holdBack says why letter e is not replayed to src ("" when it is): a copy
+// of a replay that failed again (unless --reset finds its letter gone: then
+// it stands in, once, noted in standIns), or a record that still does not
+// pass src's checks (unless forced) or names another source. read holds
+// every letter this run reads, by Ref.
+func (o ReplayOptions) holdBack(e Entry, src string, read, standIns map[string]bool) (action, reason string) {
+	if from := e.Verdict.ReplayedFrom; from != "" {
+		if !o.Reset || read[from] || standIns[from] {
+			return ActionFailedAgain, "a replay of " + from + " that failed again; replay that letter with --reset once the cause is fixed"
+		}
+		standIns[from] = true // its letter is gone: this copy stands in, once
+	}
+	cerr := Check(src, e.Key, e.Value)
+	if e.Verdict.SourceTopic != "" && e.Verdict.SourceTopic != src {
+		cerr = fmt.Errorf("its source-topic header says %q, not %q: replay it by hand", e.Verdict.SourceTopic, src)
+	} else if o.Force {
+		cerr = nil
+	}
+	if cerr != nil {
+		return ActionStillBad, cerr.Error()
+	}
+	return "", ""
+}
+
+// replaySpans are the offsets of topic a replay reads (since o.Since), each
+// partition's starting after the group's committed position unless o.Reset;
+// the positions are noted in rep.
+func replaySpans(ctx context.Context, adm *kadm.Client, topic string, o ReplayOptions, rep *Report) (map[int32]span, error) {
+	spans, err := spansOf(ctx, adm, topic, o.Since)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := adm.FetchOffsets(ctx, rep.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) { // never replayed: no position yet
+		committed, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the position of group %s: %w", rep.Group, err)
+	}
+	for p, s := range spans {
+		if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
+			rep.Position[p] = c.At
+			if !o.Reset && c.At > s.from {
+				s.from = min(c.At, s.to)
+				spans[p] = s
+			}
+		}
+	}
+	return spans, nil
+}
+
+// newJob starts a replay's publishing, at rate records a second (0: no limit).
+func (rp *Replayer) newJob(cl *kgo.Client, adm *kadm.Client, rep *Report, r float64) *replayJob {
+	j := &replayJob{rp: rp, cl: cl, adm: adm, rep: rep, next: map[int32]int64{}, lastCommit: rp.now(), chunk: 500}
+	if r > 0 {
+		j.pace = rate.NewLimiter(rate.Limit(r), 1) // evenly spaced, no burst
+		j.chunk = max(1, min(500, int(r/10)))      // about ten flushes a second
+	}
+	return j
 }
 
 // replayJob is one replay's publishing state: the records waiting for a
