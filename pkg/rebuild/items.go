@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -76,18 +75,8 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	if err := r.wipe(gone...); err != nil {
 		return rep, err
 	}
-	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(r.maxEpoch+1, 10)).Int64()
+	fence, settled, err := b.settle(ctx, r, now.UnixMilli())
 	if err != nil {
-		return rep, fmt.Errorf("raise the epoch counter: %w", err)
-	}
-	settled, err := r.line.Settle(ctx, r.order, now.UnixMilli(), fence)
-	if err != nil {
-		return rep, err
-	}
-	if err := r.seen(now.UnixMilli()); err != nil {
-		return rep, err
-	}
-	if err := queue.New(b.rdb).Load(ctx); err != nil {
 		return rep, err
 	}
 	if err := view.MarkItems(ctx, b.rdb, gen, o.Items); err != nil {

@@ -156,18 +156,8 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	rep.ReadTook = time.Since(start)
 
 	wstart := time.Now()
-	// Fence above every epoch on the record: a leader paused since before
-	// the loss holds at most the highest and is refused on every item.
-	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(r.maxEpoch+1, 10)).Int64()
+	fence, settled, err := b.settle(ctx, r, o.Now().UnixMilli())
 	if err != nil {
-		return rep, fmt.Errorf("raise the epoch counter: %w", err)
-	}
-	now := o.Now().UnixMilli()
-	settled, err := r.line.Settle(ctx, r.order, now, fence)
-	if err != nil {
-		return rep, err
-	}
-	if err := r.seen(now); err != nil {
 		return rep, err
 	}
 	if err := markRebuilt(ctx, b, gen, r.order); err != nil {
@@ -184,6 +174,26 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
 		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
 	return rep, nil
+}
+
+// settle ends a replay at now (unix ms): the epoch counter is raised above
+// every epoch on the record (a leader paused since before the loss holds at
+// most the highest and is refused on every item), the replayed items are
+// settled under that fence (queue.Line.Settle) and their waiting places get
+// a sign of life (replayer.seen). It returns the fence.
+func (b *Rebuilder) settle(ctx context.Context, r *replayer, now int64) (int64, []queue.Settled, error) {
+	fence, err := raiseScript.Run(ctx, b.rdb, []string{EpochKey}, strconv.FormatInt(r.maxEpoch+1, 10)).Int64()
+	if err != nil {
+		return 0, nil, fmt.Errorf("raise the epoch counter: %w", err)
+	}
+	settled, err := r.line.Settle(ctx, r.order, now, fence)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := r.seen(now); err != nil {
+		return 0, nil, err
+	}
+	return fence, settled, nil
 }
 
 // replay empties the view and applies the three topics up to their current
