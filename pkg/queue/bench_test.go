@@ -235,78 +235,35 @@ func BenchmarkApply1000(b *testing.B) {
 	})
 }
 
-// luaStats is what redis-server's INFO commandstats says of the scripts: the
-// usec spent in script calls (EVAL, EVALSHA, FCALL: the Lua and the commands
-// it runs), how many calls, and the usec of every command by name (those a
-// script runs included), for a profile.
-type luaStats struct {
-	usec, calls int64
-	byCmd       map[string]int64
-	cpu         float64 // seconds of CPU of redis-server's main thread (INFO cpu)
-}
-
-func readLuaStats(b *testing.B, rdb *redis.Client) luaStats {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := luaStats{byCmd: map[string]int64{}}
-	for _, line := range strings.Split(info, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
-			f, _ := strconv.ParseFloat(v, 64)
-			s.cpu += f
-		}
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		var calls, usec int64
-		for _, f := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		name = strings.TrimPrefix(name, "cmdstat_")
-		s.byCmd[name] = usec
-		switch name {
-		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
-			s.usec += usec
-			s.calls += calls
-		}
-	}
-	return s
-}
-
 // reportLua reports the scripts' usec per record (INFO commandstats since
 // CONFIG RESETSTAT) and logs where it went: the commands the scripts ran, by
 // name, and what is left for Lua itself.
-func reportLua(b *testing.B, rdb *redis.Client, before luaStats, records int64, unit string) {
+func reportLua(b *testing.B, rdb *redis.Client, before testenv.RedisStats, records int64, unit string) {
 	b.Helper()
-	s := readLuaStats(b, rdb)
+	s := testenv.ReadRedisStats(b, rdb)
+	usec, calls := s.Scripts()
 	if records == 0 {
 		b.Fatal("no records applied")
 	}
 	inside := int64(0)
 	var parts []string
-	for name, usec := range s.byCmd {
+	for name, u := range s.Usec {
 		switch name {
-		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "multi", "exec", "script|load", "sadd", "info", "config|resetstat", "lrange":
+		case "multi", "exec", "script|load", "sadd", "info", "config|resetstat", "lrange":
 			continue
 		}
-		inside += usec
-		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(usec)/float64(records)))
+		if testenv.IsScriptCmd(name) {
+			continue
+		}
+		inside += u
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(u)/float64(records)))
 	}
 	sort.Strings(parts)
-	b.ReportMetric(float64(s.usec)/float64(records), "lua-µs/"+unit)
-	b.ReportMetric(float64(s.calls)/float64(records), "calls/"+unit)
-	b.ReportMetric((s.cpu-before.cpu)*1e6/float64(records), "cpu-µs/"+unit)
-	b.Logf("%d (per %s), %d script calls, %.2f µs/%s in scripts, of which commands %.2f (%s)", records, unit, s.calls,
-		float64(s.usec)/float64(records), unit, float64(inside)/float64(records), strings.Join(parts, ", "))
+	b.ReportMetric(float64(usec)/float64(records), "lua-µs/"+unit)
+	b.ReportMetric(float64(calls)/float64(records), "calls/"+unit)
+	b.ReportMetric((s.MainCPU-before.MainCPU)*1e6/float64(records), "cpu-µs/"+unit)
+	b.Logf("%d (per %s), %d script calls, %.2f µs/%s in scripts, of which commands %.2f (%s)", records, unit, calls,
+		float64(usec)/float64(records), unit, float64(inside)/float64(records), strings.Join(parts, ", "))
 }
 
 // registrations returns n register ops of item from offset off on, as the
@@ -351,7 +308,7 @@ func BenchmarkLuaPerRegistration(b *testing.B) {
 				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-				before := readLuaStats(b, rdb)
+				before := testenv.ReadRedisStats(b, rdb)
 				want, records := queue.Added, int64(0)
 				for b.Loop() {
 					ops := registrations("hot", off, batch, at)
@@ -404,7 +361,7 @@ func BenchmarkLuaPerAdmission(b *testing.B) {
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
-	before := readLuaStats(b, rdb)
+	before := testenv.ReadRedisStats(b, rdb)
 	now := time.UnixMilli(at)
 	admitted := int64(0)
 	for b.Loop() {

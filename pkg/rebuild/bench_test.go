@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/rebuild"
@@ -62,7 +59,7 @@ func BenchmarkRebuild(b *testing.B) {
 	default:
 	}
 	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
-	cpu0, proc0 := redisCPU(b, rdb), procCPU(b)
+	cpu0, proc0 := testenv.ReadRedisStats(b, rdb).CPU, testenv.ProcCPU(b)
 	b.ResetTimer()
 	var rep rebuild.Report
 	for range b.N {
@@ -71,7 +68,7 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	cpu, proc := redisCPU(b, rdb)-cpu0, procCPU(b)-proc0
+	cpu, proc := time.Duration((testenv.ReadRedisStats(b, rdb).CPU-cpu0)*float64(time.Second)), testenv.ProcCPU(b)-proc0
 	if w, _ := queue.New(rdb).Stats(ctx, "big"); w.Waiting != int64(n) {
 		b.Fatalf("rebuilt %d waiting, want %d", w.Waiting, n)
 	}
@@ -84,30 +81,4 @@ func BenchmarkRebuild(b *testing.B) {
 	// This process's CPU per record: reading and decoding the topics, kfake
 	// serving the fetches, building the script calls.
 	b.ReportMetric(proc.Seconds()*1e6/float64(rep.Records)/float64(b.N), "proc-cpu-µs/record")
-}
-
-// redisCPU is redis-server's CPU time so far (INFO cpu: user + system).
-func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
-}
-
-// procCPU is this process's CPU time so far (user + system, every thread).
-func procCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

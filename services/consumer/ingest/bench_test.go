@@ -6,8 +6,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,7 +116,7 @@ func hotItemRun(b *testing.B, n int) hotItemResult {
 	go func() { done <- ingest.Run(runCtx, cfg, ln, zap.NewNop(), nil) }()
 	var first time.Time
 	var firstN int64
-	var before redisStats
+	var before testenv.RedisStats
 	var proc0 time.Duration
 	for {
 		got, err := rdb.Get(ctx, seq).Int64()
@@ -126,7 +124,7 @@ func hotItemRun(b *testing.B, n int) hotItemResult {
 			b.Fatal(err)
 		}
 		if got > 0 && first.IsZero() {
-			first, firstN, before, proc0 = time.Now(), got, readRedisStats(b, rdb), procCPU(b)
+			first, firstN, before, proc0 = time.Now(), got, testenv.ReadRedisStats(b, rdb), testenv.ProcCPU(b)
 		}
 		if got >= int64(n) {
 			break
@@ -141,7 +139,9 @@ func hotItemRun(b *testing.B, n int) hotItemResult {
 	}
 	end := time.Now()
 	b.StopTimer()
-	after, proc1 := readRedisStats(b, rdb), procCPU(b)
+	after, proc1 := testenv.ReadRedisStats(b, rdb), testenv.ProcCPU(b)
+	luaBefore, _ := before.Scripts()
+	luaAfter, _ := after.Scripts()
 	stop()
 	if err := <-done; err != nil {
 		b.Fatalf("consumer: %v", err)
@@ -158,52 +158,8 @@ func hotItemRun(b *testing.B, n int) hotItemResult {
 	return hotItemResult{
 		rate:       steady / end.Sub(first).Seconds(),
 		whole:      float64(n) / end.Sub(start).Seconds(),
-		cpuPerRec:  (after.cpu - before.cpu) * 1e6 / steady,
-		luaPerRec:  float64(after.luaUsec-before.luaUsec) / steady,
+		cpuPerRec:  (after.MainCPU - before.MainCPU) * 1e6 / steady,
+		luaPerRec:  float64(luaAfter-luaBefore) / steady,
 		procPerRec: float64((proc1 - proc0).Microseconds()) / steady,
 	}
-}
-
-// redisStats is redis-server's main-thread CPU in seconds (INFO cpu) and the
-// usec its script calls took (INFO commandstats: EVAL, EVALSHA, FCALL).
-type redisStats struct {
-	cpu     float64
-	luaUsec int64
-}
-
-func readRedisStats(b *testing.B, rdb *redis.Client) redisStats {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var s redisStats
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "used_cpu_user_main_thread", "used_cpu_sys_main_thread":
-			f, _ := strconv.ParseFloat(v, 64)
-			s.cpu += f
-		case "cmdstat_eval", "cmdstat_evalsha", "cmdstat_eval_ro", "cmdstat_evalsha_ro", "cmdstat_fcall", "cmdstat_fcall_ro":
-			for _, f := range strings.Split(v, ",") {
-				if name, val, _ := strings.Cut(f, "="); name == "usec" {
-					u, _ := strconv.ParseInt(val, 10, 64)
-					s.luaUsec += u
-				}
-			}
-		}
-	}
-	return s
-}
-
-// procCPU is this process's CPU time so far (user + system).
-func procCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
