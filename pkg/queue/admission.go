@@ -347,6 +347,22 @@ func (l *Line) ActiveItems(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// AddActive writes items back to the registry of items with a live line
+// (SADD: a no-op for those it lists).
+func (l *Line) AddActive(ctx context.Context, items ...string) error {
+	if len(items) == 0 {
+		return nil
+	}
+	args := make([]any, len(items))
+	for i, it := range items {
+		args[i] = it
+	}
+	if err := l.rdb.SAdd(ctx, ActiveItems, args...).Err(); err != nil {
+		return fmt.Errorf("add %d items to %s: %w", len(items), ActiveItems, err)
+	}
+	return nil
+}
+
 // Stats are an item's counters as stored in Redis.
 type Stats struct {
 	Waiting, Admitted, Head, Seq, AdmittedLastMinute, Epoch int64

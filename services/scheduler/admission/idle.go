@@ -63,7 +63,7 @@ func (w *Sweeper) Sweep(ctx context.Context) (int, error) {
 	if !w.s.Leading() || !w.s.trusted() {
 		return 0, nil
 	}
-	items, err := w.s.line.ActiveItems(ctx)
+	items, err := w.s.activeItems(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -356,7 +356,7 @@ func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
 		s.m.viewSkipped.Inc()
 		return // admit nobody from a view that cannot be trusted
 	}
-	items, err := s.line.ActiveItems(ctx)
+	items, err := s.activeItems(ctx)
 	if err != nil {
 		s.log.Warn("read active items", zap.Error(err))
 		return // Redis trouble: try again next tick, still leading
@@ -427,7 +427,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 		s.m.viewSkipped.Inc()
 		return nil // admit nobody from a view that cannot be trusted
 	}
-	items, err := s.line.ActiveItems(ctx)
+	items, err := s.activeItems(ctx)
 	if err != nil {
 		s.log.Warn("read active items", zap.Error(err))
 		return nil // Redis trouble: try again next tick, still leading

