@@ -225,15 +225,17 @@ func Skipped(ctx context.Context, rdb redis.Scripter, item string, partition int
 }
 
 // probe is what the items' own slots say: per item, its marker's token ("":
-// missing) and its seq (the places ever given: it only grows, so a lower
-// one than seen before is a node rolled back, such as a replica that was
-// behind when it took over). Items whose node did not answer are left out.
+// missing), its seq (the places ever given) and its head (the highest FIFO
+// seq admitted). Both only grow, so a lower one than seen before is a node
+// rolled back, such as a replica that was behind when it took over: behind
+// by registrations (seq) or by admissions (head; those people would be
+// admitted again). Items whose node did not answer are left out.
 type probe struct {
-	token string
-	seq   int64
+	token     string
+	seq, head int64
 }
 
-// probeItems reads the marker and seq of items in pipelines of
+// probeItems reads the marker, seq and head of items in pipelines of
 // bounded size (a Redis Cluster client splits each by node).
 func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[string]probe {
 	const chunk = 500
@@ -242,10 +244,13 @@ func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[stri
 		part := items[lo:min(lo+chunk, len(items))]
 		gets := make([]*redis.StringCmd, len(part))
 		seqs := make([]*redis.StringCmd, len(part))
+		heads := make([]*redis.StringCmd, len(part))
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, it := range part {
+				k := queue.KeysFor(it)
 				gets[i] = p.Get(ctx, ItemKey(it))
-				seqs[i] = p.Get(ctx, queue.KeysFor(it).Seq)
+				seqs[i] = p.Get(ctx, k.Seq)
+				heads[i] = p.Get(ctx, k.Head)
 			}
 			return nil
 		})
@@ -258,7 +263,11 @@ func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[stri
 			if err != nil && !errors.Is(err, redis.Nil) {
 				continue
 			}
-			out[it] = probe{token: tok, seq: seq}
+			head, err := heads[i].Int64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				continue
+			}
+			out[it] = probe{token: tok, seq: seq, head: head}
 		}
 	}
 	return out

@@ -14,22 +14,25 @@ import (
 
 // TestWatcherFindsEachItemsLoss: with the view's marker in place, an item
 // whose own marker vanished (its node restarted empty), carries another
-// token, or whose seq went backwards (a replica behind took over) is lost,
-// and only it; an item never registered is not.
+// token, or whose seq or head went backwards (a replica behind took over,
+// behind by registrations or by admissions only) is lost, and only it; an
+// item never registered is not.
 func TestWatcherFindsEachItemsLoss(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	if err := view.SetReady(ctx, rdb, "g1", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	for _, it := range []string{"a", "b", "c", "d"} {
+	for _, it := range []string{"a", "b", "c", "d", "e"} {
 		if err := view.Register(ctx, rdb, it, "g1"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rdb.Set(ctx, queue.KeysFor("c").Seq, 10, 0)
+	rdb.Set(ctx, queue.KeysFor("e").Seq, 10, 0)
+	rdb.Set(ctx, queue.KeysFor("e").Head, 6, 0)
 	w := view.NewWatcher(rdb, view.Options{}, nil, zap.NewNop())
-	if st := w.Check(ctx); !st.Trusted || len(st.Lost) != 0 || len(st.Registry) != 4 {
+	if st := w.Check(ctx); !st.Trusted || len(st.Lost) != 0 || len(st.Registry) != 5 {
 		t.Fatalf("healthy: %+v", st)
 	}
 	for _, it := range []string{"a", "never"} {
@@ -40,6 +43,7 @@ func TestWatcherFindsEachItemsLoss(t *testing.T) {
 	rdb.Del(ctx, view.ItemKey("a"))            // a's node restarted empty
 	rdb.Set(ctx, view.ItemKey("b"), "g0", 0)   // b's node holds an older incarnation
 	rdb.Set(ctx, queue.KeysFor("c").Seq, 7, 0) // c's node rolled back
+	rdb.Set(ctx, queue.KeysFor("e").Head, 4, 0) // e's node missed two admissions, no registration
 	if err := w.ConfirmItem(ctx, "a"); !errors.Is(err, view.ErrNotTrusted) {
 		t.Fatalf("confirm a after its loss = %v, want ErrNotTrusted", err)
 	}
@@ -47,7 +51,7 @@ func TestWatcherFindsEachItemsLoss(t *testing.T) {
 	if !st.Trusted {
 		t.Fatalf("the view itself stopped being trusted: %+v", st)
 	}
-	for _, it := range []string{"a", "b", "c"} {
+	for _, it := range []string{"a", "b", "c", "e"} {
 		if ok, why := w.Item(it); ok || why == "" {
 			t.Errorf("item %s trusted after its loss", it)
 		}
@@ -60,16 +64,16 @@ func TestWatcherFindsEachItemsLoss(t *testing.T) {
 			t.Errorf("item %s not trusted: %s", it, why)
 		}
 	}
-	if got := w.Usable([]string{"a", "b", "c", "d", "never"}); len(got) != 2 || got[0] != "d" {
+	if got := w.Usable([]string{"a", "b", "c", "d", "e", "never"}); len(got) != 2 || got[0] != "d" {
 		t.Errorf("usable = %v, want [d never]", got)
 	}
 	// A second watcher (another service) finds the same losses, with the
 	// first finder's time.
 	w2 := view.NewWatcher(rdb, view.Options{}, nil, zap.NewNop())
-	if st2 := w2.Check(ctx); len(st2.Lost) != 3 || st2.Lost["a"].Since != st.Lost["a"].Since {
-		t.Fatalf("second watcher: %+v, want the same three with the same since", st2.Lost)
+	if st2 := w2.Check(ctx); len(st2.Lost) != 4 || st2.Lost["a"].Since != st.Lost["a"].Since {
+		t.Fatalf("second watcher: %+v, want the same four with the same since", st2.Lost)
 	}
-	if r := w.Rebuilding(); len(r) != 3 || r[0].State != view.ItemLost {
+	if r := w.Rebuilding(); len(r) != 4 || r[0].State != view.ItemLost {
 		t.Fatalf("rebuilding = %+v", r)
 	}
 	// Registering again never fakes a lost item's marker.
@@ -84,7 +88,7 @@ func TestWatcherFindsEachItemsLoss(t *testing.T) {
 	}
 	rdb.Set(ctx, view.ItemKey("c"), "g2", 0)
 	rdb.HSet(ctx, view.RegistryKey, "c", "g2")
-	if st := w.Check(ctx); len(st.Lost) != 2 {
+	if st := w.Check(ctx); len(st.Lost) != 3 {
 		t.Fatalf("after c was rebuilt (new token, lower seq is its new start): lost %v", st.Lost)
 	}
 }

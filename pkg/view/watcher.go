@@ -66,13 +66,13 @@ type Watcher struct {
 	badGen  atomic.Pointer[string] // a generation seen rolled back: never trusted again
 	mu      sync.Mutex
 	waiters []chan struct{}
-	seqs    map[string]seqSeen // per item, the highest seq seen of its token (judge's goroutine only)
+	seqs    map[string]seqSeen // per item, the highest seq and head seen of its token (judge's goroutine only)
 	cursor  int                // where the next check's items start, when they are more than ItemsPerCheck
 }
 
 type seqSeen struct {
-	token string
-	seq   int64
+	token     string
+	seq, head int64
 }
 
 // NewWatcher returns a Watcher of the view in rdb; its metrics go on reg
@@ -241,9 +241,13 @@ func (w *Watcher) judgeItems(ctx context.Context, s *Status, prev Status) {
 			why = fmt.Sprintf("the Redis node of item %s holds another incarnation of it (%s, the view has %s): the item is rebuilt from Kafka", it, p.token, reg[it])
 		case seen.token == p.token && p.seq < seen.seq:
 			why = fmt.Sprintf("the Redis node of item %s was rolled back (seq %d, seen %d): the item is rebuilt from Kafka", it, p.seq, seen.seq)
+		case seen.token == p.token && p.head < seen.head:
+			why = fmt.Sprintf("the Redis node of item %s was rolled back (head %d, seen %d: admissions undone): the item is rebuilt from Kafka", it, p.head, seen.head)
 		default:
-			if seen.token != p.token || p.seq > seen.seq {
-				w.seqs[it] = seqSeen{p.token, p.seq}
+			if seen.token != p.token {
+				w.seqs[it] = seqSeen{p.token, p.seq, p.head}
+			} else if p.seq > seen.seq || p.head > seen.head {
+				w.seqs[it] = seqSeen{p.token, max(p.seq, seen.seq), max(p.head, seen.head)}
 			}
 			continue
 		}
