@@ -40,9 +40,9 @@ func TestWatcherFindsEachItemsLoss(t *testing.T) {
 			t.Fatalf("confirm %s: %v", it, err)
 		}
 	}
-	rdb.Del(ctx, view.ItemKey("a"))            // a's node restarted empty
-	rdb.Set(ctx, view.ItemKey("b"), "g0", 0)   // b's node holds an older incarnation
-	rdb.Set(ctx, queue.KeysFor("c").Seq, 7, 0) // c's node rolled back
+	rdb.Del(ctx, view.ItemKey("a"))             // a's node restarted empty
+	rdb.Set(ctx, view.ItemKey("b"), "g0", 0)    // b's node holds an older incarnation
+	rdb.Set(ctx, queue.KeysFor("c").Seq, 7, 0)  // c's node rolled back
 	rdb.Set(ctx, queue.KeysFor("e").Head, 4, 0) // e's node missed two admissions, no registration
 	if err := w.ConfirmItem(ctx, "a"); !errors.Is(err, view.ErrNotTrusted) {
 		t.Fatalf("confirm a after its loss = %v, want ErrNotTrusted", err)
