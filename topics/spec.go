@@ -89,45 +89,9 @@ func Healthy(st []Status) bool {
 }
 
 func reconcile(ctx context.Context, adm *kadm.Client, specs []Spec, fix bool, rf int16) ([]Status, error) {
-	names := make([]string, len(specs))
-	for i, s := range specs {
-		names[i] = s.Name
-	}
-	// A direct metadata request: kadm otherwise answers from the client's
-	// cache, which can still say "missing" for a topic created a moment ago.
-	details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), names...)
+	out, existing, err := reconcileTopics(ctx, adm, specs, fix, rf)
 	if err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	out := make([]Status, 0, len(specs))
-	var existing []string
-	for _, s := range specs {
-		d, ok := details[s.Name]
-		if !ok || errors.Is(d.Err, kerrUnknownTopic) {
-			if !fix {
-				out = append(out, Status{Topic: s.Name, State: "missing", Problems: []string{"topic does not exist"}})
-				continue
-			}
-			resp, err := adm.CreateTopic(ctx, s.Partitions, rf, ptrConfigs(s.Configs), s.Name)
-			if err == nil {
-				err = resp.Err
-			}
-			if err != nil && !errors.Is(err, kerrTopicExists) {
-				return nil, fmt.Errorf("create topic %s: %w", s.Name, err)
-			}
-			out = append(out, Status{Topic: s.Name, State: "created"})
-			continue
-		}
-		if d.Err != nil {
-			return nil, fmt.Errorf("describe topic %s: %w", s.Name, d.Err)
-		}
-		st := Status{Topic: s.Name, State: "ok"}
-		if n := int32(len(d.Partitions)); n != s.Partitions {
-			st.State = "mismatch"
-			st.Problems = append(st.Problems, fmt.Sprintf("has %d partitions, contract says %d (not changed: it would reorder items)", n, s.Partitions))
-		}
-		out = append(out, st)
-		existing = append(existing, s.Name)
+		return nil, err
 	}
 	if len(existing) == 0 {
 		return out, nil
@@ -145,39 +109,94 @@ func reconcile(ctx context.Context, adm *kadm.Client, specs []Spec, fix bool, rf
 			return nil, fmt.Errorf("configs of %s: %w", out[i].Topic, err)
 		}
 		want := specs[slices.IndexFunc(specs, func(s Spec) bool { return s.Name == out[i].Topic })].Configs
-		var alter []kadm.AlterConfig
-		for k, v := range want {
-			got := ""
-			for _, c := range rc.Configs {
-				if c.Key == k {
-					got = c.MaybeValue()
-				}
-			}
-			if got == v {
-				continue
-			}
-			if !fix {
-				out[i].State = "mismatch"
-				out[i].Problems = append(out[i].Problems, fmt.Sprintf("%s is %q, contract says %q", k, got, v))
-				continue
-			}
-			val := v
-			alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &val})
-		}
-		if len(alter) > 0 {
-			resps, err := adm.AlterTopicConfigs(ctx, alter, out[i].Topic)
-			if err == nil {
-				_, err = resps.On(out[i].Topic, nil)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("alter configs of %s: %w", out[i].Topic, err)
-			}
-			if out[i].State == "ok" {
-				out[i].State = "updated"
-			}
+		if err := reconcileConfigs(ctx, adm, &out[i], rc, want, fix); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// reconcileTopics checks that each topic of specs exists (creating it when
+// fix) with its partitions; existing are the ones that were already there.
+func reconcileTopics(ctx context.Context, adm *kadm.Client, specs []Spec, fix bool, rf int16) (out []Status, existing []string, err error) {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	// A direct metadata request: kadm otherwise answers from the client's
+	// cache, which can still say "missing" for a topic created a moment ago.
+	details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), names...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list topics: %w", err)
+	}
+	out = make([]Status, 0, len(specs))
+	for _, s := range specs {
+		d, ok := details[s.Name]
+		if !ok || errors.Is(d.Err, kerrUnknownTopic) {
+			if !fix {
+				out = append(out, Status{Topic: s.Name, State: "missing", Problems: []string{"topic does not exist"}})
+				continue
+			}
+			resp, err := adm.CreateTopic(ctx, s.Partitions, rf, ptrConfigs(s.Configs), s.Name)
+			if err == nil {
+				err = resp.Err
+			}
+			if err != nil && !errors.Is(err, kerrTopicExists) {
+				return nil, nil, fmt.Errorf("create topic %s: %w", s.Name, err)
+			}
+			out = append(out, Status{Topic: s.Name, State: "created"})
+			continue
+		}
+		if d.Err != nil {
+			return nil, nil, fmt.Errorf("describe topic %s: %w", s.Name, d.Err)
+		}
+		st := Status{Topic: s.Name, State: "ok"}
+		if n := int32(len(d.Partitions)); n != s.Partitions {
+			st.State = "mismatch"
+			st.Problems = append(st.Problems, fmt.Sprintf("has %d partitions, contract says %d (not changed: it would reorder items)", n, s.Partitions))
+		}
+		out = append(out, st)
+		existing = append(existing, s.Name)
+	}
+	return out, existing, nil
+}
+
+// reconcileConfigs compares the topic's configs rc with want: a difference
+// is a mismatch in st, or, when fix, is altered (st then says updated).
+func reconcileConfigs(ctx context.Context, adm *kadm.Client, st *Status, rc kadm.ResourceConfig, want map[string]string, fix bool) error {
+	var alter []kadm.AlterConfig
+	for k, v := range want {
+		got := ""
+		for _, c := range rc.Configs {
+			if c.Key == k {
+				got = c.MaybeValue()
+			}
+		}
+		if got == v {
+			continue
+		}
+		if !fix {
+			st.State = "mismatch"
+			st.Problems = append(st.Problems, fmt.Sprintf("%s is %q, contract says %q", k, got, v))
+			continue
+		}
+		val := v
+		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &val})
+	}
+	if len(alter) == 0 {
+		return nil
+	}
+	resps, err := adm.AlterTopicConfigs(ctx, alter, st.Topic)
+	if err == nil {
+		_, err = resps.On(st.Topic, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("alter configs of %s: %w", st.Topic, err)
+	}
+	if st.State == "ok" {
+		st.State = "updated"
+	}
+	return nil
 }
 
 func ptrConfigs(m map[string]string) map[string]*string {

@@ -343,68 +343,90 @@ func sortedNames(p *types.Project) []string {
 
 // Check returns every disagreement between the project and the code.
 func Check(p *types.Project, df Dockerfile, front FrontDoor) []error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	apps := Apps(p)
 	count := map[string]int{}
 	listen := map[string]int{} // service -> listener port
+	var errs []error
 	for i := range apps {
 		a := &apps[i]
-		name := a.Service.Name
-		if a.Config == nil {
-			bad("%s: command %q runs no known binary (want one of %v)", name, []string(a.Service.Command), keys(Binaries))
-			continue
+		if a.Config != nil {
+			count[a.Binary]++
 		}
-		count[a.Binary]++
-		if !slices.Contains(df.Binaries, a.Binary) {
-			bad("%s: the Dockerfile does not build %s", name, a.Binary)
-		}
-		fields, err := EnvFields(a.Config)
-		if err != nil {
-			bad("%s: %v", name, err)
-			continue
-		}
-		for k := range a.Env {
-			if _, ok := fields[k]; !ok && !runtimeEnv[k] {
-				bad("%s: sets %s, which %s does not read (%T)", name, k, a.Binary, a.Config)
-			}
-		}
-		for _, k := range Keys {
-			if _, reads := fields[k]; reads && listenKey(a.Config) != "" && a.Env[k] == "" {
-				bad("%s: %s reads %s but the file does not set it (it would fall back to a development key)", name, a.Binary, k)
-			}
-		}
-		if err := LoadConfig(a.Config, a.Env); err != nil {
-			bad("%s: %v", name, err)
-		}
-		if lk := listenKey(a.Config); lk != "" {
-			addr, ok := a.Env[lk]
-			host, port, err := net.SplitHostPort(addr)
-			switch {
-			case !ok:
-				bad("%s: %s is not set: the default listens on loopback, unreachable from other containers", name, lk)
-			case err != nil:
-				bad("%s: %s=%q: %v", name, lk, addr, err)
-			case host != "" && host != "0.0.0.0" && host != "::":
-				bad("%s: %s=%q listens on %s only; containers are reached on all interfaces (0.0.0.0)", name, lk, addr, host)
-			default:
-				a.Port, _ = strconv.Atoi(port)
-				listen[name] = a.Port
-			}
-		}
-		for _, pc := range a.Service.Ports {
-			if int(pc.Target) != a.Port {
-				bad("%s: publishes container port %d but listens on %d", name, pc.Target, a.Port)
-			}
-		}
+		errs = append(errs, checkApp(a, df, listen)...)
 	}
 	for bin, min := range MinReplicas {
 		if count[bin] < min {
-			bad("%d services run %s, want at least %d", count[bin], bin, min)
+			errs = append(errs, fmt.Errorf("%d services run %s, want at least %d", count[bin], bin, min))
 		}
 	}
+	errs = append(errs, checkHosts(p, apps, listen)...)
+	errs = append(errs, checkDependsOn(p)...)
+	errs = append(errs, checkPublished(p)...)
+	errs = append(errs, checkFront(p, apps, listen, front)...)
+	return errs
+}
 
-	// Hosts named in env values exist, listen there, and are waited for.
+// checkApp checks one service that runs a binary of ours against the code:
+// built by the Dockerfile, every env var it sets read, its keys set, its
+// config loading, its listener reachable from other containers (noted in
+// listen, and in a.Port) and published as it listens.
+func checkApp(a *App, df Dockerfile, listen map[string]int) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	name := a.Service.Name
+	if a.Config == nil {
+		bad("%s: command %q runs no known binary (want one of %v)", name, []string(a.Service.Command), keys(Binaries))
+		return errs
+	}
+	if !slices.Contains(df.Binaries, a.Binary) {
+		bad("%s: the Dockerfile does not build %s", name, a.Binary)
+	}
+	fields, err := EnvFields(a.Config)
+	if err != nil {
+		bad("%s: %v", name, err)
+		return errs
+	}
+	for k := range a.Env {
+		if _, ok := fields[k]; !ok && !runtimeEnv[k] {
+			bad("%s: sets %s, which %s does not read (%T)", name, k, a.Binary, a.Config)
+		}
+	}
+	for _, k := range Keys {
+		if _, reads := fields[k]; reads && listenKey(a.Config) != "" && a.Env[k] == "" {
+			bad("%s: %s reads %s but the file does not set it (it would fall back to a development key)", name, a.Binary, k)
+		}
+	}
+	if err := LoadConfig(a.Config, a.Env); err != nil {
+		bad("%s: %v", name, err)
+	}
+	if lk := listenKey(a.Config); lk != "" {
+		addr, ok := a.Env[lk]
+		host, port, err := net.SplitHostPort(addr)
+		switch {
+		case !ok:
+			bad("%s: %s is not set: the default listens on loopback, unreachable from other containers", name, lk)
+		case err != nil:
+			bad("%s: %s=%q: %v", name, lk, addr, err)
+		case host != "" && host != "0.0.0.0" && host != "::":
+			bad("%s: %s=%q listens on %s only; containers are reached on all interfaces (0.0.0.0)", name, lk, addr, host)
+		default:
+			a.Port, _ = strconv.Atoi(port)
+			listen[name] = a.Port
+		}
+	}
+	for _, pc := range a.Service.Ports {
+		if int(pc.Target) != a.Port {
+			bad("%s: publishes container port %d but listens on %d", name, pc.Target, a.Port)
+		}
+	}
+	return errs
+}
+
+// checkHosts checks that the hosts named in env values exist, listen there,
+// and are waited for.
+func checkHosts(p *types.Project, apps []App, listen map[string]int) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, a := range apps {
 		for k, v := range a.Env {
 			for _, hp := range strings.Split(v, ",") {
@@ -426,33 +448,40 @@ func Check(p *types.Project, df Dockerfile, front FrontDoor) []error {
 			}
 		}
 	}
+	return errs
+}
 
-	// depends_on: wait for health where there is a healthcheck, for success of one-shot jobs.
+// checkDependsOn checks that depends_on waits for health where there is a
+// healthcheck, for success of one-shot jobs.
+func checkDependsOn(p *types.Project) []error {
+	var errs []error
 	for _, name := range sortedNames(p) {
 		for dep, d := range p.Services[name].DependsOn {
 			target := p.Services[dep]
 			switch {
 			case target.HealthCheck != nil && !target.HealthCheck.Disable && d.Condition != types.ServiceConditionHealthy:
-				bad("%s: depends on %s with %q; it has a healthcheck: wait for service_healthy", name, dep, d.Condition)
+				errs = append(errs, fmt.Errorf("%s: depends on %s with %q; it has a healthcheck: wait for service_healthy", name, dep, d.Condition))
 			case target.Restart == types.RestartPolicyNo && d.Condition != types.ServiceConditionCompletedSuccessfully:
-				bad("%s: depends on the one-shot %s with %q; wait for service_completed_successfully", name, dep, d.Condition)
+				errs = append(errs, fmt.Errorf("%s: depends on the one-shot %s with %q; wait for service_completed_successfully", name, dep, d.Condition))
 			}
 		}
 	}
+	return errs
+}
 
-	// Host ports are not published twice.
+// checkPublished checks that no host port is published twice.
+func checkPublished(p *types.Project) []error {
+	var errs []error
 	published := map[string]string{}
 	for _, name := range sortedNames(p) {
 		for _, pc := range p.Services[name].Ports {
 			k := pc.HostIP + ":" + pc.Published
 			if other, ok := published[k]; ok && pc.Published != "" {
-				bad("%s and %s both publish host port %s", other, name, k)
+				errs = append(errs, fmt.Errorf("%s and %s both publish host port %s", other, name, k))
 			}
 			published[k] = name
 		}
 	}
-
-	errs = append(errs, checkFront(p, apps, listen, front)...)
 	return errs
 }
 

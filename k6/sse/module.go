@@ -239,6 +239,18 @@ type listener struct {
 
 	start  time.Time
 	result *sobek.Object
+
+	// What the call found, written into result at its end.
+	events     []any
+	n          int
+	first      sobek.Value
+	last       sobek.Value
+	lastID     string
+	connecting sobek.Value
+	status     int
+	reason     string
+	errText    string
+	dec        *Decoder
 }
 
 func (l *listener) run(url string) (*sobek.Object, error) {
@@ -247,52 +259,57 @@ func (l *listener) run(url string) (*sobek.Object, error) {
 	ctx, cancel := context.WithTimeout(l.vuCtx, l.opts.timeout)
 	defer cancel()
 
-	var (
-		events  []any
-		n       int
-		first   = sobek.Null()
-		last    = sobek.Null()
-		lastID  = l.opts.lastEventID // as in a browser, it persists until an event changes it
-		connect = sobek.Null()
-		status  int
-		reason  string
-		errText string
-		dec     *Decoder
-	)
-	set := func(k string, v any) { _ = l.result.Set(k, v) }
-	defer func() {
-		elapsed := time.Since(l.start)
-		set("status", status)
-		set("reason", reason)
-		if errText != "" {
-			set("error", errText)
-		} else {
-			set("error", sobek.Null())
-		}
-		set("events", l.rt.NewArray(events...))
-		set("last", last)
-		set("duration", ms(elapsed))
-		set("connecting", connect)
-		set("firstEvent", first)
-		set("lastEventId", lastID)
-		set("retry", sobek.Null())
-		set("comments", 0)
-		if dec != nil {
-			set("comments", dec.Comments())
-			if r := dec.Retry(); r > 0 {
-				set("retry", ms(r))
-			}
-		}
-		failed := reason == ReasonError || reason == ReasonStatus || reason == ReasonContentType
-		l.push(l.mi.metrics.duration, ms(elapsed), nil)
-		l.push(l.mi.metrics.failed, boolf(failed), nil)
-		l.push(l.mi.metrics.listenCount, 1, nil)
-	}()
+	l.first, l.last, l.connecting = sobek.Null(), sobek.Null(), sobek.Null()
+	l.lastID = l.opts.lastEventID // as in a browser, it persists until an event changes it
+	defer l.finish()
 
+	resp := l.open(ctx, url)
+	if resp == nil {
+		return l.result, nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return l.read(ctx, resp.Body)
+}
+
+// finish writes what the call found into its result and pushes the
+// listen's metrics.
+func (l *listener) finish() {
+	set := func(k string, v any) { _ = l.result.Set(k, v) }
+	elapsed := time.Since(l.start)
+	set("status", l.status)
+	set("reason", l.reason)
+	if l.errText != "" {
+		set("error", l.errText)
+	} else {
+		set("error", sobek.Null())
+	}
+	set("events", l.rt.NewArray(l.events...))
+	set("last", l.last)
+	set("duration", ms(elapsed))
+	set("connecting", l.connecting)
+	set("firstEvent", l.first)
+	set("lastEventId", l.lastID)
+	set("retry", sobek.Null())
+	set("comments", 0)
+	if l.dec != nil {
+		set("comments", l.dec.Comments())
+		if r := l.dec.Retry(); r > 0 {
+			set("retry", ms(r))
+		}
+	}
+	failed := l.reason == ReasonError || l.reason == ReasonStatus || l.reason == ReasonContentType
+	l.push(l.mi.metrics.duration, ms(elapsed), nil)
+	l.push(l.mi.metrics.failed, boolf(failed), nil)
+	l.push(l.mi.metrics.listenCount, 1, nil)
+}
+
+// open sends the request and returns the response when it is an event
+// stream; otherwise nil, with the reason (and a non-200's body) noted.
+func (l *listener) open(ctx context.Context, url string) *http.Response {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		reason, errText = ReasonError, err.Error()
-		return l.result, nil
+		l.reason, l.errText = ReasonError, err.Error()
+		return nil
 	}
 	req.Header = l.opts.headers.Clone()
 	req.Header.Set("Accept", "text/event-stream")
@@ -303,69 +320,87 @@ func (l *listener) run(url string) (*sobek.Object, error) {
 	client := &http.Client{Transport: l.state.Transport}
 	resp, err := client.Do(req)
 	if err != nil {
-		reason, errText = l.classify(ctx, err), err.Error()
-		return l.result, nil
+		l.reason, l.errText = l.classify(ctx, err), err.Error()
+		return nil
 	}
-	defer func() { _ = resp.Body.Close() }()
-	status = resp.StatusCode
+	l.status = resp.StatusCode
 	connecting := time.Since(l.start)
-	connect = l.rt.ToValue(ms(connecting))
+	l.connecting = l.rt.ToValue(ms(connecting))
 	l.push(l.mi.metrics.connecting, ms(connecting), nil)
-	if status != http.StatusOK {
+	if l.status != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		set("body", string(b))
-		reason, errText = ReasonStatus, fmt.Sprintf("unexpected status %d", status)
-		return l.result, nil
+		_ = resp.Body.Close()
+		_ = l.result.Set("body", string(b))
+		l.reason, l.errText = ReasonStatus, fmt.Sprintf("unexpected status %d", l.status)
+		return nil
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		reason, errText = ReasonContentType, fmt.Sprintf("unexpected content type %q", ct)
-		return l.result, nil
+		_ = resp.Body.Close()
+		l.reason, l.errText = ReasonContentType, fmt.Sprintf("unexpected content type %q", ct)
+		return nil
 	}
+	return resp
+}
 
-	dec = NewDecoder(resp.Body, l.opts.maxLine)
-	dec.lastID = lastID
+// read decodes the stream's events until one of the ends Listen names.
+func (l *listener) read(ctx context.Context, body io.Reader) (*sobek.Object, error) {
+	l.dec = NewDecoder(body, l.opts.maxLine)
+	l.dec.lastID = l.lastID
 	for {
-		ev, err := dec.Next()
+		ev, err := l.dec.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				reason = ReasonEOF
+				l.reason = ReasonEOF
 			} else {
-				reason, errText = l.classify(ctx, err), err.Error()
+				l.reason, l.errText = l.classify(ctx, err), err.Error()
 			}
 			return l.result, nil
 		}
-		now := time.Now()
-		elapsed := now.Sub(l.start)
-		if n == 0 {
-			first = l.rt.ToValue(ms(elapsed))
-			l.push(l.mi.metrics.firstEvent, ms(elapsed), nil)
+		stop, err := l.event(ev)
+		if err != nil {
+			return nil, err // the script's own exception, thrown on
 		}
-		n++
-		l.push(l.mi.metrics.events, 1, map[string]string{"event": ev.Name})
-		lastID = ev.ID
-		obj := l.eventObject(ev, now, elapsed)
-		last = obj
-		events = append(events, obj)
-		if l.opts.onEvent != nil {
-			ret, err := l.opts.onEvent(sobek.Undefined(), obj)
-			if err != nil {
-				reason = ReasonError
-				return nil, err // the script's own exception, thrown on
-			}
-			if ret.StrictEquals(l.rt.ToValue(true)) {
-				reason = ReasonStopped
-				return l.result, nil
-			}
-		}
-		switch {
-		case l.opts.until[ev.Name]:
-			reason = ReasonUntil
-			return l.result, nil
-		case n >= l.opts.maxEvents:
-			reason = ReasonMaxEvents
+		if stop {
 			return l.result, nil
 		}
 	}
+}
+
+// event records ev and says whether the listen ends with it (the reason
+// noted); an error is onEvent's exception.
+func (l *listener) event(ev Event) (bool, error) {
+	now := time.Now()
+	elapsed := now.Sub(l.start)
+	if l.n == 0 {
+		l.first = l.rt.ToValue(ms(elapsed))
+		l.push(l.mi.metrics.firstEvent, ms(elapsed), nil)
+	}
+	l.n++
+	l.push(l.mi.metrics.events, 1, map[string]string{"event": ev.Name})
+	l.lastID = ev.ID
+	obj := l.eventObject(ev, now, elapsed)
+	l.last = obj
+	l.events = append(l.events, obj)
+	if l.opts.onEvent != nil {
+		ret, err := l.opts.onEvent(sobek.Undefined(), obj)
+		if err != nil {
+			l.reason = ReasonError
+			return true, err
+		}
+		if ret.StrictEquals(l.rt.ToValue(true)) {
+			l.reason = ReasonStopped
+			return true, nil
+		}
+	}
+	switch {
+	case l.opts.until[ev.Name]:
+		l.reason = ReasonUntil
+		return true, nil
+	case l.n >= l.opts.maxEvents:
+		l.reason = ReasonMaxEvents
+		return true, nil
+	}
+	return false, nil
 }
 
 // classify tells a timeout and the end of the VU from other errors.

@@ -33,18 +33,9 @@ func markRebuilt(ctx context.Context, b *Rebuilder, gen string, ids []string) er
 // an item nothing was skipped of is trusted at once.
 func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, start time.Time) (Report, error) {
 	now := o.Now()
-	cur, _, err := view.Lost(ctx, b.rdb, o.Items...)
+	cur, err := b.markRebuilding(ctx, o, now)
 	if err != nil {
 		return Report{}, err
-	}
-	for _, it := range o.Items {
-		li := cur[it]
-		li.Since = cmp.Or(li.Since, now.UnixMilli())
-		li.State, li.Reason = view.ItemRebuilding, cmp.Or(li.Reason, o.Reason)
-		if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
-			return Report{}, err
-		}
-		cur[it] = li
 	}
 	b.log.Error("rebuilding lost items from Kafka", zap.Strings("items", o.Items), zap.String("gen", gen), zap.String("reason", o.Reason))
 	// Every consumer must skip the items' records before the ends are read.
@@ -82,12 +73,7 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	if err := view.MarkItems(ctx, b.rdb, gen, o.Items); err != nil {
 		return rep, err
 	}
-	ends := map[string]int64{}
-	for f, next := range applied {
-		if t, p, ok := view.ParseField(f); ok && t == topics.Registrations {
-			ends[strconv.Itoa(int(p))] = next
-		}
-	}
+	ends := registrationEnds(applied)
 	for _, it := range o.Items {
 		li := cur[it]
 		li.State, li.Records, li.Ends = view.ItemRebuilt, n, ends
@@ -101,11 +87,55 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	if err := sleep(ctx, o.Settle); err != nil {
 		return rep, err
 	}
-	lost, skipped, err := view.Lost(ctx, b.rdb, o.Items...)
-	if err != nil {
+	if err := b.trustComplete(ctx, o.Items, ends); err != nil {
 		return rep, err
 	}
+	rep.written(wstart, start, fence, len(r.order), settled)
+	b.log.Info("items rebuilt", zap.Strings("items", o.Items), zap.String("gen", gen), zap.Int64("records", n),
+		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Duration("took", rep.Took))
+	return rep, nil
+}
+
+// markRebuilding marks each of o.Items rebuilding (lost since now unless
+// already lost) and returns their marks.
+func (b *Rebuilder) markRebuilding(ctx context.Context, o Options, now time.Time) (map[string]view.LostItem, error) {
+	cur, _, err := view.Lost(ctx, b.rdb, o.Items...)
+	if err != nil {
+		return nil, err
+	}
 	for _, it := range o.Items {
+		li := cur[it]
+		li.Since = cmp.Or(li.Since, now.UnixMilli())
+		li.State, li.Reason = view.ItemRebuilding, cmp.Or(li.Reason, o.Reason)
+		if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
+			return nil, err
+		}
+		cur[it] = li
+	}
+	return cur, nil
+}
+
+// registrationEnds are the next offsets of waitroom.registrations the replay
+// applied, by partition.
+func registrationEnds(applied map[string]int64) map[string]int64 {
+	ends := map[string]int64{}
+	for f, next := range applied {
+		if t, p, ok := view.ParseField(f); ok && t == topics.Registrations {
+			ends[strconv.Itoa(int(p))] = next
+		}
+	}
+	return ends
+}
+
+// trustComplete trusts each rebuilt item of items none of whose records the
+// consumer skipped at or after its end (ends); the consumer applies the
+// others' skipped records again first.
+func (b *Rebuilder) trustComplete(ctx context.Context, items []string, ends map[string]int64) error {
+	lost, skipped, err := view.Lost(ctx, b.rdb, items...)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
 		if li, ok := lost[it]; !ok || li.State != view.ItemRebuilt {
 			continue
 		}
@@ -113,17 +143,10 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 			continue // the consumer of that partition applies it again first
 		}
 		if err := view.Found(ctx, b.rdb, it); err != nil {
-			return rep, err
+			return err
 		}
 	}
-	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, len(r.order)
-	for _, s := range settled {
-		rep.Waiting += int(s.Waiting)
-		rep.Admitted += int(s.Admitted)
-	}
-	b.log.Info("items rebuilt", zap.Strings("items", o.Items), zap.String("gen", gen), zap.Int64("records", n),
-		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Duration("took", rep.Took))
-	return rep, nil
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -92,18 +92,7 @@ func New(rdb redis.UniversalClient, base []kgo.Opt, log *zap.Logger) *Rebuilder 
 // the offsets it applied. Records produced meanwhile are applied afterwards
 // by the consumer, behind everyone already in line.
 func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
-	if o.Settle <= 0 {
-		o.Settle = time.Second
-	}
-	if o.LockTTL <= 0 {
-		o.LockTTL = 30 * time.Second
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Reason == "" {
-		o.Reason = "rebuild requested"
-	}
+	o = o.withDefaults()
 	start := time.Now()
 	gen := newGen(o.Now())
 	ok, err := b.rdb.SetNX(ctx, view.LockKey, gen, o.LockTTL).Result()
@@ -116,17 +105,43 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go b.renew(lctx, gen, o.LockTTL)
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if err := releaseScript.Run(uctx, b.rdb, []string{view.LockKey}, gen).Err(); err != nil {
-			b.log.Warn("release the rebuild lock", zap.Error(err))
-		}
-	}()
+	defer b.release(ctx, gen)
 
 	if len(o.Items) > 0 {
 		return b.runItems(ctx, lctx, gen, o, start)
 	}
+	return b.runView(ctx, lctx, gen, o, start)
+}
+
+// withDefaults is o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.Settle <= 0 {
+		o.Settle = time.Second
+	}
+	if o.LockTTL <= 0 {
+		o.LockTTL = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Reason == "" {
+		o.Reason = "rebuild requested"
+	}
+	return o
+}
+
+// release gives up the rebuild lock of gen, even after ctx ended.
+func (b *Rebuilder) release(ctx context.Context, gen string) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := releaseScript.Run(uctx, b.rdb, []string{view.LockKey}, gen).Err(); err != nil {
+		b.log.Warn("release the rebuild lock", zap.Error(err))
+	}
+}
+
+// runView rebuilds the whole view, under the lock of gen (lctx ends when the
+// lock is lost).
+func (b *Rebuilder) runView(ctx, lctx context.Context, gen string, o Options, start time.Time) (Report, error) {
 	if o.UnlessReady {
 		m, ok, err := view.Read(ctx, b.rdb)
 		if err != nil {
@@ -166,14 +181,20 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	if err := view.SetReady(ctx, b.rdb, gen, applied, o.Now()); err != nil {
 		return rep, err
 	}
-	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, len(r.order)
+	rep.written(wstart, start, fence, len(r.order), settled)
+	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
+		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
+	return rep, nil
+}
+
+// written completes rep once the replayed items are written (from wstart;
+// the rebuild started at start) and settled under fence.
+func (rep *Report) written(wstart, start time.Time, fence int64, items int, settled []queue.Settled) {
+	rep.WriteTook, rep.Took, rep.Epoch, rep.Items = time.Since(wstart), time.Since(start), fence, items
 	for _, s := range settled {
 		rep.Waiting += int(s.Waiting)
 		rep.Admitted += int(s.Admitted)
 	}
-	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
-		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
-	return rep, nil
 }
 
 // settle ends a replay at now (unix ms): the epoch counter is raised above

@@ -267,127 +267,165 @@ func Check(o Objects, binaries []string) []error {
 // resolve checks one container's binary and environment and resolves its
 // variables from literals, ConfigMaps, Secrets and the pod.
 func resolve(o Objects, w Workload, c corev1.Container, binaries []string) (container, []error) {
-	ct := container{w: w, c: c, env: map[string]source{}}
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(ct.String()+": "+format, args...)) }
+	r := &resolver{o: o, ct: container{w: w, c: c, env: map[string]source{}}}
 	if len(c.Command) == 0 {
-		bad("no command: the image's default would run the api")
-		return ct, errs
+		r.bad("no command: the image's default would run the api")
+		return r.ct, r.errs
 	}
-	ct.binary = c.Command[0]
-	ct.cfg = composecheck.Binaries[ct.binary]
-	if ct.cfg == nil {
-		bad("command %q runs no known binary", c.Command)
-		return ct, errs
+	r.ct.binary = c.Command[0]
+	r.ct.cfg = composecheck.Binaries[r.ct.binary]
+	if r.ct.cfg == nil {
+		r.bad("command %q runs no known binary", c.Command)
+		return r.ct, r.errs
 	}
-	if !slices.Contains(binaries, ct.binary) {
-		bad("the Dockerfile does not build %s", ct.binary)
+	if !slices.Contains(binaries, r.ct.binary) {
+		r.bad("the Dockerfile does not build %s", r.ct.binary)
 	}
 	if c.Image == "" {
-		bad("no image")
+		r.bad("no image")
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
-		bad("no cpu or memory request")
+		r.bad("no cpu or memory request")
 	}
 	if c.Resources.Limits.Memory().IsZero() {
-		bad("no memory limit")
+		r.bad("no memory limit")
 	}
-	fields, err := composecheck.EnvFields(ct.cfg)
+	fields, err := composecheck.EnvFields(r.ct.cfg)
 	if err != nil {
-		bad("%v", err)
-		return ct, errs
+		r.bad("%v", err)
+		return r.ct, r.errs
 	}
-	set := func(name string, s source) {
-		if _, ok := fields[name]; !ok && !runtimeEnv[name] {
-			bad("sets %s, which %s does not read (%T)", name, ct.binary, ct.cfg)
-		}
-		if fields[name].Secret && s.Secret == "" {
-			bad("%s is a secret: take it from a Secret (secretKeyRef), not a literal or a ConfigMap", name)
-		}
-		ct.env[name] = s
-	}
+	r.fields = fields
 	for _, ef := range c.EnvFrom {
-		switch {
-		case ef.ConfigMapRef != nil:
-			cm, ok := find(o.ConfigMaps, ef.ConfigMapRef.Name)
-			if !ok {
-				bad("envFrom names ConfigMap %s, which the base does not hold", ef.ConfigMapRef.Name)
-				continue
-			}
-			for k, v := range cm.Data {
-				set(ef.Prefix+k, source{Value: v})
-			}
-		case ef.SecretRef != nil:
-			sec, ok := find(o.Secrets, ef.SecretRef.Name)
-			if !ok {
-				bad("envFrom names Secret %s, which the base does not hold", ef.SecretRef.Name)
-				continue
-			}
-			for k, v := range secretData(sec) {
-				set(ef.Prefix+k, source{Value: v, Secret: sec.Name + "/" + k})
-			}
-		}
+		r.envFrom(ef)
 	}
 	for _, e := range c.Env {
-		var s source
-		switch vf := e.ValueFrom; {
-		case vf == nil:
-			s.Value = e.Value
-		case vf.SecretKeyRef != nil:
-			ref := vf.SecretKeyRef
-			s.Secret = ref.Name + "/" + ref.Key
-			sec, ok := find(o.Secrets, ref.Name)
-			v, has := secretData(sec)[ref.Key]
-			switch {
-			case !ok:
-				bad("%s names Secret %s, which the base does not hold", e.Name, ref.Name)
-			case !has && (ref.Optional == nil || !*ref.Optional):
-				bad("%s names key %s of Secret %s, which it does not have", e.Name, ref.Key, ref.Name)
-			}
-			s.Value = v
-		case vf.ConfigMapKeyRef != nil:
-			cm, ok := find(o.ConfigMaps, vf.ConfigMapKeyRef.Name)
-			if !ok {
-				bad("%s names ConfigMap %s, which the base does not hold", e.Name, vf.ConfigMapKeyRef.Name)
-			}
-			s.Value = cm.Data[vf.ConfigMapKeyRef.Key]
-		case vf.FieldRef != nil:
-			s.Field = vf.FieldRef.FieldPath
-			if s.Field == "metadata.name" {
-				s.Value = w.Name + "-0" // what a pod of it is called
-			}
-		}
-		set(e.Name, s)
+		r.set(e.Name, r.sourceOf(e))
 	}
-	addrField, listens := reflect.TypeOf(ct.cfg).FieldByName("Addr")
+	r.checkKeys()
+	if err := composecheck.LoadConfig(r.ct.cfg, values(r.ct.env)); err != nil {
+		r.bad("%v", err)
+	}
+	r.listener()
+	return r.ct, r.errs
+}
+
+// resolver gathers one container's variables, and what is wrong with them.
+type resolver struct {
+	o      Objects
+	ct     container
+	fields map[string]composecheck.EnvField // what the container's binary reads
+	errs   []error
+}
+
+func (r *resolver) bad(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf(r.ct.String()+": "+format, args...))
+}
+
+// set records variable name from s, checking that the binary reads it and
+// that a secret comes from a Secret.
+func (r *resolver) set(name string, s source) {
+	if _, ok := r.fields[name]; !ok && !runtimeEnv[name] {
+		r.bad("sets %s, which %s does not read (%T)", name, r.ct.binary, r.ct.cfg)
+	}
+	if r.fields[name].Secret && s.Secret == "" {
+		r.bad("%s is a secret: take it from a Secret (secretKeyRef), not a literal or a ConfigMap", name)
+	}
+	r.ct.env[name] = s
+}
+
+// envFrom sets every variable of the ConfigMap or Secret ef names.
+func (r *resolver) envFrom(ef corev1.EnvFromSource) {
+	switch {
+	case ef.ConfigMapRef != nil:
+		cm, ok := find(r.o.ConfigMaps, ef.ConfigMapRef.Name)
+		if !ok {
+			r.bad("envFrom names ConfigMap %s, which the base does not hold", ef.ConfigMapRef.Name)
+			return
+		}
+		for k, v := range cm.Data {
+			r.set(ef.Prefix+k, source{Value: v})
+		}
+	case ef.SecretRef != nil:
+		sec, ok := find(r.o.Secrets, ef.SecretRef.Name)
+		if !ok {
+			r.bad("envFrom names Secret %s, which the base does not hold", ef.SecretRef.Name)
+			return
+		}
+		for k, v := range secretData(sec) {
+			r.set(ef.Prefix+k, source{Value: v, Secret: sec.Name + "/" + k})
+		}
+	}
+}
+
+// sourceOf resolves variable e: a literal, a Secret's or ConfigMap's key, or
+// a field of the pod.
+func (r *resolver) sourceOf(e corev1.EnvVar) source {
+	var s source
+	switch vf := e.ValueFrom; {
+	case vf == nil:
+		s.Value = e.Value
+	case vf.SecretKeyRef != nil:
+		ref := vf.SecretKeyRef
+		s.Secret = ref.Name + "/" + ref.Key
+		sec, ok := find(r.o.Secrets, ref.Name)
+		v, has := secretData(sec)[ref.Key]
+		switch {
+		case !ok:
+			r.bad("%s names Secret %s, which the base does not hold", e.Name, ref.Name)
+		case !has && (ref.Optional == nil || !*ref.Optional):
+			r.bad("%s names key %s of Secret %s, which it does not have", e.Name, ref.Key, ref.Name)
+		}
+		s.Value = v
+	case vf.ConfigMapKeyRef != nil:
+		cm, ok := find(r.o.ConfigMaps, vf.ConfigMapKeyRef.Name)
+		if !ok {
+			r.bad("%s names ConfigMap %s, which the base does not hold", e.Name, vf.ConfigMapKeyRef.Name)
+		}
+		s.Value = cm.Data[vf.ConfigMapKeyRef.Key]
+	case vf.FieldRef != nil:
+		s.Field = vf.FieldRef.FieldPath
+		if s.Field == "metadata.name" {
+			s.Value = r.ct.w.Name + "-0" // what a pod of it is called
+		}
+	}
+	return s
+}
+
+// checkKeys checks that a server reads each of its keys from a Secret.
+func (r *resolver) checkKeys() {
+	_, listens := reflect.TypeOf(r.ct.cfg).FieldByName("Addr")
 	for _, k := range Keys {
-		if _, reads := fields[k]; !reads || !listens {
+		if _, reads := r.fields[k]; !reads || !listens {
 			continue
 		}
-		if s := ct.env[k]; s.Secret == "" {
-			bad("%s reads %s but takes it from no Secret (it would fall back to a derived or development key, or turn the feature off)", ct.binary, k)
+		if s := r.ct.env[k]; s.Secret == "" {
+			r.bad("%s reads %s but takes it from no Secret (it would fall back to a derived or development key, or turn the feature off)", r.ct.binary, k)
 		}
 	}
-	if err := composecheck.LoadConfig(ct.cfg, values(ct.env)); err != nil {
-		bad("%v", err)
+}
+
+// listener checks a server's listen address (reachable from other pods) and
+// notes its port.
+func (r *resolver) listener() {
+	addrField, listens := reflect.TypeOf(r.ct.cfg).FieldByName("Addr")
+	if !listens {
+		return
 	}
-	if listens {
-		lk := addrField.Tag.Get("env")
-		addr, set := ct.env[lk]
-		host, port, err := net.SplitHostPort(addr.Value)
-		switch {
-		case !set:
-			bad("%s is not set: the default listens on loopback, unreachable from other pods", lk)
-		case err != nil:
-			bad("%s=%q: %v", lk, addr.Value, err)
-		case host != "" && host != "0.0.0.0" && host != "::":
-			bad("%s=%q listens on %s only; a pod is reached on its own address (0.0.0.0)", lk, addr.Value, host)
-		default:
-			p, _ := strconv.Atoi(port)
-			ct.port = int32(p)
-		}
+	lk := addrField.Tag.Get("env")
+	addr, set := r.ct.env[lk]
+	host, port, err := net.SplitHostPort(addr.Value)
+	switch {
+	case !set:
+		r.bad("%s is not set: the default listens on loopback, unreachable from other pods", lk)
+	case err != nil:
+		r.bad("%s=%q: %v", lk, addr.Value, err)
+	case host != "" && host != "0.0.0.0" && host != "::":
+		r.bad("%s=%q listens on %s only; a pod is reached on its own address (0.0.0.0)", lk, addr.Value, host)
+	default:
+		p, _ := strconv.Atoi(port)
+		r.ct.port = int32(p)
 	}
-	return ct, errs
 }
 
 // checkServer checks the probes, Service, budget and container port of a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/assertion"
 	"github.com/waitroom/waitroom/pkg/blocklist"
@@ -142,19 +143,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	prod, err := kgo.NewClient(append(base,
-		kgo.DefaultProduceTopic(topics.Registrations),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(cfg.ProduceLinger),
-		kgo.RecordRetries(10),
-	)...)
+	prod, err := newProducer(ctx, cfg, base)
 	if err != nil {
-		return fmt.Errorf("kafka producer: %w", err)
-	}
-	defer prod.Close()
-	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
 		return err
 	}
+	defer prod.Close()
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
 		return err
@@ -168,14 +161,64 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		return err
 	}
 	defer rdb.Close()
+	s := &service{cfg: cfg, log: log, ready: ready, prod: prod, signer: signer, items: items, blocks: blocks}
+	if err := s.build(ctx, rdb, admit); err != nil {
+		return err
+	}
+	ln, pln, err := listen(cfg, ln)
+	if err != nil {
+		return err
+	}
+	err = s.serve(ctx, ln, pln)
+	ready.Set(false)
+	return err
+}
 
+// newProducer is the api's producer of registrations, checked against the
+// cluster.
+func newProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
+	prod, err := kgo.NewClient(append(base,
+		kgo.DefaultProduceTopic(topics.Registrations),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(cfg.ProduceLinger),
+		kgo.RecordRetries(10),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka producer: %w", err)
+	}
+	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
+		prod.Close()
+		return nil, err
+	}
+	return prod, nil
+}
+
+// service is what Run serves: the HTTP engine and the loops beside it.
+type service struct {
+	cfg      Config
+	log      *zap.Logger
+	ready    *httpserver.Readiness
+	prod     *kgo.Client
+	signer   *token.Signer
+	items    *itemcache.Cache
+	blocks   *blocklist.List
+	watch    *view.Watcher
+	seen     *liveness.Tracker
+	refusals *Refusals
+	engine   *gin.Engine
+}
+
+// build makes the server on rdb (the line, the view, the guard's stores) and
+// the engine that serves it and the pages.
+func (s *service) build(ctx context.Context, rdb redis.UniversalClient, admit *token.Signer) error {
+	cfg, log, items, blocks := s.cfg, s.log, s.items, s.blocks
 	reg := httpserver.NewRegistry()
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_api_block_records_skipped_total",
 		Help: "Malformed records on waitroom.blocks this replica skipped (each blocks nobody; logged with its offset and reason)."},
 		func() float64 { return float64(blocks.Skipped()) }))
-	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
-	ready.Require(watch.Ready)
-	ready.Detail(watch.Detail)
+	s.watch = view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
+	s.ready.Require(s.watch.Ready)
+	s.ready.Detail(s.watch.Detail)
 	guard, err := cfg.guardKeys()
 	if err != nil {
 		return err
@@ -185,71 +228,86 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if guard.Assertions, err = assertion.New(ctx, cfg.Assertion); err != nil {
 		return err
 	}
-	seen := liveness.New(line, cfg.SeenFlush, func(item string) bool {
+	s.seen = liveness.New(line, cfg.SeenFlush, func(item string) bool {
 		it, ok := items.Get(item)
 		return ok && it.IdleTimeoutSeconds > 0
 	}, log.Named("seen"))
-	refusals := NewRefusals(line, cfg.RefusedFlush, log.Named("refusals"))
-	srv := NewServer(items, prod, line, signer, admit, Options{
-		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
+	s.refusals = NewRefusals(line, cfg.RefusedFlush, log.Named("refusals"))
+	srv := NewServer(items, s.prod, line, s.signer, admit, Options{
+		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: s.watch,
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 		Blocks:           blocks,
-		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: seen,
-		Guard: guard, Refusals: refusals,
+		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: s.seen,
+		Guard: guard, Refusals: s.refusals,
 	}, reg, log)
 	srv.now = cfg.Clock.Now
-	engine := httpserver.New(log, reg, ready)
-	if err := httpserver.TrustProxies(engine, cfg.TrustedProxies); err != nil {
+	s.engine = httpserver.New(log, reg, s.ready)
+	if err := httpserver.TrustProxies(s.engine, cfg.TrustedProxies); err != nil {
 		return err
 	}
 	pages, err := waitpage.New(cfg.Page, cfg.PageTarget, items, log.Named("waitpage"))
 	if err != nil {
 		return fmt.Errorf("waiting page: %w", err)
 	}
-	mount(engine, srv, pages, items)
+	mount(s.engine, srv, pages, items)
+	return nil
+}
 
+// listen is the api's listener (ln when not nil, else one on cfg.Addr) and
+// the pprof one (nil without cfg.PprofAddr).
+func listen(cfg Config, ln net.Listener) (net.Listener, net.Listener, error) {
+	var err error
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+			return nil, nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 	}
 	var pln net.Listener
 	if cfg.PprofAddr != "" {
 		if pln, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
 			ln.Close()
-			return fmt.Errorf("listen pprof %s: %w", cfg.PprofAddr, err)
+			return nil, nil, fmt.Errorf("listen pprof %s: %w", cfg.PprofAddr, err)
 		}
 	}
+	return ln, pln, nil
+}
+
+// serve runs the engine on ln (and pprof on pln, when not nil) and the loops
+// beside it until ctx ends or one fails.
+func (s *service) serve(ctx context.Context, ln, pln net.Listener) error {
+	cfg, log := s.cfg, s.log
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return items.Run(gctx) })
-	g.Go(func() error { return blocks.Run(gctx) })
-	g.Go(func() error { return watch.Run(gctx) })
-	g.Go(func() error { seen.Run(gctx); return nil })
-	g.Go(func() error { refusals.Run(gctx); return nil })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
+	g.Go(func() error { return s.items.Run(gctx) })
+	g.Go(func() error { return s.blocks.Run(gctx) })
+	g.Go(func() error { return s.watch.Run(gctx) })
+	g.Go(func() error { s.seen.Run(gctx); return nil })
+	g.Go(func() error { s.refusals.Run(gctx); return nil })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, s.engine, cfg.HTTP, log) })
 	if pln != nil {
 		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP, log) })
 	}
-	g.Go(func() error {
-		err := warmUp(gctx, prod, items, signer)
-		if err == nil { // ready only once every block in the record is in force
-			wctx, cancel := context.WithTimeout(gctx, 60*time.Second)
-			err = blocks.Sync(wctx)
-			cancel()
+	g.Go(func() error { return s.becomeReady(gctx) })
+	return g.Wait()
+}
+
+// becomeReady warms up, waits for every block in the record to be in force,
+// then says the api is ready.
+func (s *service) becomeReady(ctx context.Context) error {
+	err := warmUp(ctx, s.prod, s.items, s.signer)
+	if err == nil { // ready only once every block in the record is in force
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = s.blocks.Sync(wctx)
+		cancel()
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil
 		}
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
-		}
-		ready.Set(true)
-		log.Info("api ready", zap.Int("items", len(items.All())))
-		return nil
-	})
-	err = g.Wait()
-	ready.Set(false)
-	return err
+		return err
+	}
+	s.ready.Set(true)
+	s.log.Info("api ready", zap.Int("items", len(s.items.All())))
+	return nil
 }
 
 // mount adds the api's routes and its pages' to the engine (docs/openapi.yaml

@@ -103,37 +103,21 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	dlqClient, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	dlqClient, err := newDLQProducer(ctx, cfg, base)
 	if err != nil {
-		return fmt.Errorf("kafka dlq producer: %w", err)
-	}
-	defer dlqClient.Close()
-	if err := kclient.Check(ctx, dlqClient, cfg.Kafka); err != nil {
 		return err
 	}
+	defer dlqClient.Close()
 	dl := dlq.NewWriter(dlqClient)
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
 		return err
 	}
-	// Zero (a config built by hand) takes the defaults of the env tags.
-	session, heartbeat := cmp.Or(cfg.SessionTimeout, 6*time.Second), cmp.Or(cfg.Heartbeat, time.Second)
-	member := func(suffix string) []kgo.Opt {
-		o := []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(heartbeat)}
-		if cfg.InstanceID != "" {
-			o = append(o, kgo.InstanceID(cfg.InstanceID+suffix))
-		}
-		return o
-	}
-	regs, err := kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""))...)
+	regs, itemsCl, err := groupConsumers(cfg, base)
 	if err != nil {
-		return fmt.Errorf("kafka registrations consumer: %w", err)
+		return err
 	}
 	defer regs.Close()
-	itemsCl, err := kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items), member("-items"))...)
-	if err != nil {
-		return fmt.Errorf("kafka items consumer: %w", err)
-	}
 	defer itemsCl.Close()
 	admCl, err := kgo.NewClient(base...)
 	if err != nil {
@@ -145,15 +129,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	ready.Require(watch.Ready)
 	ready.Detail(watch.Detail)
 
-	opts := func(topic string) consume.Options {
-		return consume.Options{
-			MaxPollRecords: cfg.MaxPollRecords, MaxBackoff: cfg.MaxBackoff,
-			OnRetry: func(int32, int, error) { m.retries.WithLabelValues(topic).Inc() },
-			OnLag: func(t string, p int32, lag int64) {
-				m.lag.WithLabelValues(t, strconv.Itoa(int(p))).Set(float64(lag))
-			},
-		}
-	}
+	opts := func(topic string) consume.Options { return consumeOptions(cfg, m, topic) }
 	engine := httpserver.New(log, reg, ready)
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
@@ -185,4 +161,54 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	err = g.Wait()
 	ready.Set(false)
 	return err
+}
+
+// newDLQProducer is the producer of the dead-letter topics, checked against
+// the cluster.
+func newDLQProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka dlq producer: %w", err)
+	}
+	if err := kclient.Check(ctx, cl, cfg.Kafka); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}
+
+// groupConsumers are the group members that consume waitroom.registrations
+// (cfg.Group) and waitroom.items (cfg.ItemsGroup).
+func groupConsumers(cfg Config, base []kgo.Opt) (regs, items *kgo.Client, err error) {
+	// Zero (a config built by hand) takes the defaults of the env tags.
+	session, heartbeat := cmp.Or(cfg.SessionTimeout, 6*time.Second), cmp.Or(cfg.Heartbeat, time.Second)
+	member := func(suffix string) []kgo.Opt {
+		o := []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(heartbeat)}
+		if cfg.InstanceID != "" {
+			o = append(o, kgo.InstanceID(cfg.InstanceID+suffix))
+		}
+		return o
+	}
+	regs, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka registrations consumer: %w", err)
+	}
+	items, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items), member("-items"))...)
+	if err != nil {
+		regs.Close()
+		return nil, nil, fmt.Errorf("kafka items consumer: %w", err)
+	}
+	return regs, items, nil
+}
+
+// consumeOptions are the runner's options for topic, counting retries and
+// lag in m.
+func consumeOptions(cfg Config, m *Metrics, topic string) consume.Options {
+	return consume.Options{
+		MaxPollRecords: cfg.MaxPollRecords, MaxBackoff: cfg.MaxBackoff,
+		OnRetry: func(int32, int, error) { m.retries.WithLabelValues(topic).Inc() },
+		OnLag: func(t string, p int32, lag int64) {
+			m.lag.WithLabelValues(t, strconv.Itoa(int(p))).Set(float64(lag))
+		},
+	}
 }

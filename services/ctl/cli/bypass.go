@@ -17,8 +17,11 @@ import (
 )
 
 func (a *app) bypassCmd() *cobra.Command {
-	var ao, uo adminOpts
-	var ko kafkaOpts
+	return group("bypass", "Operator bypass codes: issue, count and audit their uses", a.bypassIssueCmd(), a.bypassUsesCmd(), a.bypassAuditCmd())
+}
+
+func (a *app) bypassIssueCmd() *cobra.Command {
+	var ao adminOpts
 	var count int64
 	var ttl time.Duration
 	issue := &cobra.Command{
@@ -47,30 +50,38 @@ on waitroom.registrations ('bypass audit' lists them).`,
 			if ao.token == "" {
 				return usagef("--admin-token (or WR_ADMIN_TOKEN) is needed: codes are signed by the scheduler")
 			}
-			return a.leaf(func(ctx context.Context) error {
-				var out struct {
-					Code      string `json:"code"`
-					ID        string `json:"id"`
-					ItemID    string `json:"itemId"`
-					Count     int64  `json:"count"`
-					ExpiresAt string `json:"expiresAt"`
-				}
-				body := map[string]int64{"count": count, "ttlSeconds": int64(ttl / time.Second)}
-				if err := newAdminClient(&ao).do(ctx, http.MethodPost, "/items/"+url.PathEscape(args[0])+"/bypass", body, &out); err != nil {
-					return err
-				}
-				if a.wantJSON() {
-					return a.printJSON(out)
-				}
-				_, err := fmt.Fprintf(a.out, "%s\n\nid %s, item %s, %d registrations, expires %s\n", out.Code, out.ID, out.ItemID, out.Count, out.ExpiresAt)
-				return err
-			})(cmd, args)
+			return a.leaf(func(ctx context.Context) error { return a.runBypassIssue(ctx, &ao, args[0], count, ttl) })(cmd, args)
 		},
 	}
 	issue.Flags().Int64Var(&count, "count", 1, "how many registrations the code admits")
 	issue.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the code is valid")
 	a.adminFlags(issue, &ao)
+	return issue
+}
 
+// runBypassIssue asks the admin API for a code of item for count
+// registrations within ttl, and prints it.
+func (a *app) runBypassIssue(ctx context.Context, ao *adminOpts, item string, count int64, ttl time.Duration) error {
+	var out struct {
+		Code      string `json:"code"`
+		ID        string `json:"id"`
+		ItemID    string `json:"itemId"`
+		Count     int64  `json:"count"`
+		ExpiresAt string `json:"expiresAt"`
+	}
+	body := map[string]int64{"count": count, "ttlSeconds": int64(ttl / time.Second)}
+	if err := newAdminClient(ao).do(ctx, http.MethodPost, "/items/"+url.PathEscape(item)+"/bypass", body, &out); err != nil {
+		return err
+	}
+	if a.wantJSON() {
+		return a.printJSON(out)
+	}
+	_, err := fmt.Fprintf(a.out, "%s\n\nid %s, item %s, %d registrations, expires %s\n", out.Code, out.ID, out.ItemID, out.Count, out.ExpiresAt)
+	return err
+}
+
+func (a *app) bypassUsesCmd() *cobra.Command {
+	var uo adminOpts
 	uses := &cobra.Command{
 		Use:   "uses <itemId>",
 		Short: "How many registrations each bypass code of an item placed (from the line)",
@@ -79,32 +90,40 @@ on waitroom.registrations ('bypass audit' lists them).`,
 			if err := uo.validate(); err != nil {
 				return err
 			}
-			return a.leaf(func(ctx context.Context) error {
-				var out struct {
-					Uses map[string]int64 `json:"uses"`
-				}
-				if err := newAdminClient(&uo).do(ctx, http.MethodGet, "/items/"+url.PathEscape(args[0])+"/bypass", nil, &out); err != nil {
-					return err
-				}
-				if a.wantJSON() {
-					return a.printJSON(out)
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CODE\tUSES")
-				codes := make([]string, 0, len(out.Uses))
-				for c := range out.Uses {
-					codes = append(codes, c)
-				}
-				sort.Strings(codes)
-				for _, c := range codes {
-					fmt.Fprintf(tw, "%s\t%d\n", c, out.Uses[c])
-				}
-				return tw.Flush()
-			})(cmd, args)
+			return a.leaf(func(ctx context.Context) error { return a.runBypassUses(ctx, &uo, args[0]) })(cmd, args)
 		},
 	}
 	a.adminFlags(uses, &uo)
+	return uses
+}
 
+// runBypassUses prints how many registrations each code of item placed,
+// by code.
+func (a *app) runBypassUses(ctx context.Context, uo *adminOpts, item string) error {
+	var out struct {
+		Uses map[string]int64 `json:"uses"`
+	}
+	if err := newAdminClient(uo).do(ctx, http.MethodGet, "/items/"+url.PathEscape(item)+"/bypass", nil, &out); err != nil {
+		return err
+	}
+	if a.wantJSON() {
+		return a.printJSON(out)
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CODE\tUSES")
+	codes := make([]string, 0, len(out.Uses))
+	for c := range out.Uses {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		fmt.Fprintf(tw, "%s\t%d\n", c, out.Uses[c])
+	}
+	return tw.Flush()
+}
+
+func (a *app) bypassAuditCmd() *cobra.Command {
+	var ko kafkaOpts
 	var item string
 	var ro redisOpts
 	audit := &cobra.Command{
@@ -133,9 +152,8 @@ only reads their answer.`,
 	}
 	audit.Flags().StringVar(&item, "item", "", "the item")
 	audit.Flags().StringVar(&ro.addr, "redis", a.redisDefault(), redisFlagHelp)
-	g := group("bypass", "Operator bypass codes: issue, count and audit their uses", issue, uses, audit)
 	a.kafkaFlags(audit, &ko)
-	return g
+	return audit
 }
 
 // bypassUse is one audited use.
@@ -171,70 +189,15 @@ func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, ro *redisOpts, ite
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(base...)
+	out, err := readBypassUses(ctx, base, item)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics.Registrations)
-	cl.Close()
-	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", topics.Registrations, err)
-	}
-	want := map[int32]kgo.Offset{}
-	end := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition], end[o.Partition] = kgo.NewOffset().AtStart(), o.Offset
-		}
-	})
-	var out []bypassUse
-	if len(want) > 0 {
-		rd, err := kgo.NewClient(append(base, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topics.Registrations: want}))...)
-		if err != nil {
-			return fmt.Errorf("kafka client: %w", err)
-		}
-		defer rd.Close()
-		for len(end) > 0 {
-			fs := rd.PollFetches(ctx)
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("read %s: %w", topics.Registrations, err)
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				if e, ok := end[r.Partition]; ok && r.Offset >= e-1 {
-					delete(end, r.Partition)
-				}
-				if string(r.Key) != item {
-					return
-				}
-				ev, err := topics.DecodeRegistration(r.Value)
-				if err != nil || ev.Kind != topics.KindRegister || ev.Bypass == nil {
-					return
-				}
-				u := bypassUse{At: time.UnixMilli(ev.RequestedAt).UTC().Format(time.RFC3339Nano), Code: ev.Bypass.Code, Count: ev.Bypass.Count,
-					UserID: ev.UserID, TokenID: ev.TokenID, Partition: r.Partition, Offset: r.Offset, key: ev.PlaceKey()}
-				if ev.Client != nil {
-					u.IP = ev.Client.IP
-				}
-				out = append(out, u)
-			})
-		}
+		return err
 	}
 	// One item lives on one partition: offset order is the order the line applied.
 	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
 	if len(out) > 0 {
-		rdb, err := a.redisAt(ro.addr, 2)
-		if err != nil {
+		if err := a.readUseStates(ctx, ro, item, out); err != nil {
 			return err
-		}
-		defer rdb.Close()
-		l := queue.New(rdb)
-		for i := range out {
-			u := &out[i]
-			st, err := l.Status(ctx, item, u.key, u.TokenID, u.Partition, u.Offset)
-			if err != nil {
-				return fmt.Errorf("read the state of %s in the view: %w", u.TokenID, err)
-			}
-			u.State, u.Placed = string(st.State), heldPlace(st.State)
 		}
 	}
 	if a.wantJSON() {
@@ -246,4 +209,87 @@ func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, ro *redisOpts, ite
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%v\n", u.At, u.Code, u.UserID, u.TokenID, u.IP, u.Partition, u.Offset, u.State, u.Placed)
 	}
 	return tw.Flush()
+}
+
+// readBypassUses reads waitroom.registrations from its start to its end now
+// and returns item's register records that carried a bypass code.
+func readBypassUses(ctx context.Context, base []kgo.Opt, item string) ([]bypassUse, error) {
+	cl, err := kgo.NewClient(base...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics.Registrations)
+	cl.Close()
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topics.Registrations, err)
+	}
+	want := map[int32]kgo.Offset{}
+	end := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition], end[o.Partition] = kgo.NewOffset().AtStart(), o.Offset
+		}
+	})
+	var out []bypassUse
+	if len(want) == 0 {
+		return out, nil
+	}
+	rd, err := kgo.NewClient(append(base, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topics.Registrations: want}))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer rd.Close()
+	for len(end) > 0 {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read %s: %w", topics.Registrations, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if e, ok := end[r.Partition]; ok && r.Offset >= e-1 {
+				delete(end, r.Partition)
+			}
+			if u, ok := bypassUseOf(r, item); ok {
+				out = append(out, u)
+			}
+		})
+	}
+	return out, nil
+}
+
+// bypassUseOf is the use r records, if r is a register record of item that
+// carried a bypass code.
+func bypassUseOf(r *kgo.Record, item string) (bypassUse, bool) {
+	if string(r.Key) != item {
+		return bypassUse{}, false
+	}
+	ev, err := topics.DecodeRegistration(r.Value)
+	if err != nil || ev.Kind != topics.KindRegister || ev.Bypass == nil {
+		return bypassUse{}, false
+	}
+	u := bypassUse{At: time.UnixMilli(ev.RequestedAt).UTC().Format(time.RFC3339Nano), Code: ev.Bypass.Code, Count: ev.Bypass.Count,
+		UserID: ev.UserID, TokenID: ev.TokenID, Partition: r.Partition, Offset: r.Offset, key: ev.PlaceKey()}
+	if ev.Client != nil {
+		u.IP = ev.Client.IP
+	}
+	return u, true
+}
+
+// readUseStates fills each use's state in the Redis view at ro and whether
+// it was ever placed.
+func (a *app) readUseStates(ctx context.Context, ro *redisOpts, item string, out []bypassUse) error {
+	rdb, err := a.redisAt(ro.addr, 2)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	l := queue.New(rdb)
+	for i := range out {
+		u := &out[i]
+		st, err := l.Status(ctx, item, u.key, u.TokenID, u.Partition, u.Offset)
+		if err != nil {
+			return fmt.Errorf("read the state of %s in the view: %w", u.TokenID, err)
+		}
+		u.State, u.Placed = string(st.State), heldPlace(st.State)
+	}
+	return nil
 }

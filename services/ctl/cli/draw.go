@@ -123,10 +123,46 @@ func (a *app) runDrawVerify(ctx context.Context, o *drawOpts) error {
 	if err != nil {
 		return err
 	}
+	commit, err := readDrawCommit(ctx, base, o.item)
+	if err != nil {
+		return err
+	}
+	au, err := readDrawAudit(ctx, base, o.item, commit)
+	if err != nil {
+		return err
+	}
+	bad := 0
+	live := make([]string, len(au.Draws)) // per draw: what the line says
+	if o.live {
+		if bad, err = a.compareLive(ctx, o, au, live); err != nil {
+			return err
+		}
+	}
+	for _, d := range au.Draws {
+		if d.Err != nil {
+			bad++
+		}
+	}
+	if a.wantJSON() {
+		err = a.printDrawsJSON(o, commit, au, live)
+	} else {
+		err = a.printDraws(o, commit, au, live)
+	}
+	if err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("%w: %d of %d draws of %s", ErrDrawInvalid, bad, len(au.Draws), o.item)
+	}
+	return nil
+}
+
+// readDrawCommit is item's drawCommit in its last event on waitroom.items.
+func readDrawCommit(ctx context.Context, base []kgo.Opt, item string) (string, error) {
 	var commit string
 	found := false
-	err = readTopic(ctx, base, topics.Items, func(r *kgo.Record) error {
-		if string(r.Key) != o.item || r.Value == nil {
+	err := readTopic(ctx, base, topics.Items, func(r *kgo.Record) error {
+		if string(r.Key) != item || r.Value == nil {
 			return nil
 		}
 		if s, err := topics.DecodeItem(r.Value); err == nil {
@@ -135,18 +171,24 @@ func (a *app) runDrawVerify(ctx context.Context, o *drawOpts) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !found {
-		return fmt.Errorf("no item %s on %s", o.item, topics.Items)
+		return "", fmt.Errorf("no item %s on %s", item, topics.Items)
 	}
+	return commit, nil
+}
+
+// readDrawAudit recomputes item's draws from its records on
+// waitroom.registrations.
+func readDrawAudit(ctx context.Context, base []kgo.Opt, item, commit string) (*draw.Audit, error) {
 	au := draw.NewAudit(commit)
-	err = readTopic(ctx, base, topics.Registrations, func(r *kgo.Record) error {
-		if string(r.Key) != o.item {
+	err := readTopic(ctx, base, topics.Registrations, func(r *kgo.Record) error {
+		if string(r.Key) != item {
 			return nil
 		}
 		ev, err := topics.DecodeRegistration(r.Value)
-		if err != nil || ev.ItemID != o.item {
+		if err != nil || ev.ItemID != item {
 			return nil // dead-lettered by the consumer: no part of the line
 		}
 		switch ev.Kind {
@@ -160,101 +202,105 @@ func (a *app) runDrawVerify(ctx context.Context, o *drawOpts) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return au, nil
+}
+
+// compareLive writes into live, per draw, what the line in Redis says of its
+// tokens still waiting, and returns how many draws it finds out of order.
+func (a *app) compareLive(ctx context.Context, o *drawOpts, au *draw.Audit, live []string) (int, error) {
+	rdb, err := a.redisAt(o.redisAddr, 2)
+	if err != nil {
+		return 0, err
+	}
+	defer rdb.Close()
+	k := queue.KeysFor(o.item)
 	bad := 0
-	live := make([]string, len(au.Draws)) // per draw: what the line says
-	if o.live {
-		rdb, err := a.redisAt(o.redisAddr, 2)
-		if err != nil {
-			return err
+	for i, d := range au.Draws {
+		if d.Order == nil {
+			continue
 		}
-		defer rdb.Close()
-		k := queue.KeysFor(o.item)
-		for i, d := range au.Draws {
-			if d.Order == nil {
-				continue
+		var seqs []float64
+		for lo := 0; lo < len(d.Order); lo += 1000 {
+			part, err := rdb.ZMScore(ctx, k.Waiting, d.Order[lo:min(lo+1000, len(d.Order))]...).Result()
+			if err != nil {
+				return 0, fmt.Errorf("read the line of %s: %w", o.item, err)
 			}
-			var seqs []float64
-			for lo := 0; lo < len(d.Order); lo += 1000 {
-				part, err := rdb.ZMScore(ctx, k.Waiting, d.Order[lo:min(lo+1000, len(d.Order))]...).Result()
-				if err != nil {
-					return fmt.Errorf("read the line of %s: %w", o.item, err)
-				}
-				seqs = append(seqs, part...)
-			}
-			waiting, inOrder, prev := 0, true, 0.0
-			for _, s := range seqs {
-				if s == 0 {
-					continue // admitted or gone since
-				}
-				waiting++
-				if s < prev {
-					inOrder = false
-				}
-				prev = s
-			}
-			live[i] = fmt.Sprintf("%d waiting, in the drawn order", waiting)
-			if !inOrder {
-				live[i] = fmt.Sprintf("%d waiting, NOT in the drawn order", waiting)
-				bad++
-			}
+			seqs = append(seqs, part...)
 		}
-	}
-	for _, d := range au.Draws {
-		if d.Err != nil {
+		waiting, inOrder := stillInOrder(seqs)
+		live[i] = fmt.Sprintf("%d waiting, in the drawn order", waiting)
+		if !inOrder {
+			live[i] = fmt.Sprintf("%d waiting, NOT in the drawn order", waiting)
 			bad++
 		}
 	}
-	if a.wantJSON() {
-		type out struct {
-			Window int64    `json:"window"`
-			Round  int64    `json:"round"`
-			Seed   string   `json:"seed"`
-			Commit string   `json:"commit"`
-			Offset int64    `json:"offset"`
-			Placed int      `json:"placed"`
-			Error  string   `json:"error,omitempty"`
-			Live   string   `json:"live,omitempty"`
-			Order  []string `json:"order,omitempty"`
+	return bad, nil
+}
+
+// stillInOrder counts the tokens of a draw still waiting (a line seq above
+// 0, in the drawn order) and says whether their seqs still rise.
+func stillInOrder(seqs []float64) (waiting int, inOrder bool) {
+	inOrder, prev := true, 0.0
+	for _, s := range seqs {
+		if s == 0 {
+			continue // admitted or gone since
 		}
-		res := make([]out, len(au.Draws))
-		for i, d := range au.Draws {
-			res[i] = out{Window: d.Window, Round: d.Round, Seed: d.Seed, Commit: d.Commit, Offset: d.Offset, Placed: len(d.Order), Live: live[i]}
-			if d.Err != nil {
-				res[i].Error = d.Err.Error()
-			}
-			if o.order {
-				res[i].Order = d.Order
-			}
+		waiting++
+		if s < prev {
+			inOrder = false
 		}
-		if err := a.printJSON(map[string]any{"item": o.item, "commit": commit, "draws": res, "pooled": len(au.Pooled())}); err != nil {
-			return err
-		}
-	} else {
-		tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "item %s, commitment %s, %d draws, %d waiting for a draw\n", o.item, commit, len(au.Draws), len(au.Pooled()))
-		fmt.Fprintln(tw, "OFFSET\tWINDOW\tROUND\tSEED\tPLACED\tVERIFIED\tLIVE")
-		for i, d := range au.Draws {
-			ok := "yes"
-			if d.Err != nil {
-				ok = "NO: " + d.Err.Error()
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%s\t%s\n", d.Offset, d.Window, d.Round, d.Seed, len(d.Order), ok, live[i])
-		}
-		if err := tw.Flush(); err != nil {
-			return err
+		prev = s
+	}
+	return waiting, inOrder
+}
+
+func (a *app) printDrawsJSON(o *drawOpts, commit string, au *draw.Audit, live []string) error {
+	type out struct {
+		Window int64    `json:"window"`
+		Round  int64    `json:"round"`
+		Seed   string   `json:"seed"`
+		Commit string   `json:"commit"`
+		Offset int64    `json:"offset"`
+		Placed int      `json:"placed"`
+		Error  string   `json:"error,omitempty"`
+		Live   string   `json:"live,omitempty"`
+		Order  []string `json:"order,omitempty"`
+	}
+	res := make([]out, len(au.Draws))
+	for i, d := range au.Draws {
+		res[i] = out{Window: d.Window, Round: d.Round, Seed: d.Seed, Commit: d.Commit, Offset: d.Offset, Placed: len(d.Order), Live: live[i]}
+		if d.Err != nil {
+			res[i].Error = d.Err.Error()
 		}
 		if o.order {
-			for _, d := range au.Draws {
-				for rank, tok := range d.Order {
-					fmt.Fprintf(a.out, "%d\t%d\t%s\n", d.Window, rank+1, tok)
-				}
-			}
+			res[i].Order = d.Order
 		}
 	}
-	if bad > 0 {
-		return fmt.Errorf("%w: %d of %d draws of %s", ErrDrawInvalid, bad, len(au.Draws), o.item)
+	return a.printJSON(map[string]any{"item": o.item, "commit": commit, "draws": res, "pooled": len(au.Pooled())})
+}
+
+func (a *app) printDraws(o *drawOpts, commit string, au *draw.Audit, live []string) error {
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "item %s, commitment %s, %d draws, %d waiting for a draw\n", o.item, commit, len(au.Draws), len(au.Pooled()))
+	fmt.Fprintln(tw, "OFFSET\tWINDOW\tROUND\tSEED\tPLACED\tVERIFIED\tLIVE")
+	for i, d := range au.Draws {
+		ok := "yes"
+		if d.Err != nil {
+			ok = "NO: " + d.Err.Error()
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%s\t%s\n", d.Offset, d.Window, d.Round, d.Seed, len(d.Order), ok, live[i])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.order {
+		for _, d := range au.Draws {
+			for rank, tok := range d.Order {
+				fmt.Fprintf(a.out, "%d\t%d\t%s\n", d.Window, rank+1, tok)
+			}
+		}
 	}
 	return nil
 }

@@ -40,24 +40,34 @@ func checkPatch(c *itempatch.Patch) error {
 
 func (a *app) itemsCmd() *cobra.Command {
 	var ko kafkaOpts
+	g := group("items", "Override item state and admission policy", a.itemsSetCmd(&ko))
+	a.kafkaFlags(g, &ko)
+	return g
+}
+
+// setItemOpts are the flags of items set.
+type setItemOpts struct {
+	name       string
+	stock      int64
+	enabled    bool
+	rate       float64
+	maxActive  int64
+	sessionTTL time.Duration
+	paused     bool
+	mode       string
+	rejectMsg  string
+	notice     string
+	tplFile    string
+	powBits    int
+	idle       time.Duration
+	opensAt    string
+	drawWindow time.Duration
+}
+
+// itemsSetCmd is items set; ko are the items group's Kafka flags.
+func (a *app) itemsSetCmd(ko *kafkaOpts) *cobra.Command {
+	var o setItemOpts
 	var ao adminOpts
-	var (
-		name       string
-		stock      int64
-		enabled    bool
-		rate       float64
-		maxActive  int64
-		sessionTTL time.Duration
-		paused     bool
-		mode       string
-		rejectMsg  string
-		notice     string
-		tplFile    string
-		powBits    int
-		idle       time.Duration
-		opensAt    string
-		drawWindow time.Duration
-	)
 	set := &cobra.Command{
 		Use:   "set <itemId>",
 		Short: "Override an item's state or admission policy (a new version of its item event)",
@@ -81,117 +91,151 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --pow-difficulty 18        # ask each registration a proof-of-work
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
 		Args: exactArgs(1, "one <itemId>"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			item := args[0]
-			if !topics.ValidID(item) {
-				return usagef("itemId %q is not %s", item, topics.IDRule)
-			}
-			f := cmd.Flags()
-			var c itempatch.Patch
-			if f.Changed("name") {
-				c.Name = &name
-			}
-			if f.Changed("stock") {
-				c.Stock = &stock
-			}
-			if f.Changed("enabled") {
-				c.Enabled = &enabled
-			}
-			if f.Changed("rate") {
-				c.RatePerSecond = &rate
-			}
-			if f.Changed("max-active") {
-				c.MaxActive = &maxActive
-			}
-			if f.Changed("session-ttl") {
-				if sessionTTL%time.Second != 0 {
-					return usagef("--session-ttl %s: must be whole seconds in 1s..24h", sessionTTL)
-				}
-				secs := int64(sessionTTL / time.Second)
-				c.SessionTTLSeconds = &secs
-			}
-			if f.Changed("paused") {
-				c.Paused = &paused
-			}
-			if f.Changed("mode") {
-				c.Mode = &mode
-			}
-			if f.Changed("reject-message") {
-				c.RejectMessage = &rejectMsg
-			}
-			if f.Changed("notice") {
-				c.Notice = &notice
-			}
-			if f.Changed("template-file") {
-				src := "" // --template-file "": back to the install's page
-				if tplFile != "" {
-					b, err := os.ReadFile(tplFile)
-					if err != nil {
-						return usagef("--template-file: %v", err)
-					}
-					src = string(b)
-				}
-				c.Template = &src
-			}
-			if f.Changed("pow-difficulty") {
-				c.PowDifficulty = &powBits
-			}
-			if f.Changed("idle-timeout") {
-				if idle%time.Second != 0 || idle < 0 {
-					return usagef("--idle-timeout %s: must be whole seconds (0 turns it off)", idle)
-				}
-				secs := int64(idle / time.Second)
-				c.IdleTimeoutSeconds = &secs
-			}
-			if f.Changed("opens-at") {
-				ms, err := parseOpensAt(opensAt)
-				if err != nil {
-					return err
-				}
-				c.OpensAt = &ms
-			}
-			if f.Changed("draw-window") {
-				if drawWindow%time.Second != 0 {
-					return usagef("--draw-window %s: must be whole seconds", drawWindow)
-				}
-				secs := int64(drawWindow / time.Second)
-				c.DrawWindowSeconds = &secs
-			}
-			if err := checkPatch(&c); err != nil {
-				return err
-			}
-			if ao.token != "" {
-				if err := ao.validate(); err != nil {
-					return err
-				}
-				return a.leaf(func(ctx context.Context) error { return a.setItemAdmin(ctx, &ao, item, &c) })(cmd, args)
-			}
-			if err := ko.validate(); err != nil {
-				return err
-			}
-			return a.leaf(func(ctx context.Context) error { return a.setItemKafka(ctx, &ko, item, &c) })(cmd, args)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runItemsSet(cmd, args, &o, &ao, ko) },
 	}
-	f := set.Flags()
-	f.StringVar(&name, "name", "", "display name")
-	f.Int64Var(&stock, "stock", 0, "how many are left; -1 for unlimited, 0 sold out")
-	f.BoolVar(&enabled, "enabled", true, "whether registrations are accepted (--enabled=false closes the line)")
-	f.Float64Var(&rate, "rate", 0, "admissions per second; 0 admits nobody")
-	f.Int64Var(&maxActive, "max-active", 0, "most people admitted at once; 0 means no cap")
-	f.DurationVar(&sessionTTL, "session-ttl", 0, "how long an admission lasts (whole seconds, up to 24h)")
-	f.BoolVar(&paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
-	f.StringVar(&mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused) or random (a committed-seed draw over each window)")
-	f.StringVar(&rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
-	f.StringVar(&tplFile, "template-file", "", `the item's own waiting page: an HTML template with placeholders (docs/waiting-page.md), checked before it is sent ("" returns to the install's page)`)
-	f.StringVar(&notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
-	f.IntVar(&powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
-	f.DurationVar(&idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
-	f.StringVar(&opensAt, "opens-at", "", "schedule the sale (RFC 3339 time or unix ms; 0: open now): registrations before it are pre-queued and placed by a committed-seed draw at that time (needs the admin API: it makes the commitment)")
-	f.DurationVar(&drawWindow, "draw-window", 0, "random mode's lottery window (whole seconds; 0: 60s)")
+	o.flags(set)
 	a.adminFlags(set, &ao)
-	g := group("items", "Override item state and admission policy", set)
-	a.kafkaFlags(g, &ko)
-	return g
+	return set
+}
+
+func (o *setItemOpts) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.name, "name", "", "display name")
+	f.Int64Var(&o.stock, "stock", 0, "how many are left; -1 for unlimited, 0 sold out")
+	f.BoolVar(&o.enabled, "enabled", true, "whether registrations are accepted (--enabled=false closes the line)")
+	f.Float64Var(&o.rate, "rate", 0, "admissions per second; 0 admits nobody")
+	f.Int64Var(&o.maxActive, "max-active", 0, "most people admitted at once; 0 means no cap")
+	f.DurationVar(&o.sessionTTL, "session-ttl", 0, "how long an admission lasts (whole seconds, up to 24h)")
+	f.BoolVar(&o.paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
+	f.StringVar(&o.mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused) or random (a committed-seed draw over each window)")
+	f.StringVar(&o.rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
+	f.StringVar(&o.tplFile, "template-file", "", `the item's own waiting page: an HTML template with placeholders (docs/waiting-page.md), checked before it is sent ("" returns to the install's page)`)
+	f.StringVar(&o.notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
+	f.IntVar(&o.powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
+	f.DurationVar(&o.idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
+	f.StringVar(&o.opensAt, "opens-at", "", "schedule the sale (RFC 3339 time or unix ms; 0: open now): registrations before it are pre-queued and placed by a committed-seed draw at that time (needs the admin API: it makes the commitment)")
+	f.DurationVar(&o.drawWindow, "draw-window", 0, "random mode's lottery window (whole seconds; 0: 60s)")
+}
+
+// runItemsSet sends the change the flags ask for through the admin API when
+// there is an admin token, else to waitroom.items.
+func (a *app) runItemsSet(cmd *cobra.Command, args []string, o *setItemOpts, ao *adminOpts, ko *kafkaOpts) error {
+	item := args[0]
+	if !topics.ValidID(item) {
+		return usagef("itemId %q is not %s", item, topics.IDRule)
+	}
+	c, err := o.patch(cmd)
+	if err != nil {
+		return err
+	}
+	if err := checkPatch(&c); err != nil {
+		return err
+	}
+	if ao.token != "" {
+		if err := ao.validate(); err != nil {
+			return err
+		}
+		return a.leaf(func(ctx context.Context) error { return a.setItemAdmin(ctx, ao, item, &c) })(cmd, args)
+	}
+	if err := ko.validate(); err != nil {
+		return err
+	}
+	return a.leaf(func(ctx context.Context) error { return a.setItemKafka(ctx, ko, item, &c) })(cmd, args)
+}
+
+// patch is the change the flags given ask for: the fields of the flags not
+// given stay nil (unchanged).
+func (o *setItemOpts) patch(cmd *cobra.Command) (itempatch.Patch, error) {
+	f := cmd.Flags()
+	var c itempatch.Patch
+	if f.Changed("name") {
+		c.Name = &o.name
+	}
+	if f.Changed("stock") {
+		c.Stock = &o.stock
+	}
+	if f.Changed("enabled") {
+		c.Enabled = &o.enabled
+	}
+	if f.Changed("rate") {
+		c.RatePerSecond = &o.rate
+	}
+	if f.Changed("max-active") {
+		c.MaxActive = &o.maxActive
+	}
+	if f.Changed("session-ttl") {
+		if o.sessionTTL%time.Second != 0 {
+			return c, usagef("--session-ttl %s: must be whole seconds in 1s..24h", o.sessionTTL)
+		}
+		c.SessionTTLSeconds = seconds(o.sessionTTL)
+	}
+	if f.Changed("paused") {
+		c.Paused = &o.paused
+	}
+	if f.Changed("mode") {
+		c.Mode = &o.mode
+	}
+	if f.Changed("reject-message") {
+		c.RejectMessage = &o.rejectMsg
+	}
+	if f.Changed("notice") {
+		c.Notice = &o.notice
+	}
+	if f.Changed("template-file") {
+		src, err := readTemplateFile(o.tplFile)
+		if err != nil {
+			return c, err
+		}
+		c.Template = &src
+	}
+	if f.Changed("pow-difficulty") {
+		c.PowDifficulty = &o.powBits
+	}
+	return c, o.patchSchedule(cmd, &c)
+}
+
+// patchSchedule adds the flags of the item's timing to c: --idle-timeout,
+// --opens-at and --draw-window.
+func (o *setItemOpts) patchSchedule(cmd *cobra.Command, c *itempatch.Patch) error {
+	f := cmd.Flags()
+	if f.Changed("idle-timeout") {
+		if o.idle%time.Second != 0 || o.idle < 0 {
+			return usagef("--idle-timeout %s: must be whole seconds (0 turns it off)", o.idle)
+		}
+		c.IdleTimeoutSeconds = seconds(o.idle)
+	}
+	if f.Changed("opens-at") {
+		ms, err := parseOpensAt(o.opensAt)
+		if err != nil {
+			return err
+		}
+		c.OpensAt = &ms
+	}
+	if f.Changed("draw-window") {
+		if o.drawWindow%time.Second != 0 {
+			return usagef("--draw-window %s: must be whole seconds", o.drawWindow)
+		}
+		c.DrawWindowSeconds = seconds(o.drawWindow)
+	}
+	return nil
+}
+
+// seconds is d in whole seconds, as a patch field.
+func seconds(d time.Duration) *int64 {
+	s := int64(d / time.Second)
+	return &s
+}
+
+// readTemplateFile reads --template-file; "" is the install's page.
+func readTemplateFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usagef("--template-file: %v", err)
+	}
+	return string(b), nil
 }
 
 // parseOpensAt reads --opens-at: an RFC 3339 time or unix milliseconds.

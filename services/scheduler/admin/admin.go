@@ -364,18 +364,23 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		zap.String("name", next.Name), zap.Int64("stock", next.Stock), zap.Bool("enabled", next.Enabled),
 		zap.Float64("ratePerSecond", next.Policy.RatePerSecond), zap.Int64("maxActive", next.Policy.MaxActive),
 		zap.Int64("sessionTTLSeconds", next.Policy.SessionTTLSeconds), zap.Bool("paused", next.Policy.Paused))
+	s.answerItem(ctx, c, item, next)
+}
 
+// answerItem answers the view of item in state st: its line's registry
+// entry and stats with it.
+func (s *Server) answerItem(ctx context.Context, c *gin.Context, item string, st topics.ItemState) {
 	reg, err := s.registry(ctx)
 	if err != nil {
 		s.unavailable(c, "read registry", item, err)
 		return
 	}
-	st, err := s.line.Stats(ctx, item)
+	stats, err := s.line.Stats(ctx, item)
 	if err != nil {
 		s.unavailable(c, "read stats", item, err)
 		return
 	}
-	c.JSON(http.StatusOK, view(next, st, reg[item]))
+	c.JSON(http.StatusOK, view(st, stats, reg[item]))
 }
 
 // sameState compares two states as Redis holds them: fifo, given or not,

@@ -133,14 +133,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	prod, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
+	prod, err := newProducer(ctx, cfg, base)
 	if err != nil {
-		return fmt.Errorf("kafka producer: %w", err)
-	}
-	defer prod.Close()
-	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
 		return err
 	}
+	defer prod.Close()
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	ready.Require(watch.Ready)
 	ready.Detail(watch.Detail)
@@ -198,4 +195,18 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	err = g.Wait()
 	ready.Set(false)
 	return err
+}
+
+// newProducer is the scheduler's producer (admission events, item states,
+// operations), checked against the cluster.
+func newProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
+	prod, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka producer: %w", err)
+	}
+	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
+		prod.Close()
+		return nil, err
+	}
+	return prod, nil
 }
