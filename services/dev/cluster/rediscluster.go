@@ -16,8 +16,12 @@ import (
 
 // Redis Cluster mode (Options.RedisCluster): three masters without
 // replicas, the first at offRedis (Cluster.Redis), the others at
-// offRedisNodes. Each node's cluster bus is its port + 10000.
-var offRedisNodes = []int{offRedis, 76, 77}
+// offRedisNodes; their cluster buses at offRedisBuses (not the port +
+// 10000 Redis defaults to: the cluster keeps to its own hundred ports).
+var (
+	offRedisNodes = []int{offRedis, 76, 77}
+	offRedisBuses = []int{73, 74, 75}
+)
 
 // buildRedisCluster lays out Redis Cluster mode's masters, each in a data
 // directory of its own that keeps only its nodes.conf (no AOF, no RDB): a
@@ -39,6 +43,7 @@ func (c *Cluster) buildRedisCluster(abs, logs string) ([]string, error) {
 			ReadyAddr: c.addr(off), Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(c.opt.Base + off),
 				"--dir", dir, "--appendonly", "no", "--save", "", "--daemonize", "no", "--protected-mode", "no",
 				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
+				"--cluster-port", strconv.Itoa(c.opt.Base + offRedisBuses[i]),
 				// A master away leaves the other masters' slots served:
 				// the items on them never stop.
 				"--cluster-require-full-coverage", "no"}}
