@@ -29,11 +29,11 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	trap 'for _ in {1..50}; do [ -s "$$pidf" ] && break; sleep 0.1; done; kill -TERM "$$(<"$$pidf")" 2>/dev/null' TERM; \
 	rc=0; wait $$job || rc=$$?; while kill -0 $$job 2>/dev/null; do rc=0; wait $$job || rc=$$?; done; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run
+test: deps ## everything CI runs: installs what is missing (deps), then vet, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run, the Redis Cluster node-loss chaos run
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet unit unit-cluster compose-check scripts-test fuzz load chaos-ci
+test-all: vet unit unit-cluster compose-check scripts-test fuzz load chaos-ci chaos-nodeloss
 
 deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command; then the pinned npm packages (scripts/npm-deps.sh: npm ci once, offline after)
 	@scripts/test-deps.sh
