@@ -192,30 +192,17 @@ func (w *lossWatch) violate(format string, a ...any) {
 func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.Time, error) {
 	rdb := c.RedisClient(redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
 	defer rdb.Close()
-	var lost, kept []string
-	for _, it := range Items {
-		p, err := c.MasterOf(ctx, queue.KeysFor(it).Seq)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if p == e.target {
-			lost = append(lost, it)
-		} else {
-			kept = append(kept, it)
-		}
-	}
-	if len(lost) == 0 {
-		return time.Time{}, fmt.Errorf("%s holds none of the load's items", e.target.Name)
+	lost, kept, err := itemsOf(ctx, c, e.target)
+	if err != nil {
+		return time.Time{}, err
 	}
 	fmt.Fprintf(e.out, "chaos: %s holds %v; %v on the other masters\n", e.target.Name, lost, kept)
 	line := queue.New(rdb)
 	before := map[string][]string{}
 	for _, it := range lost {
-		ids, err := line.Waiting(ctx, it, 0)
-		if err != nil {
+		if before[it], err = line.Waiting(ctx, it, 0); err != nil {
 			return time.Time{}, err
 		}
-		before[it] = ids
 	}
 	var epochBefore int64
 	if epoch {
@@ -233,7 +220,7 @@ func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.
 		w.probe(probing, rdb, e.ld, lost, kept, epochBefore, epoch)
 	}()
 	at := time.Now()
-	err := c.RestartEmpty(ctx, e.target, nodeDown)
+	err = c.RestartEmpty(ctx, e.target, nodeDown)
 	restored := time.Now()
 	if err == nil {
 		err = lostBack(ctx, rdb, e.ld, lost, restored.Add(lostLimit))
@@ -250,17 +237,8 @@ func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.
 	}
 	fmt.Fprintf(e.out, "chaos: %s: %v answer again %s after the master's return (%d waiting before); answers of them refused %v, given %v\n",
 		e.target.Name, lost, round(back.Sub(restored)), waited, w.refused, w.answered)
-	for _, it := range lost {
-		if w.refused[it] == 0 {
-			w.violate("%s: never answered 503 while its master was away and rebuilt: the loss went unseen", it)
-		}
-		after, err := line.Waiting(ctx, it, 0)
-		if err != nil {
-			return restored, err
-		}
-		if msg := keptOrder(before[it], after, e.tail.admittedTokens(it)); msg != "" {
-			w.violate("%s: %s", it, msg)
-		}
+	if err := w.judgeLost(ctx, line, e.tail, before); err != nil {
+		return restored, err
 	}
 	if err := e.tail.caughtUp(ctx); err != nil {
 		return restored, err
@@ -284,6 +262,44 @@ func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.
 	return restored, nil
 }
 
+// itemsOf splits the load's items into those whose line target holds and
+// the others.
+func itemsOf(ctx context.Context, c *cluster.Cluster, target *cluster.Proc) (lost, kept []string, err error) {
+	for _, it := range Items {
+		p, err := c.MasterOf(ctx, queue.KeysFor(it).Seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p == target {
+			lost = append(lost, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	if len(lost) == 0 {
+		return nil, nil, fmt.Errorf("%s holds none of the load's items", target.Name)
+	}
+	return lost, kept, nil
+}
+
+// judgeLost checks each lost item once it answers again: it was refused
+// at least once, and its line keeps the order of before (keptOrder).
+func (w *lossWatch) judgeLost(ctx context.Context, line *queue.Line, tl *tail, before map[string][]string) error {
+	for it, was := range before {
+		if w.refused[it] == 0 {
+			w.violate("%s: never answered 503 while its master was away and rebuilt: the loss went unseen", it)
+		}
+		after, err := line.Waiting(ctx, it, 0)
+		if err != nil {
+			return err
+		}
+		if msg := keptOrder(was, after, tl.admittedTokens(it)); msg != "" {
+			w.violate("%s: %s", it, msg)
+		}
+	}
+	return nil
+}
+
 // probe asks, every 100 ms until ctx ends, for the status of the latest
 // people of each lost and kept item still in their journey, and (epoch)
 // reads the epoch counter.
@@ -303,6 +319,11 @@ func (w *lossWatch) probe(ctx context.Context, rdb redis.UniversalClient, ld *lo
 				} else if err == nil && code != http.StatusOK && code != http.StatusServiceUnavailable {
 					w.violate("%s (another master's) answered %d: %s", it, code, body)
 				}
+			}
+		}
+		for _, it := range Items { // the sampler counts it too; this names the item and the moment
+			if n, err := rdb.ZCard(ctx, queue.KeysFor(it).Admitted).Result(); err == nil && n > Policy.MaxActive && !rebuilding(ctx, rdb, it) {
+				w.violate("%s: %d admitted at %s, above its cap of %d", it, n, time.Now().Format("15:04:05.000"), Policy.MaxActive)
 			}
 		}
 		if epoch {
@@ -342,6 +363,17 @@ func (w *lossWatch) probeLost(ctx context.Context, rdb redis.UniversalClient, ld
 			w.violations = append(w.violations, fmt.Sprintf("%s answered %d while lost: %s", it, code, body))
 		}
 	}
+}
+
+// rebuilding reports whether the view lists item lost (its node lost its
+// keys; being rebuilt): its line is then written in the record's replay
+// order, where the admitted set may pass the cap for a moment (admissions
+// applied before completions that came earlier), while the item is refused
+// to everyone (VIEW_REBUILDING) and admits nobody. Read after the sample:
+// an item lost before the sample is lost after it.
+func rebuilding(ctx context.Context, rdb redis.UniversalClient, item string) bool {
+	lost, err := rdb.HExists(ctx, view.LostKey, item).Result()
+	return err != nil || lost
 }
 
 // latest is up to n of the people of item who came last and are still in
