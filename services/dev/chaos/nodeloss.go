@@ -206,7 +206,6 @@ func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.
 	}
 	var epochBefore int64
 	if epoch {
-		var err error
 		if epochBefore, err = rdb.Get(ctx, rebuild.EpochKey).Int64(); err != nil {
 			return time.Time{}, fmt.Errorf("read the epoch counter: %w", err)
 		}
@@ -237,10 +236,10 @@ func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.
 	}
 	fmt.Fprintf(e.out, "chaos: %s: %v answer again %s after the master's return (%d waiting before); answers of them refused %v, given %v\n",
 		e.target.Name, lost, round(back.Sub(restored)), waited, w.refused, w.answered)
-	if err := w.judgeLost(ctx, line, e.tail, before); err != nil {
+	if err := e.tail.caughtUp(ctx); err != nil { // who left the line is read from the record
 		return restored, err
 	}
-	if err := e.tail.caughtUp(ctx); err != nil {
+	if err := w.judgeLost(ctx, line, e.tail, before); err != nil {
 		return restored, err
 	}
 	gaps := map[string]time.Duration{}
