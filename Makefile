@@ -16,7 +16,7 @@ FUZZTIME ?= 20000x
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT ?= $(CURDIR)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: cluster chaos chaos-ci soak-chaos run test test-all deps scripts-test compose-check vet lint unit unit-cluster fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling
+.PHONY: cluster chaos chaos-ci chaos-nodeloss soak-chaos run test test-all deps scripts-test compose-check vet lint unit unit-cluster fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -38,11 +38,11 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	trap 'for _ in {1..50}; do [ -s "$$pidf" ] && break; sleep 0.1; done; kill -TERM "$$(<"$$pidf")" 2>/dev/null' TERM; \
 	rc=0; wait $$job || rc=$$?; while kill -0 $$job 2>/dev/null; do rc=0; wait $$job || rc=$$?; done; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, lint, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run
+test: deps ## everything CI runs: installs what is missing (deps), then vet, lint, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run, the Redis Cluster node-loss chaos run
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet lint unit unit-cluster compose-check scripts-test fuzz load chaos-ci
+test-all: vet lint unit unit-cluster compose-check scripts-test fuzz load chaos-ci chaos-nodeloss
 
 deps: $(GOLANGCI_LINT) ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command; then the pinned npm packages (scripts/npm-deps.sh: npm ci once, offline after); golangci-lint is built into bin/ first when missing
 	@scripts/test-deps.sh
@@ -140,6 +140,9 @@ chaos: build ## the chaos suite against a fresh cluster, each service in its own
 
 chaos-ci: build ## the short chaos run make test includes (five process faults, 3 s of load between them, then the 60 s nemesis of seed 12; recovery aims x2 on a busy CI machine)
 	WR_CHAOS_SETTLE=3s WR_CHAOS_AIM_SLACK=2 WR_CHAOS_SENTINEL=true WR_CHAOS_FAULTS=consumer,scheduler,kafka,redis-empty,scheduler-stop WR_CHAOS_SEED=12 WR_CHAOS_NEMESIS=60s bin/waitroom-chaos
+
+chaos-nodeloss: build ## issue 23 on the production shape: Redis as a 3-master Redis Cluster, each service its own process; a master holding some of the load's items (not the view's marker) killed -9 and restarted empty, then the one holding the scheduler's epoch counter: their items 503 until rebuilt, never a position the view no longer backs, the line's order kept with newcomers behind, the other items admitting throughout, the fence never backwards (see RELIABILITY.md)
+	WR_CHAOS_BASE_PORT=$${WR_CHAOS_BASE_PORT:-19400} WR_CHAOS_REDIS_CLUSTER=true WR_CHAOS_ISOLATE=false WR_CHAOS_NEMESIS=0 WR_CHAOS_SKEW=0 WR_CHAOS_SETTLE=3s WR_CHAOS_AIM_SLACK=2 WR_CHAOS_DEADLINE=4m WR_CHAOS_FAULTS=redis-node-empty,redis-epoch-node-empty bin/waitroom-chaos
 
 soak-chaos: build ## one hour of steady load under the nemesis (not in make test): every process's RSS and goroutines each minute (printed, and meter.csv in the run's dir); fails when any grew past x1.1 from minute 20 to 60, or on any violation. The apis' position cache is bounded below the hour's people (WR_STATUS_TOKENS), so a full cache is not taken for a leak
 	WR_STATUS_TOKENS=10000 WR_CHAOS_FAULTS=none WR_CHAOS_NEMESIS=60m WR_CHAOS_METER=1m WR_CHAOS_MAX_PEOPLE=100000 WR_CHAOS_DEADLINE=90m bin/waitroom-chaos

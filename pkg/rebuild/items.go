@@ -76,7 +76,7 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	ends := registrationEnds(applied)
 	for _, it := range o.Items {
 		li := cur[it]
-		li.State, li.Records, li.Ends = view.ItemRebuilt, n, ends
+		li.State, li.Records, li.Ends, li.Rebuilt = view.ItemRebuilt, n, ends, time.Now().UnixMilli()
 		if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
 			return rep, err
 		}

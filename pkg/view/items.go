@@ -56,6 +56,8 @@ type LostItem struct {
 	// Ends are the registrations' end offsets the rebuild read up to,
 	// "partition" -> next offset (set once rebuilt).
 	Ends map[string]int64 `json:"ends,omitempty"`
+	// Rebuilt is the unix ms it was rebuilt (0 until then).
+	Rebuilt int64 `json:"rebuilt,omitempty"`
 }
 
 // SinceTime is Since as a time.

@@ -255,6 +255,10 @@ func AutoRebuild(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher
 // and applied meanwhile.
 func rebuildItems(ctx context.Context, rdb redis.UniversalClient, rb *rebuild.Rebuilder, w *view.Watcher, st view.Status,
 	runs *prometheus.CounterVec, took prometheus.Histogram, log *zap.Logger) {
+	if n, err := relostStuck(ctx, rdb, st, stuckAfter(w.Interval()), time.Now(), log); err != nil || n > 0 {
+		w.Check(ctx) // rebuilt again from the next tick
+		return
+	}
 	var items []string
 	var reason string
 	held := int64(-1)

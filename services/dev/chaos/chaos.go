@@ -111,6 +111,7 @@ type env struct {
 	out    io.Writer
 	target *cluster.Proc
 	link   int // the consumer whose Redis link is cut
+	ld     *load
 }
 
 // busiestConsumer is the consumer that owns the most partitions the load
@@ -340,7 +341,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	if o.ProduceTimeout <= 0 {
 		o.ProduceTimeout = 5 * time.Second
 	}
-	faults, err := pick(o.Faults, o.Cluster.Sentinel)
+	faults, err := pickFor(o.Faults, o.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +422,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
 		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
-		e := env{tail: tl, log: o.Log, out: out}
+		e := env{tail: tl, log: o.Log, out: out, ld: ld}
 		if f.pick != nil {
 			if err := f.pick(ctx, c, &e); err != nil {
 				row.Err = err

@@ -289,7 +289,7 @@ func (s *sampler) run(ctx context.Context) {
 		}
 		for item, limit := range s.items {
 			n, err := s.rdb.ZCard(ctx, "wr:{"+item+"}:admitted").Result()
-			if err != nil {
+			if err != nil || rebuilding(ctx, s.rdb, item) {
 				continue
 			}
 			s.mu.Lock()

@@ -57,7 +57,11 @@ type Options struct {
 	// (quorum 2, a primary judged down after 1 s), the services reaching the
 	// primary through the Sentinels (WR_REDIS_MODE=sentinel).
 	Sentinel bool
-	Log      *zap.Logger
+	// RedisCluster runs Redis as a Redis Cluster of three masters without
+	// replicas (rediscluster.go), the services reaching it with
+	// WR_REDIS_MODE=cluster: a master can be restarted empty (RestartEmpty).
+	RedisCluster bool
+	Log          *zap.Logger
 }
 
 // SentinelMaster is the name the Sentinels of a cluster watch the primary by.
@@ -90,6 +94,7 @@ type Cluster struct {
 	// Sentinel mode: the replica (the first primary's) and the Sentinels.
 	Replica    *Proc
 	Sentinels  []*Proc
+	RedisNodes []*Proc // Redis Cluster mode: the masters, the first being Redis
 	APIs       []*Proc
 	Consumers  []*Proc
 	Schedulers []*Proc
@@ -144,6 +149,9 @@ func (o *Options) defaults() error {
 		if n > maxReplicas {
 			return fmt.Errorf("at most %d replicas of a kind", maxReplicas)
 		}
+	}
+	if o.Sentinel && o.RedisCluster {
+		return errors.New("cluster: Redis behind Sentinel or a Redis Cluster, not both")
 	}
 	if o.Dir == "" {
 		return errors.New("cluster: Options.Dir is required")
@@ -210,6 +218,11 @@ func (c *Cluster) build() error {
 		c.RedisAddrs = append(c.RedisAddrs, sents...)
 		redisEnv = []string{"WR_REDIS_MODE=sentinel", "WR_REDIS_ADDRS=" + strings.Join(sents, ","), "WR_REDIS_SENTINEL_MASTER=" + SentinelMaster}
 	}
+	if o.RedisCluster {
+		if redisEnv, err = c.buildRedisCluster(abs, logs); err != nil {
+			return err
+		}
+	}
 	common := append([]string{"WR_KAFKA_BROKERS=" + strings.Join(c.Brokers, ","), "WR_LOG_FORMAT=json"}, o.Env...)
 	svc := func(kind string, i int, off int, env ...string) *Proc {
 		name := fmt.Sprintf("%s-%d", kind, i+1)
@@ -228,7 +241,7 @@ func (c *Cluster) build() error {
 	}
 	for i := range o.Consumers {
 		r := []string{"WR_REDIS_ADDR=" + c.addr(offProxy+i)} // a link the chaos suite can cut
-		if o.Isolate || o.Sentinel {
+		if o.Isolate || o.Sentinel || o.RedisCluster {
 			r = redisEnv // inside its namespace, that address is a link
 		}
 		c.Consumers = append(c.Consumers, svc("consumer", i, offConsumer, append(append([]string{}, r...),
@@ -328,6 +341,11 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.opt.RedisCluster {
+		if err := c.startRedisCluster(ctx); err != nil {
+			return err
+		}
+	}
 	if c.opt.Isolate {
 		for _, p := range c.Services() {
 			if err := c.isolate(ctx, p); err != nil {
@@ -405,6 +423,9 @@ func (c *Cluster) All() []*Proc {
 	ps := []*Proc{c.Kafka, c.Redis}
 	if c.Replica != nil {
 		ps = append(append(ps, c.Replica), c.Sentinels...)
+	}
+	if len(c.RedisNodes) > 1 {
+		ps = append(ps, c.RedisNodes[1:]...)
 	}
 	ps = append(ps, c.Services()...)
 	return append(ps, c.Front)

@@ -95,8 +95,13 @@ func (c *Cluster) Primary(ctx context.Context) (string, error) {
 }
 
 // RedisClient is a client of the primary: in Sentinel mode one that follows
-// the Sentinels' primary through a failover.
+// the Sentinels' primary through a failover; in Redis Cluster mode a client
+// of the cluster.
 func (c *Cluster) RedisClient(o redis.Options) redis.UniversalClient {
+	if len(c.RedisNodes) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RedisAddrs, MaxRetries: o.MaxRetries,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout})
+	}
 	if len(c.Sentinels) == 0 {
 		o.Addr = c.RedisAddr
 		return redis.NewClient(&o)

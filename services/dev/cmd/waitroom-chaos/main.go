@@ -42,7 +42,11 @@ type Config struct {
 	Isolate bool          `env:"WR_CHAOS_ISOLATE" envDefault:"true"` // each service in its own network namespace (needs root)
 	// Sentinel runs Redis as a primary, a replica and three Sentinels, and
 	// adds the redis-failover fault.
-	Sentinel       bool          `env:"WR_CHAOS_SENTINEL" envDefault:"false"`
+	Sentinel bool `env:"WR_CHAOS_SENTINEL" envDefault:"false"`
+	// RedisCluster runs Redis as a 3-master Redis Cluster and adds the
+	// faults of a master restarted empty (redis-node-empty,
+	// redis-epoch-node-empty).
+	RedisCluster   bool          `env:"WR_CHAOS_REDIS_CLUSTER" envDefault:"false"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
 	// StrictPositions fails the run when a client was told a position larger
 	// than before (always reported).
@@ -103,8 +107,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		fmt.Printf("chaos: seed %d (WR_CHAOS_SEED=%d replays this nemesis)\n", seed, seed)
 	}
 	rows, err := chaos.Run(ctx, chaos.Options{
-		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate, Sentinel: cfg.Sentinel},
-		Faults:  cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
+		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate, Sentinel: cfg.Sentinel,
+			RedisCluster: cfg.RedisCluster},
+		Faults: cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
 		Nemesis: cfg.Nemesis, Seed: seed, Skew: cfg.Skew, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
 		Meter: cfg.Meter, Growth: cfg.Growth, Sabotage: cfg.Sabotage, Log: log,
 	}, os.Stdout)
