@@ -110,7 +110,8 @@ type env struct {
 	log    *zap.Logger
 	out    io.Writer
 	target *cluster.Proc
-	link   int // the consumer whose Redis link is cut
+	link   int   // the consumer whose Redis link is cut
+	load   *load // the people, for faults that measure what they saw
 }
 
 // busiestConsumer is the consumer that owns the most partitions the load
@@ -236,6 +237,7 @@ func Faults() []Fault {
 			}},
 		{Name: "redis-failover", What: "Sentinel failover under load: the replica cut off from the primary for 1 s, the primary killed (-9), the replica, which missed that second of writes, promoted; the old primary restarted as a replica",
 			sentinel: true, inject: failover},
+		zoneLoss(cluster.Zones[0]),
 	}
 }
 
@@ -373,7 +375,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	now := time.Now().UnixMilli()
-	for _, id := range append(slices.Clone(Items), ProbeItem) {
+	for _, id := range append(slices.Clone(Items), ProbeItem, ZoneItem) {
 		o.Cluster.Items = append(o.Cluster.Items, topics.ItemState{ItemID: id, Name: "chaos " + id, Stock: topics.Unlimited,
 			Enabled: true, Policy: Policy, Version: 1, UpdatedAt: now})
 	}
@@ -421,7 +423,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
 		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
-		e := env{tail: tl, log: o.Log, out: out}
+		e := env{tail: tl, log: o.Log, out: out, load: ld}
 		if f.pick != nil {
 			if err := f.pick(ctx, c, &e); err != nil {
 				row.Err = err
