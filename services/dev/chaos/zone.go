@@ -208,7 +208,7 @@ type zoneReport struct {
 	checkedUntil   time.Duration // how far after the kill the probes and the record were read
 
 	arriving  float64       // people per second before the kill
-	rateBack  time.Duration // admissions at ≥ 80% of arriving again, for good (see rateBackAt)
+	rateBack  time.Duration // admissions at ≥ 80% of arriving again after the dip (see rateBackAt)
 	rateKnown bool
 	perSecond []int // admissions in each second from the kill
 
@@ -231,7 +231,7 @@ func (r zoneReport) String() string {
 	}
 	rate := fmt.Sprintf("admissions not back at %.0f/s within %s", 0.8*r.arriving, round(r.checkedUntil))
 	if r.rateKnown {
-		rate = fmt.Sprintf("admissions back at ≥ 80%% of the %.1f people/s arriving %s after the kill", r.arriving, round(r.rateBack))
+		rate = fmt.Sprintf("admissions back at ≥ 80%% of the %.1f people/s arriving (after their last 2 s under half) %s after the kill", r.arriving, round(r.rateBack))
 	}
 	return fmt.Sprintf("%s; %s (each second from the kill: %v); %d SSE listeners dropped by the zone's notifiers, %d back on a stream (the slowest %s after the kill), %d told their admission over it",
 		front, rate, r.perSecond, r.listenersDropped, r.listenersBack, round(r.slowestBack), r.listenersTold)
@@ -291,14 +291,16 @@ func measureZone(ld *load, tl *tail, pr *frontProbe, at time.Time, arriving floa
 	return r
 }
 
-// rateBackAt is when admissions are back at the rate people arrive at, for
-// good: from at, the end of the first 2 s window from which every 2 s window
-// up to until (stepping 100 ms, at least 5 s of them) admits at least 80% of
-// arriving per second. ts are the admission times on the record. A zone
-// whose loss left admissions at the rate gives 2 s, the first window.
+// rateBackAt is when admissions are back at the rate people arrive at:
+// from at, the end of the first 2 s window (stepping 100 ms) that admits at
+// least 80% of arriving per second after the last window that admitted
+// under half (the dip; a window of a steady flow never falls that low, so
+// a second's jitter is not taken for one). Known once the record is read 5
+// s past it. With no dip it is the first window's end, 2 s. ts are the
+// admission times on the record.
 func rateBackAt(ts []time.Time, at, until time.Time, arriving float64) (time.Duration, bool) {
 	const window, step, hold = 2 * time.Second, 100 * time.Millisecond, 5 * time.Second
-	need := 0.8 * arriving * window.Seconds()
+	perWindow := arriving * window.Seconds()
 	count := func(end time.Time) int {
 		n := 0
 		for _, t := range ts {
@@ -308,20 +310,19 @@ func rateBackAt(ts []time.Time, at, until time.Time, arriving float64) (time.Dur
 		}
 		return n
 	}
-	var good time.Time // the start of the current run of good windows
+	var back time.Time
 	for end := at.Add(window); !end.After(until); end = end.Add(step) {
-		if float64(count(end)) < need {
-			good = time.Time{}
-			continue
-		}
-		if good.IsZero() {
-			good = end
+		switch n := float64(count(end)); {
+		case n < 0.5*perWindow:
+			back = time.Time{} // in the dip (again)
+		case n >= 0.8*perWindow && back.IsZero():
+			back = end
 		}
 	}
-	if good.IsZero() || until.Sub(good) < hold {
+	if back.IsZero() || until.Sub(back) < hold {
 		return 0, false
 	}
-	return good.Sub(at), true
+	return back.Sub(at), true
 }
 
 // admissionTimes are the times of every admission on the record of items

@@ -7,10 +7,11 @@ import (
 	"github.com/waitroom/waitroom/topics"
 )
 
-// Admissions are back at the rate at the end of the first 2 s window from
-// which every window holds 80% of the arrivals for at least 5 s: after a
-// gap, once the window past the gap fills; with no gap, the first window;
-// a recovery not yet held 5 s is not known.
+// Admissions are back at the rate at the end of the first 2 s window
+// holding 80% of the arrivals after the last one under half: after a gap,
+// once the window past the gap fills; with no gap, the first window; a
+// second's jitter is no dip; a recovery not read 5 s past is not known; a
+// flow at half the rate never is.
 func TestRateBackAtNeedsTheRateHeld(t *testing.T) {
 	at := time.Unix(1000, 0)
 	steady := func(from, to time.Duration) []time.Time { // 20 a second
@@ -31,6 +32,8 @@ func TestRateBackAtNeedsTheRateHeld(t *testing.T) {
 		{"gap from 1 s to 8 s", append(steady(-2*time.Second, time.Second), steady(8*time.Second, 20*time.Second)...), 20 * time.Second, 9600 * time.Millisecond, true},
 		{"back, not held 5 s", append(steady(-2*time.Second, time.Second), steady(8*time.Second, 12*time.Second)...), 12 * time.Second, 0, false},
 		{"half the rate", everyOther(steady(0, 20*time.Second)), 20 * time.Second, 0, false},
+		{"a slow second at 10 s", append(steady(-2*time.Second, 10*time.Second), steady(10700*time.Millisecond, 20*time.Second)...), 20 * time.Second, 2 * time.Second, true},
+		{"a second gap", append(append(steady(-2*time.Second, time.Second), steady(8*time.Second, 12*time.Second)...), steady(14*time.Second, 25*time.Second)...), 25 * time.Second, 15600 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, known := rateBackAt(tc.ts, at, at.Add(tc.until), 20)
