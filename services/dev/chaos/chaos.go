@@ -1,7 +1,8 @@
 // Package chaos runs load against a multi-process cluster (package cluster),
 // injects faults one after the other (kill -9 of each kind of process, Kafka
-// and Redis restarts, a frozen leader, a consumer cut off from Redis), then a
-// nemesis of overlapping link faults from a seed (Schedule), and checks from
+// and Redis restarts, a frozen leader, a consumer cut off from Redis, a
+// whole zone), then a nemesis of overlapping link faults from a seed
+// (Schedule), and checks from
 // the server's own data and the Kafka record, after each fault, throughout the
 // nemesis and at the end, that nobody was lost, admitted twice or out of
 // order, and that the admitted set never went past maxActive. `make chaos`,
