@@ -116,7 +116,7 @@ build: ## build every service binary into bin/
 cluster: build ## the production shape on one machine: Kafka, redis-server, 2 api, 2 consumer, 3 scheduler, 2 notifier processes behind Caddy (Ctrl-C stops it; exits 0)
 	@set -m; bin/waitroom-cluster; rc=$$?; exit $$rc
 
-chaos: build ## the chaos suite against a fresh cluster, each service in its own network namespace: steady load, every fault (kill -9 of each process kind, Kafka and Redis restarts, a frozen leader, a consumer cut off from Redis, a whole zone's processes at once), then 2 min of nemesis (overlapping slow, squeezed, held, reset and cut links; WR_CHAOS_SEED replays one), invariants throughout; a table, exit 1 on any violation (see RELIABILITY.md)
+chaos: build ## the chaos suite against a fresh cluster, each service in its own network namespace: steady load, every fault (kill -9 of each process kind, Kafka and Redis restarts, a frozen leader, a consumer cut off from Redis), then 2 min of nemesis (overlapping slow, squeezed, held, reset and cut links; WR_CHAOS_SEED replays one), invariants throughout; a table, exit 1 on any violation (see RELIABILITY.md)
 	bin/waitroom-chaos
 
 chaos-ci: build ## the short chaos run make test includes (five process faults, 3 s of load between them, then the 60 s nemesis of seed 12; recovery aims x2 on a busy CI machine)

@@ -1,8 +1,8 @@
 // Package chaos runs load against a multi-process cluster (package cluster),
 // injects faults one after the other (kill -9 of each kind of process, Kafka
-// and Redis restarts, a frozen leader, a consumer cut off from Redis, a
-// whole zone), then a nemesis of overlapping link faults from a seed
-// (Schedule), and checks from
+// and Redis restarts, a frozen leader, a consumer cut off from Redis; when
+// named, a whole zone), then a nemesis of overlapping link faults from a
+// seed (Schedule), and checks from
 // the server's own data and the Kafka record, after each fault, throughout the
 // nemesis and at the end, that nobody was lost, admitted twice or out of
 // order, and that the admitted set never went past maxActive. `make chaos`,
@@ -102,6 +102,8 @@ type Fault struct {
 	// sentinel: the fault needs Redis behind Sentinel (Cluster.Sentinel);
 	// the default list has it only then.
 	sentinel bool
+	// named: the fault runs only when Options.Faults names it.
+	named bool
 }
 
 // env is what a fault may look at to choose its target, and the target
@@ -651,7 +653,7 @@ func replicas(n, def int) int {
 func pick(names []string, sentinel bool) ([]Fault, error) {
 	all := Faults()
 	if len(names) == 0 {
-		return slices.DeleteFunc(all, func(f Fault) bool { return f.sentinel && !sentinel }), nil
+		return slices.DeleteFunc(all, func(f Fault) bool { return f.sentinel && !sentinel || f.named }), nil
 	}
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil

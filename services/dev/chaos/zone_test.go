@@ -89,3 +89,22 @@ func everyOther(ts []time.Time) []time.Time {
 	}
 	return out
 }
+
+// The zone fault runs when named, and is not in the default list.
+func TestZoneFaultOnlyWhenNamed(t *testing.T) {
+	for _, sentinel := range []bool{false, true} {
+		all, err := pick(nil, sentinel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range all {
+			if f.Name == "zone-a" {
+				t.Errorf("sentinel=%v: zone-a in the default list", sentinel)
+			}
+		}
+		named, err := pick([]string{"zone-a"}, sentinel)
+		if err != nil || len(named) != 1 || named[0].Name != "zone-a" {
+			t.Errorf("sentinel=%v: pick(zone-a) = %v, %v", sentinel, named, err)
+		}
+	}
+}
