@@ -1,7 +1,8 @@
 // Package chaos runs load against a multi-process cluster (package cluster),
 // injects faults one after the other (kill -9 of each kind of process, Kafka
-// and Redis restarts, a frozen leader, a consumer cut off from Redis), then a
-// nemesis of overlapping link faults from a seed (Schedule), and checks from
+// and Redis restarts, a frozen leader, a consumer cut off from Redis; when
+// named, a whole zone), then a nemesis of overlapping link faults from a
+// seed (Schedule), and checks from
 // the server's own data and the Kafka record, after each fault, throughout the
 // nemesis and at the end, that nobody was lost, admitted twice or out of
 // order, and that the admitted set never went past maxActive. `make chaos`,
@@ -101,6 +102,8 @@ type Fault struct {
 	// sentinel: the fault needs Redis behind Sentinel (Cluster.Sentinel);
 	// the default list has it only then.
 	sentinel bool
+	// named: the fault runs only when Options.Faults names it.
+	named bool
 }
 
 // env is what a fault may look at to choose its target, and the target
@@ -110,8 +113,8 @@ type env struct {
 	log    *zap.Logger
 	out    io.Writer
 	target *cluster.Proc
-	link   int // the consumer whose Redis link is cut
-	ld     *load
+	link   int   // the consumer whose Redis link is cut
+	load   *load // the people, for faults that measure what they saw
 }
 
 // busiestConsumer is the consumer that owns the most partitions the load
@@ -237,6 +240,7 @@ func Faults() []Fault {
 			}},
 		{Name: "redis-failover", What: "Sentinel failover under load: the replica cut off from the primary for 1 s, the primary killed (-9), the replica, which missed that second of writes, promoted; the old primary restarted as a replica",
 			sentinel: true, inject: failover},
+		zoneLoss(cluster.Zones[0]),
 	}
 }
 
@@ -374,7 +378,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	now := time.Now().UnixMilli()
-	for _, id := range append(slices.Clone(Items), ProbeItem) {
+	for _, id := range append(slices.Clone(Items), ProbeItem, ZoneItem) {
 		o.Cluster.Items = append(o.Cluster.Items, topics.ItemState{ItemID: id, Name: "chaos " + id, Stock: topics.Unlimited,
 			Enabled: true, Policy: Policy, Version: 1, UpdatedAt: now})
 	}
@@ -422,7 +426,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		}
 		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
 		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
-		e := env{tail: tl, log: o.Log, out: out, ld: ld}
+		e := env{tail: tl, log: o.Log, out: out, load: ld}
 		if f.pick != nil {
 			if err := f.pick(ctx, c, &e); err != nil {
 				row.Err = err
@@ -649,7 +653,7 @@ func replicas(n, def int) int {
 func pick(names []string, sentinel bool) ([]Fault, error) {
 	all := Faults()
 	if len(names) == 0 {
-		return slices.DeleteFunc(all, func(f Fault) bool { return f.sentinel && !sentinel }), nil
+		return slices.DeleteFunc(all, func(f Fault) bool { return f.sentinel && !sentinel || f.named }), nil
 	}
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil

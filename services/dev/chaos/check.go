@@ -27,6 +27,9 @@ type tail struct {
 	regs  map[string][]topics.RegistrationEvent
 	ticks map[string][]topics.AdmissionEvent
 	part  map[string]int32 // item -> its registrations partition
+	// tickTimes are the Kafka record times of ticks, same order: the
+	// machine's clock, where a tick's At is its scheduler's (skewed).
+	tickTimes map[string][]time.Time
 }
 
 func newTail(brokers []string) (*tail, error) {
@@ -36,7 +39,8 @@ func newTail(brokers []string) (*tail, error) {
 		return nil, fmt.Errorf("kafka client of the record: %w", err)
 	}
 	return &tail{cl: cl, adm: kadm.NewClient(cl), next: map[string]map[int32]int64{},
-		regs: map[string][]topics.RegistrationEvent{}, ticks: map[string][]topics.AdmissionEvent{}, part: map[string]int32{}}, nil
+		regs: map[string][]topics.RegistrationEvent{}, ticks: map[string][]topics.AdmissionEvent{}, part: map[string]int32{},
+		tickTimes: map[string][]time.Time{}}, nil
 }
 
 func (t *tail) run(ctx context.Context) {
@@ -57,6 +61,7 @@ func (t *tail) run(ctx context.Context) {
 			case topics.Admissions:
 				if ev, err := topics.DecodeAdmission(r.Value); err == nil && ev.Kind == "" {
 					t.ticks[ev.ItemID] = append(t.ticks[ev.ItemID], ev)
+					t.tickTimes[ev.ItemID] = append(t.tickTimes[ev.ItemID], r.Timestamp)
 				}
 			}
 		})

@@ -39,6 +39,9 @@ type state struct {
 	reconnects int
 	lastPos    int64    // the last position the server told this person
 	regressed  []string // each time it told a larger one
+
+	opens []time.Time // SSE: each stream answered 200
+	drops []time.Time // SSE: each open stream that ended with no final event
 }
 
 // told records a position the server told p (0: none in that answer): it
@@ -113,16 +116,22 @@ func (l *load) run(spawn, ctx context.Context, items []string, rate float64, sse
 			return
 		case <-t.C:
 		}
-		p := &person{state: state{item: items[n%len(items)], user: fmt.Sprintf("%s-u%06d", runID, n), sse: sseEvery > 0 && n%sseEvery == 0}}
-		l.mu.Lock()
-		l.people = append(l.people, p)
-		l.mu.Unlock()
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			l.journey(ctx, p)
-		}()
+		l.join(ctx, items[n%len(items)], fmt.Sprintf("%s-u%06d", runID, n), sseEvery > 0 && n%sseEvery == 0)
 	}
+}
+
+// join starts one person's journey under ctx; the person is in the ledger
+// like every other.
+func (l *load) join(ctx context.Context, item, user string, sse bool) {
+	p := &person{state: state{item: item, user: user, sse: sse}}
+	l.mu.Lock()
+	l.people = append(l.people, p)
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.journey(ctx, p)
+	}()
 }
 
 // regressions counts the people told a position larger than one they were
@@ -315,6 +324,12 @@ func (l *load) stream(ctx context.Context, p *person, lastID string) (token, id 
 	if resp.StatusCode != http.StatusOK {
 		return "", "", false
 	}
+	p.set(func(p *state) { p.opens = append(p.opens, time.Now()) })
+	defer func() {
+		if !final {
+			p.set(func(p *state) { p.drops = append(p.drops, time.Now()) })
+		}
+	}()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	var event, data string

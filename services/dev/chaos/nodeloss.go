@@ -216,13 +216,13 @@ func nodeLoss(ctx context.Context, c *cluster.Cluster, e env, epoch bool) (time.
 	probes.Add(1)
 	go func() {
 		defer probes.Done()
-		w.probe(probing, rdb, e.ld, lost, kept, epochBefore, epoch)
+		w.probe(probing, rdb, e.load, lost, kept, epochBefore, epoch)
 	}()
 	at := time.Now()
 	err = c.RestartEmpty(ctx, e.target, nodeDown)
 	restored := time.Now()
 	if err == nil {
-		err = lostBack(ctx, rdb, e.ld, lost, restored.Add(lostLimit))
+		err = lostBack(ctx, rdb, e.load, lost, restored.Add(lostLimit))
 	}
 	back := time.Now()
 	stopProbes()
