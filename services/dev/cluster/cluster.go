@@ -199,6 +199,25 @@ func (c *Cluster) build() error {
 	c.Kafka = &Proc{Name: "kafka", Kind: "kafka", Bin: bin("waitroom-kafka"), LogFile: filepath.Join(logs, "kafka.log"),
 		ReadyAddr: c.Brokers[0], Env: []string{
 			"WR_KAFKA_PORTS=" + ports(o.Base+offKafka, 3), "WR_KAFKA_DATA_DIR=" + filepath.Join(abs, "kafka")}}
+	redisEnv, err := c.buildRedis(abs, logs)
+	if err != nil {
+		return err
+	}
+	c.buildServices(bin, logs, redisEnv, tokenKey, admissionKey, adminToken)
+	if o.Isolate {
+		for _, p := range c.Services() {
+			p.Net = &ProcNet{NS: &Netns{Name: fmt.Sprintf("wr%d-%s", o.Base, p.Name)}}
+			p.Bin, p.Args = p.Net.NS.Command(p.Bin, p.Args...)
+		}
+	}
+	return c.buildFront(abs, logs)
+}
+
+// buildRedis lays out Redis (one server with its AOF; with o.Sentinel a
+// primary, a replica and three Sentinels; with o.RedisCluster three masters)
+// and returns the environment that points a service at it.
+func (c *Cluster) buildRedis(abs, logs string) ([]string, error) {
+	o := c.opt
 	c.Redis = &Proc{Name: "redis", Kind: "redis", Bin: "redis-server", LogFile: filepath.Join(logs, "redis.log"),
 		ReadyAddr: c.RedisAddr, Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(o.Base + offRedis),
 			"--dir", filepath.Join(abs, "redis"), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
@@ -208,7 +227,7 @@ func (c *Cluster) build() error {
 	redisEnv := []string{"WR_REDIS_ADDR=" + c.RedisAddr}
 	if o.Sentinel {
 		if err := c.buildSentinel(abs, logs); err != nil {
-			return err
+			return nil, err
 		}
 		var sents []string
 		for _, s := range c.Sentinels {
@@ -219,10 +238,14 @@ func (c *Cluster) build() error {
 		redisEnv = []string{"WR_REDIS_MODE=sentinel", "WR_REDIS_ADDRS=" + strings.Join(sents, ","), "WR_REDIS_SENTINEL_MASTER=" + SentinelMaster}
 	}
 	if o.RedisCluster {
-		if redisEnv, err = c.buildRedisCluster(abs, logs); err != nil {
-			return err
-		}
+		return c.buildRedisCluster(abs, logs)
 	}
+	return redisEnv, nil
+}
+
+// buildServices lays out the api, consumer, scheduler and notifier replicas.
+func (c *Cluster) buildServices(bin func(string) string, logs string, redisEnv []string, tokenKey, admissionKey, adminToken string) {
+	o := c.opt
 	common := append([]string{"WR_KAFKA_BROKERS=" + strings.Join(c.Brokers, ","), "WR_LOG_FORMAT=json"}, o.Env...)
 	svc := func(kind string, i int, off int, env ...string) *Proc {
 		name := fmt.Sprintf("%s-%d", kind, i+1)
@@ -253,12 +276,10 @@ func (c *Cluster) build() error {
 	for i := range o.Notifiers {
 		c.Notifiers = append(c.Notifiers, svc("notifier", i, offNotifier, append(append([]string{}, redisEnv...), keysEnv...)...))
 	}
-	if o.Isolate {
-		for _, p := range c.Services() {
-			p.Net = &ProcNet{NS: &Netns{Name: fmt.Sprintf("wr%d-%s", o.Base, p.Name)}}
-			p.Bin, p.Args = p.Net.NS.Command(p.Bin, p.Args...)
-		}
-	}
+}
+
+// buildFront writes the front door's Caddyfile and lays out Caddy.
+func (c *Cluster) buildFront(abs, logs string) error {
 	caddyfile := filepath.Join(abs, "Caddyfile")
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err

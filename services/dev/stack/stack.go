@@ -92,87 +92,28 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
+	if o.Schedulers <= 0 {
+		o.Schedulers = 3
+	}
 	cfgs, err := configs(o)
 	if err != nil {
 		return nil, err
 	}
-	apiCfg, conCfg, schCfg, notCfg := cfgs.api, cfgs.consumer, cfgs.scheduler, cfgs.notifier
-
-	addr := func(set, own string) string {
-		if set != "" {
-			return set
-		}
-		if o.Env {
-			return own
-		}
-		return "127.0.0.1:0"
-	}
-	apiLn, err := net.Listen("tcp", addr(o.APIAddr, apiCfg.Addr))
+	lns, err := listen(o, cfgs)
 	if err != nil {
-		return nil, fmt.Errorf("listen api: %w", err)
-	}
-	conLn, err := net.Listen("tcp", addr(o.ConsumerAddr, conCfg.Addr))
-	if err != nil {
-		apiLn.Close()
-		return nil, fmt.Errorf("listen consumer: %w", err)
-	}
-	if o.Schedulers <= 0 {
-		o.Schedulers = 3
-	}
-	schLns := make([]net.Listener, o.Schedulers)
-	for i := range schLns {
-		addr := "127.0.0.1:0"
-		if i < len(o.SchedulerAddrs) {
-			addr = o.SchedulerAddrs[i]
-		}
-		if schLns[i], err = net.Listen("tcp", addr); err != nil {
-			apiLn.Close()
-			conLn.Close()
-			for _, l := range schLns[:i] {
-				l.Close()
-			}
-			return nil, fmt.Errorf("listen scheduler: %w", err)
-		}
-	}
-	closeAll := func() {
-		apiLn.Close()
-		conLn.Close()
-		for _, l := range schLns {
-			l.Close()
-		}
-	}
-	frontLn, err := net.Listen("tcp", or(o.FrontAddr, "127.0.0.1:0"))
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("listen front door: %w", err)
-	}
-	notLn, err := net.Listen("tcp", addr(o.NotifierAddr, notCfg.Addr))
-	if err != nil {
-		closeAll()
-		frontLn.Close()
-		return nil, fmt.Errorf("listen notifier: %w", err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stack{
-		URL:    "http://" + frontLn.Addr().String(),
-		APIURL: "http://" + apiLn.Addr().String(), ConsumerURL: "http://" + conLn.Addr().String(),
-		done: make(chan error, 4+o.Schedulers), running: 4 + o.Schedulers, cancel: cancel,
+		URL:    "http://" + lns.front.Addr().String(),
+		APIURL: "http://" + lns.api.Addr().String(), ConsumerURL: "http://" + lns.consumer.Addr().String(),
+		NotifierURL: "http://" + lns.notifier.Addr().String(),
+		done:        make(chan error, 4+o.Schedulers), running: 4 + o.Schedulers, cancel: cancel,
 	}
-	s.NotifierURL = "http://" + notLn.Addr().String()
-	for _, l := range schLns {
+	for _, l := range lns.schedulers {
 		s.SchedulerURLs = append(s.SchedulerURLs, "http://"+l.Addr().String())
 	}
-	var apiReady, conReady, notReady httpserver.Readiness
-	schReady := make([]httpserver.Readiness, o.Schedulers)
-	go func() { s.done <- wrap("api", httpapi.Run(ctx, apiCfg, apiLn, o.Log.Named("api"), &apiReady)) }()
-	go func() { s.done <- wrap("consumer", ingest.Run(ctx, conCfg, conLn, o.Log.Named("consumer"), &conReady)) }()
-	for i, l := range schLns {
-		name := fmt.Sprintf("scheduler-%d", i+1)
-		go func() {
-			s.done <- wrap(name, admission.Run(ctx, schCfg, l, o.Log.Named(name), &schReady[i]))
-		}()
-	}
-	go func() { s.done <- wrap("notifier", sse.Run(ctx, notCfg, notLn, o.Log.Named("notifier"), &notReady)) }()
+	ready := s.run(ctx, o, cfgs, lns)
 	// The demo shop behind the page's "continue": waitroomkit against the
 	// api, sending refused visitors to the waiting page on the same origin.
 	kit, err := waitroomkit.New(s.APIURL, waitroomkit.WithWaitURL(""))
@@ -186,9 +127,95 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	go func() {
-		s.done <- wrap("front door", httpserver.Serve(ctx, frontLn, front, apiCfg.HTTP, o.Log.Named("front")))
+		s.done <- wrap("front door", httpserver.Serve(ctx, lns.front, front, cfgs.api.HTTP, o.Log.Named("front")))
 	}()
-	allReady := func() bool {
+	if err := s.waitReady(ctx, ready); err != nil {
+		cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// listeners are the stack's sockets, opened before any service starts.
+type listeners struct {
+	api, consumer, notifier, front net.Listener
+	schedulers                     []net.Listener
+}
+
+func (l *listeners) close() {
+	for _, ln := range append([]net.Listener{l.api, l.consumer, l.notifier, l.front}, l.schedulers...) {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// listen opens every service's listener: the address o sets, else with o.Env
+// the service's own configured one, else a free port. On an error none stays
+// open.
+func listen(o Options, cfgs serviceConfigs) (*listeners, error) {
+	addr := func(set, own string) string {
+		if set != "" {
+			return set
+		}
+		if o.Env {
+			return own
+		}
+		return "127.0.0.1:0"
+	}
+	l := &listeners{schedulers: make([]net.Listener, o.Schedulers)}
+	open := func(to *net.Listener, what, at string) error {
+		ln, err := net.Listen("tcp", at)
+		if err != nil {
+			l.close()
+			return fmt.Errorf("listen %s: %w", what, err)
+		}
+		*to = ln
+		return nil
+	}
+	if err := open(&l.api, "api", addr(o.APIAddr, cfgs.api.Addr)); err != nil {
+		return nil, err
+	}
+	if err := open(&l.consumer, "consumer", addr(o.ConsumerAddr, cfgs.consumer.Addr)); err != nil {
+		return nil, err
+	}
+	for i := range l.schedulers {
+		at := "127.0.0.1:0"
+		if i < len(o.SchedulerAddrs) {
+			at = o.SchedulerAddrs[i]
+		}
+		if err := open(&l.schedulers[i], "scheduler", at); err != nil {
+			return nil, err
+		}
+	}
+	if err := open(&l.front, "front door", or(o.FrontAddr, "127.0.0.1:0")); err != nil {
+		return nil, err
+	}
+	if err := open(&l.notifier, "notifier", addr(o.NotifierAddr, cfgs.notifier.Addr)); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// run starts the api, the consumer, the schedulers and the notifier, each
+// reporting its end on s.done, and returns whether all of them are ready.
+func (s *Stack) run(ctx context.Context, o Options, cfgs serviceConfigs, lns *listeners) (allReady func() bool) {
+	var apiReady, conReady, notReady httpserver.Readiness
+	schReady := make([]httpserver.Readiness, o.Schedulers)
+	go func() { s.done <- wrap("api", httpapi.Run(ctx, cfgs.api, lns.api, o.Log.Named("api"), &apiReady)) }()
+	go func() {
+		s.done <- wrap("consumer", ingest.Run(ctx, cfgs.consumer, lns.consumer, o.Log.Named("consumer"), &conReady))
+	}()
+	for i, l := range lns.schedulers {
+		name := fmt.Sprintf("scheduler-%d", i+1)
+		go func() {
+			s.done <- wrap(name, admission.Run(ctx, cfgs.scheduler, l, o.Log.Named(name), &schReady[i]))
+		}()
+	}
+	go func() {
+		s.done <- wrap("notifier", sse.Run(ctx, cfgs.notifier, lns.notifier, o.Log.Named("notifier"), &notReady))
+	}()
+	return func() bool {
 		for i := range schReady {
 			if !schReady[i].Healthy() {
 				return false
@@ -196,25 +223,26 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		return apiReady.Healthy() && conReady.Healthy() && notReady.Healthy()
 	}
+}
 
+// waitReady waits up to 60 s for ready, failing at once when a service stops.
+func (s *Stack) waitReady(ctx context.Context, ready func() bool) error {
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !allReady() {
+	for !ready() {
 		select {
 		case err := <-s.done:
-			cancel()
-			return nil, errors.Join(fmt.Errorf("a service stopped while starting"), err)
+			return errors.Join(fmt.Errorf("a service stopped while starting"), err)
 		case <-deadline.C:
-			cancel()
-			return nil, errors.New("services not ready within 60s")
+			return errors.New("services not ready within 60s")
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-tick.C:
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // serviceConfigs are the configs the stack runs its services with.
