@@ -122,63 +122,9 @@ const maxOverlap = 3
 // function of its arguments (math/rand/v2's PCG seeded from seed), so
 // WR_CHAOS_SEED replays a run's schedule; only thread timing differs.
 func Schedule(seed int64, length time.Duration, r Replicas) []Step {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973))
-	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
-	kinds := []struct {
-		kind   string
-		weight int
-	}{{Slow, 3}, {Partition, 3}, {ResetPeer, 2}, {Timeout, 2}, {Squeeze, 1}, {LeaderStall, 1}, {SlowReaders, 1},
-		{OneWay, 2}, {Loss, 2}, {OOM, 1}, {Failover, 1}}
-	total := 0
-	for _, k := range kinds {
-		total += k.weight
-	}
-	procs := func(kind string, n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%s-%d", kind, i+1)
-		}
-		return out
-	}
-	all := map[string][]string{"api": procs("api", r.APIs), "consumer": procs("consumer", r.Consumers),
-		"scheduler": procs("scheduler", r.Schedulers), "notifier": procs("notifier", r.Notifiers)}
-	classes := []string{"api", "consumer", "scheduler", "notifier"}
-
-	var steps []Step
-	// busy reports whether a step would share a link, or a kind's one
-	// blocking slot, with a step active at t. Every scheduler's Redis link
-	// is one slot: the leader a stall takes is only known when it starts.
-	busy := func(cand Step, t time.Duration) bool {
-		key := func(s Step) string {
-			if s.Proc == "leader" || (strings.HasPrefix(s.Proc, "scheduler") && s.Link == "redis") {
-				return "scheduler→redis"
-			}
-			return s.Proc + "→" + s.Link
-		}
-		class := func(s Step) string { return strings.SplitN(s.Proc, "-", 2)[0] }
-		for _, s := range steps {
-			if t < s.At || t >= s.At+s.For {
-				continue
-			}
-			if key(s) == key(cand) || (s.blocking() && cand.blocking() && class(s) == class(cand)) ||
-				(class(s) == "leader" && class(cand) == "scheduler" && cand.blocking()) ||
-				(class(cand) == "leader" && class(s) == "scheduler" && s.blocking()) {
-				return true
-			}
-		}
-		return false
-	}
-	active := func(t time.Duration) []Step {
-		var a []Step
-		for _, s := range steps {
-			if s.At <= t && t < s.At+s.For {
-				a = append(a, s)
-			}
-		}
-		return a
-	}
-	for t := between(time.Second, 3*time.Second); t < length; t += between(500*time.Millisecond, 3*time.Second) {
-		if a := active(t); len(a) >= maxOverlap {
+	p := &planner{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), r: r}
+	for t := p.between(time.Second, 3*time.Second); t < length; t += p.between(500*time.Millisecond, 3*time.Second) {
+		if a := p.active(t); len(a) >= maxOverlap {
 			end := a[0].At + a[0].For
 			for _, s := range a[1:] {
 				end = min(end, s.At+s.For)
@@ -186,68 +132,147 @@ func Schedule(seed int64, length time.Duration, r Replicas) []Step {
 			t = end
 			continue
 		}
-		n := rng.IntN(total)
-		var kind string
-		for _, k := range kinds {
-			if n -= k.weight; n < 0 {
-				kind = k.kind
-				break
-			}
-		}
-		s := Step{At: t, Kind: kind}
-		class := classes[rng.IntN(len(classes))]
-		links := []string{"kafka", "redis"}
-		if class == "api" || class == "notifier" {
-			links = append(links, "in")
-		}
-		s.Proc = all[class][rng.IntN(len(all[class]))]
-		s.Link = links[rng.IntN(len(links))]
-		switch kind {
-		case Slow:
-			s.For = between(4*time.Second, 10*time.Second)
-			// latency ± jitter within 50–500 ms
-			lat := between(100*time.Millisecond, 350*time.Millisecond).Round(time.Millisecond)
-			s.Toxics = cluster.Toxics{Latency: lat, Jitter: between(20*time.Millisecond, min(150*time.Millisecond, lat-50*time.Millisecond)).Round(time.Millisecond)}
-		case Squeeze:
-			s.For = between(4*time.Second, 10*time.Second)
-			s.Toxics = cluster.Toxics{Rate: int(between(2000, 16000))}
-		case Timeout:
-			s.For = between(2*time.Second, 5*time.Second)
-		case ResetPeer:
-			s.For = between(2*time.Second, 6*time.Second)
-		case Partition:
-			s.For = between(3*time.Second, 8*time.Second)
-		case LeaderStall:
-			s.Proc, s.Link = "leader", "redis"
-			s.For = lockExpiry + between(time.Second, 3*time.Second)
-		case SlowReaders:
-			s.Proc, s.Link = "clients", ""
-			s.For = between(3*time.Second, 8*time.Second)
-		case OneWay:
-			s.For = between(3*time.Second, 8*time.Second)
-			s.Dir = []cluster.Direction{cluster.Up, cluster.Down}[rng.IntN(2)]
-		case Loss:
-			s.For = between(4*time.Second, 10*time.Second)
-			s.Toxics = cluster.Toxics{Loss: float64(between(5, 25)) / 100}
-		case OOM:
-			s.Proc, s.Link = "redis", ""
-			s.For = between(3*time.Second, 6*time.Second)
-		case Failover:
-			s.Proc, s.Link = "redis", ""
-			s.For = between(8*time.Second, 12*time.Second) // a second's freeze, the Sentinels' 1 s judgement and vote, the old primary's restart
-			if r.Redis < 2 {
-				continue // single Redis: no failover (its draws are spent all the same)
-			}
+		s, ok := p.draw(t)
+		if !ok {
+			continue // single Redis: no failover (its draws are spent all the same)
 		}
 		if s.At+s.For > length {
 			s.For = length - s.At
 		}
-		if s.For < time.Second || busy(s, t) {
+		if s.For < time.Second || p.busy(s, t) {
 			continue // the draw is spent either way: the sequence stays a function of the seed
 		}
-		steps = append(steps, s)
+		p.steps = append(p.steps, s)
 	}
-	return steps
+	return p.steps
+}
+
+// planner draws a nemesis's steps from its seeded generator. The order of
+// its draws is the schedule: changing it changes every seed's run.
+type planner struct {
+	rng   *rand.Rand
+	r     Replicas
+	steps []Step
+}
+
+// stepKinds are the kinds of step with their weights in the draw.
+var stepKinds = []struct {
+	kind   string
+	weight int
+}{{Slow, 3}, {Partition, 3}, {ResetPeer, 2}, {Timeout, 2}, {Squeeze, 1}, {LeaderStall, 1}, {SlowReaders, 1},
+	{OneWay, 2}, {Loss, 2}, {OOM, 1}, {Failover, 1}}
+
+// stepClasses are the kinds of process a step may hit.
+var stepClasses = []string{"api", "consumer", "scheduler", "notifier"}
+
+func (p *planner) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(p.rng.Int64N(int64(hi-lo)+1))
+}
+
+// busy reports whether a step would share a link, or a kind's one blocking
+// slot, with a step active at t. Every scheduler's Redis link is one slot:
+// the leader a stall takes is only known when it starts.
+func (p *planner) busy(cand Step, t time.Duration) bool {
+	key := func(s Step) string {
+		if s.Proc == "leader" || (strings.HasPrefix(s.Proc, "scheduler") && s.Link == "redis") {
+			return "scheduler→redis"
+		}
+		return s.Proc + "→" + s.Link
+	}
+	class := func(s Step) string { return strings.SplitN(s.Proc, "-", 2)[0] }
+	for _, s := range p.steps {
+		if t < s.At || t >= s.At+s.For {
+			continue
+		}
+		if key(s) == key(cand) || (s.blocking() && cand.blocking() && class(s) == class(cand)) ||
+			(class(s) == "leader" && class(cand) == "scheduler" && cand.blocking()) ||
+			(class(cand) == "leader" && class(s) == "scheduler" && s.blocking()) {
+			return true
+		}
+	}
+	return false
+}
+
+// active are the steps active at t.
+func (p *planner) active(t time.Duration) []Step {
+	var a []Step
+	for _, s := range p.steps {
+		if s.At <= t && t < s.At+s.For {
+			a = append(a, s)
+		}
+	}
+	return a
+}
+
+// draw draws the step starting at t: its kind, then the process and link it
+// hits, then its length and toxics. ok is false for a failover drawn without
+// a replica to fail over to.
+func (p *planner) draw(t time.Duration) (s Step, ok bool) {
+	total := 0
+	for _, k := range stepKinds {
+		total += k.weight
+	}
+	n := p.rng.IntN(total)
+	var kind string
+	for _, k := range stepKinds {
+		if n -= k.weight; n < 0 {
+			kind = k.kind
+			break
+		}
+	}
+	s = Step{At: t, Kind: kind}
+	class := stepClasses[p.rng.IntN(len(stepClasses))]
+	links := []string{"kafka", "redis"}
+	if class == "api" || class == "notifier" {
+		links = append(links, "in")
+	}
+	procs := map[string]int{"api": p.r.APIs, "consumer": p.r.Consumers, "scheduler": p.r.Schedulers, "notifier": p.r.Notifiers}
+	s.Proc = fmt.Sprintf("%s-%d", class, p.rng.IntN(procs[class])+1)
+	s.Link = links[p.rng.IntN(len(links))]
+	return p.shape(s)
+}
+
+// shape draws the length and the toxics of s by its kind.
+func (p *planner) shape(s Step) (Step, bool) {
+	between := p.between
+	switch s.Kind {
+	case Slow:
+		s.For = between(4*time.Second, 10*time.Second)
+		// latency ± jitter within 50–500 ms
+		lat := between(100*time.Millisecond, 350*time.Millisecond).Round(time.Millisecond)
+		s.Toxics = cluster.Toxics{Latency: lat, Jitter: between(20*time.Millisecond, min(150*time.Millisecond, lat-50*time.Millisecond)).Round(time.Millisecond)}
+	case Squeeze:
+		s.For = between(4*time.Second, 10*time.Second)
+		s.Toxics = cluster.Toxics{Rate: int(between(2000, 16000))}
+	case Timeout:
+		s.For = between(2*time.Second, 5*time.Second)
+	case ResetPeer:
+		s.For = between(2*time.Second, 6*time.Second)
+	case Partition, OneWay:
+		s.For = between(3*time.Second, 8*time.Second)
+		if s.Kind == OneWay {
+			s.Dir = []cluster.Direction{cluster.Up, cluster.Down}[p.rng.IntN(2)]
+		}
+	case LeaderStall:
+		s.Proc, s.Link = "leader", "redis"
+		s.For = lockExpiry + between(time.Second, 3*time.Second)
+	case SlowReaders:
+		s.Proc, s.Link = "clients", ""
+		s.For = between(3*time.Second, 8*time.Second)
+	case Loss:
+		s.For = between(4*time.Second, 10*time.Second)
+		s.Toxics = cluster.Toxics{Loss: float64(between(5, 25)) / 100}
+	case OOM:
+		s.Proc, s.Link = "redis", ""
+		s.For = between(3*time.Second, 6*time.Second)
+	case Failover:
+		s.Proc, s.Link = "redis", ""
+		s.For = between(8*time.Second, 12*time.Second) // a second's freeze, the Sentinels' 1 s judgement and vote, the old primary's restart
+		if p.r.Redis < 2 {
+			return s, false
+		}
+	}
+	return s, true
 }
 
 // overlapping is the most steps active at one time.
@@ -386,22 +411,47 @@ func (n *nemesis) run(ctx context.Context, steps []Step) {
 }
 
 func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
-	var links []*cluster.Link
-	proc := s.Proc
+	proc, links, ok := n.target(s, start)
+	if !ok {
+		return
+	}
+	n.printf("nemesis: +%-6s start %s (%s)\n", since(start), s.what(), proc)
+	end := time.Now().Add(s.For)
+	var probing sync.WaitGroup
+	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout || s.Kind == OneWay) {
+		probing.Add(1)
+		go func() {
+			defer probing.Done()
+			n.probe(ctx, proc, end)
+		}()
+	}
+	n.inflict(ctx, s, links, end)
+	for _, l := range links {
+		l.Heal()
+	}
+	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
+	probing.Wait() // a try sent just before the end is answered after it
+}
+
+// target finds the process s hits (the leading scheduler for a stall) and
+// the links of it s acts on; ok is false, with the reason printed, when
+// there is none.
+func (n *nemesis) target(s Step, start time.Time) (proc string, links []*cluster.Link, ok bool) {
+	proc = s.Proc
 	switch s.Proc {
 	case "clients", "redis":
 	case "leader":
 		p, err := leader(n.c)
 		if err != nil {
 			n.printf("nemesis: +%s %s: no leader found (%v); skipped\n", since(start), s.Kind, err)
-			return
+			return "", nil, false
 		}
 		proc, links = p.Name, p.Net.RedisLinks()
 	default:
 		p := n.proc(s.Proc)
 		if p == nil || p.Net == nil {
 			n.printf("nemesis: +%s %s: no isolated process %s; skipped\n", since(start), s.Kind, s.Proc)
-			return
+			return "", nil, false
 		}
 		switch s.Link {
 		case "kafka":
@@ -412,20 +462,16 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 			links = []*cluster.Link{p.Net.In}
 		}
 	}
-	n.printf("nemesis: +%-6s start %s (%s)\n", since(start), s.what(), proc)
+	return proc, links, true
+}
+
+// inflict does what s does to links (or to Redis, or to the clients) until
+// end; the caller heals the links after it.
+func (n *nemesis) inflict(ctx context.Context, s Step, links []*cluster.Link, end time.Time) {
 	each := func(f func(l *cluster.Link)) {
 		for _, l := range links {
 			f(l)
 		}
-	}
-	end := time.Now().Add(s.For)
-	var probing sync.WaitGroup
-	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout || s.Kind == OneWay) {
-		probing.Add(1)
-		go func() {
-			defer probing.Done()
-			n.probe(ctx, proc, end)
-		}()
 	}
 	switch s.Kind {
 	case Slow, Squeeze, Loss:
@@ -465,9 +511,6 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		sleepUntilCtx(ctx, end)
 		n.ld.stallReaders.Store(false)
 	}
-	each((*cluster.Link).Heal)
-	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
-	probing.Wait() // a try sent just before the end is answered after it
 }
 
 // probe registers, straight at an api whose Kafka link is down (not through
