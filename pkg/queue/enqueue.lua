@@ -30,7 +30,9 @@
 --   counted); 0 when the offset was applied before (REPLAY); else three
 --   values, outcome, seq, tokenId: DUPLICATE with the live tokenId of that
 --   user (waiting, pooled, late or admitted) and its seq if waiting (else
---   0); POOLED with the window when the register waits for its window's draw
+--   0) or, with an empty tokenId, for a token whose own
+--   place has ended (left, completed, abandoned, admission expired): a token
+--   is placed once; POOLED with the window when the register waits for its window's draw
 --   (window above the last drawn one); LATE with the offset when it must
 --   queue behind a pending draw (no window while the pool holds people, or
 --   others are late already); EXHAUSTED for a bypass code with no use left
@@ -212,6 +214,13 @@ local function one(a)
   if dup then
     last, done = off, true
     return 'DUPLICATE', dupSeq, dup
+  end
+  if cur and (cur == tok or string.sub(cur, 3) == tok) then
+    -- This very token held the place before (a retried registration: the
+    -- api derives a requestId's tokenId) and it has ended: it is placed
+    -- once, never again.
+    last, done = off, true
+    return 'DUPLICATE', 0, ''
   end
   if code ~= '' and uses >= tonumber(count) then
     last, done = off, true

@@ -192,7 +192,7 @@ type Outcome string
 // Outcomes.
 const (
 	Added     Outcome = "ADDED"       // a new place at the back, Seq set
-	Duplicate Outcome = "DUPLICATE"   // the user already holds a place (TokenID names it)
+	Duplicate Outcome = "DUPLICATE"   // the user already holds a place (TokenID names it), or the token's own place ended (TokenID empty: a token is placed once)
 	Left      Outcome = "LEFT"        // the user's place was removed
 	NotInLine Outcome = "NOT_IN_LINE" // a leave for a user without a place
 	Marked    Outcome = "MARKED"      // offset recorded, line unchanged

@@ -98,12 +98,19 @@ func TestLineReplayIsNoop(t *testing.T) {
 	line, err := l.Waiting(ctx, "i", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b"}, line)
-	// The same records on another partition are other records: a is back, at the end.
-	_, err = l.Apply(ctx, []queue.Op{{Kind: queue.OpRegister, ItemID: "i", TokenID: "a", UserID: "ua", Partition: 1, Offset: 0}})
+	// The same records on another partition are other records (applied, not
+	// a replay), but a token is placed once: a, which left, stays out (a
+	// retried registration names its first try's token); a new token there
+	// joins at the end.
+	res, err = l.Apply(ctx, []queue.Op{{Kind: queue.OpRegister, ItemID: "i", TokenID: "a", UserID: "ua", Partition: 1, Offset: 0},
+		{Kind: queue.OpRegister, ItemID: "i", TokenID: "c", UserID: "uc", Partition: 1, Offset: 1}})
 	require.NoError(t, err)
+	assert.Equal(t, queue.Duplicate, res[0].Outcome, "applied, not placed again")
+	assert.Empty(t, res[0].TokenID, "no live place holds it")
+	assert.Equal(t, queue.Added, res[1].Outcome)
 	line, err = l.Waiting(ctx, "i", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"b", "a"}, line)
+	assert.Equal(t, []string{"b", "c"}, line)
 }
 
 func TestStatusStates(t *testing.T) {

@@ -17,7 +17,15 @@ type RegisterRequest struct {
 	Bypass string `json:"bypass,omitempty"`
 	// Assertion is the site-signed JWT that proves the userId (pkg/assertion).
 	Assertion string `json:"assertion,omitempty"`
+	// RequestID names the registration across the client's retries: a
+	// retry whose first answer was lost gets the same place back (see
+	// tokenIDFor) instead of a second one nobody holds.
+	RequestID string `json:"requestId,omitempty"`
 }
+
+// MinRequestIDLen is the shortest requestId: it stands for the place until
+// the first answer arrives, so it must not be guessable.
+const MinRequestIDLen = 16
 
 // PowSolution is a challenge (GET .../challenge) and its solution (pkg/pow).
 type PowSolution struct {
@@ -46,6 +54,9 @@ func DecodeRegisterRequest(body []byte) (RegisterRequest, *RequestError) {
 	}
 	if req.UserID != "" && !topics.ValidID(req.UserID) {
 		return RegisterRequest{}, &RequestError{Code: "INVALID_USER_ID", Message: "userId must be " + topics.IDRule}
+	}
+	if req.RequestID != "" && (len(req.RequestID) < MinRequestIDLen || !topics.ValidID(req.RequestID)) {
+		return RegisterRequest{}, &RequestError{Code: "INVALID_REQUEST_ID", Message: "requestId must be at least 16 characters and " + topics.IDRule}
 	}
 	return req, nil
 }

@@ -7,6 +7,8 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
@@ -192,11 +194,12 @@ func (s *Server) register(c *gin.Context) {
 	if proof.ID != "" && !s.spend(c.Request.Context(), c, proof) {
 		return
 	}
+	tokenID := tokenIDFor(item, user, req.RequestID)
 	if user == "" {
-		user = "anon-" + strings.ToLower(rand.Text())
+		user = "anon-" + strings.ToLower(tokenIDFor(item, "anon", req.RequestID))
 	}
 	ev := topics.RegistrationEvent{
-		V: topics.Version, Kind: topics.KindRegister, TokenID: rand.Text(), ItemID: item, UserID: user,
+		V: topics.Version, Kind: topics.KindRegister, TokenID: tokenID, ItemID: item, UserID: user,
 		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, ip), Bypass: use, Holder: holder,
 	}
 	// A bypass code's place skips any draw (admitted at the next tick).
@@ -224,6 +227,24 @@ func (s *Server) register(c *gin.Context) {
 		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, st.OpensAt
 	}
 	writeJSON(c, http.StatusAccepted, resp.appendJSON)
+}
+
+// tokenIDFor is a registration's tokenId: random, or derived from the item,
+// the userId and the client's requestId when one was sent. A client whose
+// answer was lost (a timeout, a reset link, a 503 after the broker had the
+// record) retries with the same requestId and so names the same place; with
+// a random id each retry made a second place nobody holds, which the
+// scheduler admitted in turn and which then held an admission for the whole
+// session (the chaos run's collapsed line, RELIABILITY.md). The consumer
+// places a token once (pkg/queue enqueue.lua), so a retry after that place
+// ended finds it ended. No secret: the tokenId alone grants nothing, and the
+// token for it is only answered to a request that carries the requestId.
+func tokenIDFor(item, user, requestID string) string {
+	if requestID == "" {
+		return rand.Text()
+	}
+	h := sha256.Sum256([]byte(item + "\x00" + user + "\x00" + requestID))
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:16])
 }
 
 // produce sends ev keyed by its item and waits for the broker; on failure it

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -186,11 +187,14 @@ func (l *load) journey(ctx context.Context, p *person) {
 	p.set(func(p *state) { p.completed, p.outcome = true, "completed" })
 }
 
-// register retries a refused or failed registration with the same user, as
-// a browser's user pressing again would; the line keeps one place per user.
+// register retries a refused or failed registration with the same user and
+// requestId, as a client whose answer was lost would: the api answers a
+// retry with the first try's place (else the first try, written but never
+// answered, left a place nobody holds, admitted in its turn and holding an
+// admission for the whole session).
 func (l *load) register(ctx context.Context, p *person, deadline time.Time) bool {
 	p.set(func(p *state) { p.t0 = time.Now() })
-	body := []byte(`{"userId":"` + p.user + `"}`)
+	body := []byte(`{"userId":"` + p.user + `","requestId":"` + rand.Text() + `"}`)
 	for time.Now().Before(deadline) {
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, l.base+"/api/v1/items/"+p.item+"/registrations", bytes.NewReader(body))
