@@ -29,7 +29,10 @@
  * Server-Sent Events (the browser reconnects by itself after a network drop,
  * with Last-Event-ID) and falls back to polling the status (with back-off up
  * to 10 s) when no stream can be opened or a reconnect is refused. A status
- * answer of 401 (the stored token is no longer valid) registers again.
+ * answer of 401 (the stored token is no longer valid) registers again. A
+ * registration carries a random requestId, stored until its 202 arrives, and
+ * is sent again (same requestId) after a network error or a 503: a retry whose
+ * first answer was lost gets the same place back, never a second one.
  *
  * Identity: a userId typed into the page is only a label; the place belongs to
  * the token the registration returned, and nobody reads or leaves it with a
@@ -132,23 +135,55 @@
       call(opts.onUpdate, st);
     }
 
+    // requestId names this attempt to join across its retries: kept (with
+    // the registration's storage) until a 202 arrives, so a retry after a
+    // lost answer, or a reload while the POST was in flight, gets the same
+    // place back instead of a second one nobody holds (docs/api.md).
+    function requestId() {
+      const k = key + ":requestId";
+      let id = store && store.getItem(k);
+      if (!id) {
+        const b = new Uint8Array(16);
+        global.crypto.getRandomValues(b);
+        id = "r-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+        if (store) store.setItem(k, id);
+      }
+      return id;
+    }
+
+    // post sends the registration, again with the same body after a network
+    // error or a 503 (up to 4 tries, 0.5 s doubling): the answer may have
+    // been lost after the broker took the record.
+    async function post(url, body) {
+      for (let tries = 0; ; tries++) {
+        try {
+          const r = await fetch(url, {
+            method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+          });
+          if (r.status !== 503 || tries >= 3) return { r, j: await r.json() };
+        } catch (e) {
+          if (tries >= 3) throw e;
+        }
+        await new Promise((ok) => setTimeout(ok, 500 * 2 ** tries));
+      }
+    }
+
     async function register() {
       const item = base + "/api/v1/items/" + encodeURIComponent(opts.itemId);
       const body = opts.userId ? { userId: opts.userId } : {};
       if (opts.bypass) body.bypass = opts.bypass;
       if (opts.assertion) body.assertion = opts.assertion;
+      body.requestId = requestId();
       let r, j;
       for (let tries = 0; ; tries++) {
-        r = await fetch(item + "/registrations", {
-          method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
-        });
-        j = await r.json();
+        ({ r, j } = await post(item + "/registrations", body));
         const code = j.error ? j.error.code : "";
         if (r.ok || tries >= 3 || !(code === "POW_REQUIRED" || code === "POW_REUSED" || code === "POW_INVALID")) break;
         const ch = j.pow || await (await fetch(item + "/challenge", { cache: "no-store" })).json();
         call(opts.onWork, { difficulty: ch.difficulty });
         body.pow = { challenge: ch.challenge, solution: await solve(ch) };
       }
+      if (store && r.status < 500) store.removeItem(key + ":requestId"); // kept for a retry after a 5xx
       if (!r.ok) {
         const err = new Error(j.error ? j.error.message : "registration failed: status " + r.status);
         err.code = j.error ? j.error.code : "";
