@@ -321,59 +321,10 @@ func (r Row) OK() bool {
 // cluster, writes the table to out and returns the rows; err is a run that
 // could not be carried out (a violation is a row that is not OK).
 func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
-	if o.Rate <= 0 {
-		o.Rate = 20
-	}
-	if o.Settle <= 0 {
-		o.Settle = 5 * time.Second
-	}
-	if o.MaxPeople <= 0 {
-		o.MaxPeople = 20000
-	}
-	if o.Deadline <= 0 {
-		o.Deadline = 15 * time.Minute
-	}
-	if o.Log == nil {
-		o.Log = zap.NewNop()
-	}
-	if o.AimSlack < 1 {
-		o.AimSlack = 1
-	}
-	if o.Growth <= 1 {
-		o.Growth = 1.1
-	}
-	if o.ProduceTimeout <= 0 {
-		o.ProduceTimeout = 5 * time.Second
-	}
-	faults, err := pickFor(o.Faults, o.Cluster)
+	o.defaults()
+	faults, steps, err := plan(&o, out)
 	if err != nil {
 		return nil, err
-	}
-	if o.Nemesis > 0 && !o.Cluster.Isolate {
-		return nil, errors.New("the nemesis needs an isolated cluster (Cluster.Isolate)")
-	}
-	var steps []Step
-	reps := Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
-		Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2), Redis: 1}
-	if o.Cluster.Sentinel {
-		reps.Redis = 2
-	}
-	if skews := Skews(o.Seed, o.Skew, reps); len(skews) > 0 {
-		fmt.Fprintf(out, "chaos: clocks of seed %d, skewed up to ±%s: %s\n", o.Seed, o.Skew, skewLine(skews))
-		if o.Cluster.ProcEnv == nil {
-			o.Cluster.ProcEnv = map[string][]string{}
-		}
-		for name, d := range skews {
-			o.Cluster.ProcEnv[name] = append(o.Cluster.ProcEnv[name], "WR_CLOCK_OFFSET="+d.String())
-		}
-	}
-	if o.Nemesis > 0 {
-		steps = Schedule(o.Seed, o.Nemesis, reps)
-		fmt.Fprintf(out, "chaos: nemesis of seed %d (WR_CHAOS_SEED=%d replays it): %d faults over %s, up to %d at once\n",
-			o.Seed, o.Seed, len(steps), o.Nemesis, overlapping(steps))
-		for _, s := range steps {
-			fmt.Fprintf(out, "  %s\n", s)
-		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
@@ -419,64 +370,13 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	}
 	sleepCtx(ctx, o.Settle)
 
-	var rows []Row
-	for _, f := range faults {
-		if ctx.Err() != nil {
-			break
-		}
-		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * o.AimSlack)}
-		fmt.Fprintf(out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
-		e := env{tail: tl, log: o.Log, out: out, load: ld}
-		if f.pick != nil {
-			if err := f.pick(ctx, c, &e); err != nil {
-				row.Err = err
-				rows = append(rows, row)
-				break
-			}
-		}
-		at := time.Now()
-		restored, err := f.inject(ctx, c, e)
-		if err != nil {
-			row.Err = err
-			rows = append(rows, row)
-			break
-		}
-		row.Down = restored.Sub(at)
-		row.Recovery, row.Err = recovery(ctx, ld, tl, at, restored, 60*time.Second)
-		if row.Err == nil {
-			row.Err = allReady(ctx, c, 60*time.Second)
-		}
-		sleepCtx(ctx, o.Settle)
-		row.Verdict = check(ctx, ld, tl, smp, rdb, false)
-		fmt.Fprintf(out, "chaos: %s: down %s, recovered in %s, %s\n", f.Name, round(row.Down), round(row.Recovery), summary(row))
-		rows = append(rows, row)
-	}
-
+	r := &run{o: o, c: c, ld: ld, tl: tl, smp: smp, rdb: rdb, out: out}
+	rows := r.faults(ctx, faults)
 	if len(steps) > 0 && ctx.Err() == nil {
 		rows = append(rows, runNemesis(ctx, o, c, ld, tl, smp, rdb, steps, out))
 	}
-
 	if mt != nil {
-		mt.mu.Lock()
-		bad := growth(mt.samples, o.Growth, unjudged)
-		mt.mu.Unlock()
-		row := Row{Fault: "memory", What: fmt.Sprintf("every process's RSS and goroutines at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
-		if len(bad) > 0 {
-			row.Err = errors.New(strings.Join(bad, "; "))
-		}
-		res := "every process within the limit"
-		if row.Err != nil {
-			res = "FAILED: " + row.Err.Error()
-		}
-		fmt.Fprintf(out, "chaos: memory: %s\n", res)
-		svg := strings.TrimSuffix(mt.csv, ".csv") + ".svg"
-		title := fmt.Sprintf("RSS and goroutines of every process, seed %d, %s of nemesis at %.0f people/s", o.Seed, o.Nemesis, o.Rate)
-		if err := PlotMeter(mt.csv, svg, title); err != nil {
-			fmt.Fprintf(out, "chaos: memory: no plot: %v\n", err)
-		} else {
-			fmt.Fprintf(out, "chaos: memory: plotted in %s\n", svg)
-		}
-		rows = append(rows, row)
+		rows = append(rows, memoryRow(o, mt, out))
 	}
 
 	// The end: no one new comes; everyone still in line is served.
@@ -489,6 +389,143 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	rows = append(rows, final)
 	table(out, rows, ld)
 	return rows, ctx.Err()
+}
+
+// defaults fills the options left at zero.
+func (o *Options) defaults() {
+	if o.Rate <= 0 {
+		o.Rate = 20
+	}
+	if o.Settle <= 0 {
+		o.Settle = 5 * time.Second
+	}
+	if o.MaxPeople <= 0 {
+		o.MaxPeople = 20000
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = 15 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.AimSlack < 1 {
+		o.AimSlack = 1
+	}
+	if o.Growth <= 1 {
+		o.Growth = 1.1
+	}
+	if o.ProduceTimeout <= 0 {
+		o.ProduceTimeout = 5 * time.Second
+	}
+}
+
+// plan picks the faults, draws the clocks' skews into the cluster's
+// environment and the nemesis's schedule from the seed, and prints both.
+func plan(o *Options, out io.Writer) ([]Fault, []Step, error) {
+	faults, err := pickFor(o.Faults, o.Cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Nemesis > 0 && !o.Cluster.Isolate {
+		return nil, nil, errors.New("the nemesis needs an isolated cluster (Cluster.Isolate)")
+	}
+	reps := Replicas{APIs: replicas(o.Cluster.APIs, 2), Consumers: replicas(o.Cluster.Consumers, 2),
+		Schedulers: replicas(o.Cluster.Schedulers, 3), Notifiers: replicas(o.Cluster.Notifiers, 2), Redis: 1}
+	if o.Cluster.Sentinel {
+		reps.Redis = 2
+	}
+	if skews := Skews(o.Seed, o.Skew, reps); len(skews) > 0 {
+		fmt.Fprintf(out, "chaos: clocks of seed %d, skewed up to ±%s: %s\n", o.Seed, o.Skew, skewLine(skews))
+		if o.Cluster.ProcEnv == nil {
+			o.Cluster.ProcEnv = map[string][]string{}
+		}
+		for name, d := range skews {
+			o.Cluster.ProcEnv[name] = append(o.Cluster.ProcEnv[name], "WR_CLOCK_OFFSET="+d.String())
+		}
+	}
+	var steps []Step
+	if o.Nemesis > 0 {
+		steps = Schedule(o.Seed, o.Nemesis, reps)
+		fmt.Fprintf(out, "chaos: nemesis of seed %d (WR_CHAOS_SEED=%d replays it): %d faults over %s, up to %d at once\n",
+			o.Seed, o.Seed, len(steps), o.Nemesis, overlapping(steps))
+		for _, s := range steps {
+			fmt.Fprintf(out, "  %s\n", s)
+		}
+	}
+	return faults, steps, nil
+}
+
+// run is what a chaos run's phases share: the cluster, the load and the
+// record, and the checks' state.
+type run struct {
+	o   Options
+	c   *cluster.Cluster
+	ld  *load
+	tl  *tail
+	smp *sampler
+	rdb redis.UniversalClient
+	out io.Writer
+}
+
+// faults injects each fault in turn, measures its recovery and checks every
+// invariant after it; the first fault that cannot be injected ends the list.
+func (r *run) faults(ctx context.Context, faults []Fault) []Row {
+	var rows []Row
+	for _, f := range faults {
+		if ctx.Err() != nil {
+			break
+		}
+		row := Row{Fault: f.Name, What: f.What, Aim: time.Duration(float64(f.Aim) * r.o.AimSlack)}
+		fmt.Fprintf(r.out, "chaos: %s %s: %s\n", time.Now().Format("15:04:05.000"), f.Name, f.What)
+		e := env{tail: r.tl, log: r.o.Log, out: r.out, load: r.ld}
+		if f.pick != nil {
+			if err := f.pick(ctx, r.c, &e); err != nil {
+				row.Err = err
+				return append(rows, row)
+			}
+		}
+		at := time.Now()
+		restored, err := f.inject(ctx, r.c, e)
+		if err != nil {
+			row.Err = err
+			return append(rows, row)
+		}
+		row.Down = restored.Sub(at)
+		row.Recovery, row.Err = recovery(ctx, r.ld, r.tl, at, restored, 60*time.Second)
+		if row.Err == nil {
+			row.Err = allReady(ctx, r.c, 60*time.Second)
+		}
+		sleepCtx(ctx, r.o.Settle)
+		row.Verdict = check(ctx, r.ld, r.tl, r.smp, r.rdb, false)
+		fmt.Fprintf(r.out, "chaos: %s: down %s, recovered in %s, %s\n", f.Name, round(row.Down), round(row.Recovery), summary(row))
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// memoryRow judges the meter's samples (every process's RSS and goroutines
+// within o.Growth from a third of the way in) and plots them.
+func memoryRow(o Options, mt *meter, out io.Writer) Row {
+	mt.mu.Lock()
+	bad := growth(mt.samples, o.Growth, unjudged)
+	mt.mu.Unlock()
+	row := Row{Fault: "memory", What: fmt.Sprintf("every process's RSS and goroutines at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
+	if len(bad) > 0 {
+		row.Err = errors.New(strings.Join(bad, "; "))
+	}
+	res := "every process within the limit"
+	if row.Err != nil {
+		res = "FAILED: " + row.Err.Error()
+	}
+	fmt.Fprintf(out, "chaos: memory: %s\n", res)
+	svg := strings.TrimSuffix(mt.csv, ".csv") + ".svg"
+	title := fmt.Sprintf("RSS and goroutines of every process, seed %d, %s of nemesis at %.0f people/s", o.Seed, o.Nemesis, o.Rate)
+	if err := PlotMeter(mt.csv, svg, title); err != nil {
+		fmt.Fprintf(out, "chaos: memory: no plot: %v\n", err)
+	} else {
+		fmt.Fprintf(out, "chaos: memory: plotted in %s\n", svg)
+	}
+	return row
 }
 
 // check runs every invariant check now.
