@@ -351,7 +351,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	go tl.run(bg)
 	rdb := c.RedisClient(redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
-	smp := &sampler{rdb: rdb, items: map[string]int64{}, max: map[string]int64{}}
+	smp := &sampler{rdb: rdb, items: map[string]int64{}, max: map[string]int64{}, out: out}
 	for _, id := range Items {
 		smp.items[id] = Policy.MaxActive
 	}

@@ -3,14 +3,17 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -273,14 +276,26 @@ func (l *load) knownStatus(ctx context.Context, url string, patience time.Durati
 }
 
 // sampler watches each item's admitted set (ZCARD, straight from Redis)
-// against its maxActive, every 50 ms, while Redis answers.
+// against its maxActive, every 50 ms, while Redis answers and the view is
+// one anybody reads: an item being rebuilt on its own (view.LostKey) and the
+// whole view while its marker (view.MarkerKey) is not ready are skipped.
+// A rebuild replays the record into the emptied view and drops the
+// admissions expired by now only when it settles, so mid-replay an admitted
+// set holds everyone admitted over the last session TTL; no service reads
+// it then (they answer VIEW_REBUILDING until the marker is ready again).
+// The marker is read before and after the ZCARD, and the sample counts only
+// when both read ready with the same generation: no rebuild started (a
+// rebuild writes a new generation) while the set was counted.
 type sampler struct {
 	rdb   redis.UniversalClient
 	items map[string]int64 // item -> maxActive
+	out   io.Writer        // where a sample over the cap is described (nil: nowhere)
 
-	mu   sync.Mutex
-	max  map[string]int64
-	over int
+	mu     sync.Mutex
+	max    map[string]int64
+	over   int
+	told   int // samples over the cap described on out
+	unread int // samples over the cap skipped: the view was not ready
 }
 
 func (s *sampler) run(ctx context.Context) {
@@ -293,20 +308,87 @@ func (s *sampler) run(ctx context.Context) {
 		case <-t.C:
 		}
 		for item, limit := range s.items {
-			n, err := s.rdb.ZCard(ctx, "wr:{"+item+"}:admitted").Result()
-			if err != nil || rebuilding(ctx, s.rdb, item) {
-				continue
-			}
-			s.mu.Lock()
-			if n > s.max[item] {
-				s.max[item] = n
-			}
-			if n > limit {
-				s.over++
-			}
-			s.mu.Unlock()
+			s.sample(ctx, item, limit)
 		}
 	}
+}
+
+// sample reads item's admitted set once and counts it if the view was
+// ready throughout the read.
+func (s *sampler) sample(ctx context.Context, item string, limit int64) {
+	before, err := readMarker(ctx, s.rdb)
+	if err != nil {
+		return
+	}
+	n, err := s.rdb.ZCard(ctx, "wr:{"+item+"}:admitted").Result()
+	if err != nil {
+		return
+	}
+	after, err := readMarker(ctx, s.rdb)
+	if err != nil {
+		return
+	}
+	read := before.ready() && before == after && !rebuilding(ctx, s.rdb, item)
+	if !read {
+		if n > limit {
+			s.mu.Lock()
+			s.unread++
+			tell := s.unread == 1 && s.out != nil // the first, to show what was skipped
+			s.mu.Unlock()
+			if tell {
+				s.describe(ctx, item, n, limit, after, "not counted: no service reads the view then")
+			}
+		}
+		return
+	}
+	s.mu.Lock()
+	if n > s.max[item] {
+		s.max[item] = n
+	}
+	tell := n > limit && s.told < 10 && s.out != nil
+	if n > limit {
+		s.over++
+		if tell {
+			s.told++
+		}
+	}
+	s.mu.Unlock()
+	if tell {
+		s.describe(ctx, item, n, limit, before, "counted")
+	}
+}
+
+// marker is the view marker's state and generation.
+type marker struct{ state, gen string }
+
+func (m marker) ready() bool { return m.state == view.Ready }
+
+func readMarker(ctx context.Context, rdb redis.UniversalClient) (marker, error) {
+	v, err := rdb.HMGet(ctx, view.MarkerKey, "state", "gen").Result()
+	if err != nil {
+		return marker{}, err
+	}
+	var m marker
+	m.state, _ = v[0].(string)
+	m.gen, _ = v[1].(string)
+	return m, nil
+}
+
+// describe writes what a sample over the cap saw: the members of the
+// admitted set with their expiries, to tell an admission past the cap from
+// one that should have gone.
+func (s *sampler) describe(ctx context.Context, item string, n, limit int64, m marker, what string) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, "wr:{"+item+"}:admitted", 0, -1).Result()
+	if err != nil {
+		fmt.Fprintf(s.out, "sampler: %s admitted %d > %d (view %q %s; %s): read the members: %v\n", item, n, limit, m.state, m.gen, what, err)
+		return
+	}
+	now := time.Now().UnixMilli()
+	var b strings.Builder
+	for _, z := range zs {
+		fmt.Fprintf(&b, " %v@%+.1fs", z.Member, float64(int64(z.Score)-now)/1000)
+	}
+	fmt.Fprintf(s.out, "sampler: %s admitted %d > %d (view %q %s; %s), members (expiry from now):%s\n", item, n, limit, m.state, m.gen, what, b.String())
 }
 
 func (s *sampler) fill(v *verdict) {
