@@ -138,6 +138,21 @@ func OAuthToken(ctx context.Context, s config.KafkaSecurity) (string, error) {
 // certificate. Retrying will not help; the process should stop and say so.
 var ErrAuth = errors.New("kafka refused our credentials")
 
+// NewChecked makes a client of opts for what (named in its errors) and
+// Checks it against the cluster (closed again when refused): every service's
+// start-up producer.
+func NewChecked(ctx context.Context, k config.Kafka, what string, opts ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka %s: %w", what, err)
+	}
+	if err := Check(ctx, cl, k); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}
+
 // checkTimeout bounds Check: an unreachable Kafka is not its business.
 const checkTimeout = 10 * time.Second
 

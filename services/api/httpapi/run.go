@@ -177,20 +177,12 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 // newProducer is the api's producer of registrations, checked against the
 // cluster.
 func newProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
-	prod, err := kgo.NewClient(append(base,
+	return kclient.NewChecked(ctx, cfg.Kafka, "producer", append(base,
 		kgo.DefaultProduceTopic(topics.Registrations),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.ProduceLinger),
 		kgo.RecordRetries(10),
 	)...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka producer: %w", err)
-	}
-	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
-		prod.Close()
-		return nil, err
-	}
-	return prod, nil
 }
 
 // service is what Run serves: the HTTP engine and the loops beside it.

@@ -166,15 +166,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 // newDLQProducer is the producer of the dead-letter topics, checked against
 // the cluster.
 func newDLQProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka dlq producer: %w", err)
-	}
-	if err := kclient.Check(ctx, cl, cfg.Kafka); err != nil {
-		cl.Close()
-		return nil, err
-	}
-	return cl, nil
+	return kclient.NewChecked(ctx, cfg.Kafka, "dlq producer", append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
 }
 
 // groupConsumers are the group members that consume waitroom.registrations

@@ -200,13 +200,5 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 // newProducer is the scheduler's producer (admission events, item states,
 // operations), checked against the cluster.
 func newProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
-	prod, err := kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka producer: %w", err)
-	}
-	if err := kclient.Check(ctx, prod, cfg.Kafka); err != nil {
-		prod.Close()
-		return nil, err
-	}
-	return prod, nil
+	return kclient.NewChecked(ctx, cfg.Kafka, "producer", append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
 }
