@@ -25,7 +25,8 @@ type positions struct {
 	view       *view.Watcher
 	fresh      time.Duration
 	exactEvery time.Duration
-	max        int // tokens kept; a full shard forgets half of what it holds
+	max        int           // tokens kept; a full shard forgets half of what it holds
+	timeout    time.Duration // bounds a read of an item's motion (the status timeout)
 	now        func() time.Time
 	seed       maphash.Seed
 	shards     [64]posShard
@@ -61,8 +62,11 @@ type motion struct {
 	gen string
 }
 
-func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, max int) *positions {
-	p := &positions{line: line, view: w, fresh: fresh, exactEvery: exactEvery, max: max, now: time.Now,
+func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, max int, timeout time.Duration) *positions {
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	p := &positions{line: line, view: w, fresh: fresh, exactEvery: exactEvery, max: max, timeout: timeout, now: time.Now,
 		seed: maphash.MakeSeed(), items: map[string]*motion{}}
 	for i := range p.shards {
 		p.shards[i].m = map[string]posEntry{}
@@ -125,6 +129,8 @@ func (p *positions) motion(ctx context.Context, item, gen string, now time.Time)
 	if mo.gen == gen && !mo.at.IsZero() && now.Sub(mo.at) < p.fresh {
 		return mo.m, true
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	m, err := p.line.Motion(ctx, item) // confirmed against the view (viewLine)
 	if err != nil {
 		mo.at = time.Time{}

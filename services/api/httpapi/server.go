@@ -116,7 +116,7 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
 	s.blocks = newBlockGate(opt.Blocks, reg)
 	if opt.StatusExactEvery > 0 {
-		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens)
+		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens, opt.StatusTimeout)
 	}
 	return s
 }
@@ -317,12 +317,15 @@ func (s *Server) status(c *gin.Context) {
 		writeJSON(c, http.StatusOK, resp.appendJSON)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
-	defer cancel()
+	// Each Redis read below bounds itself by StatusTimeout: an answer from
+	// memory, the common case, sets no timer.
+	ctx := c.Request.Context()
 	st, err := s.readStatus(ctx, q)
 	resumed := ""
 	if err == nil && st.State == queue.Duplicated && st.TokenID != "" && q.Proven() {
-		q, resumed, st, err = s.resume(ctx, q, st.TokenID)
+		rctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
+		q, resumed, st, err = s.resume(rctx, q, st.TokenID)
+		cancel()
 	}
 	if s.refuseView(c, q.ItemID, err) {
 		return
@@ -371,21 +374,26 @@ func (s *Server) status(c *gin.Context) {
 }
 
 // readStatus reads where q's registration stands: from memory when an exact
-// read of it is recent enough (positions), else exactly.
+// read of it is recent enough (positions), else exactly. A read from Redis
+// (the exact one, or the item's motion) is bounded by StatusTimeout.
 func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, error) {
 	if s.pos == nil {
+		ctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
+		defer cancel()
 		return s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	}
 	if st, ok := s.pos.status(ctx, q.ItemID, q.TokenID, s.exactEvery(q.ItemID)); ok {
-		s.m.statusReads.WithLabelValues("memory").Inc()
+		s.m.readsMemory.Inc()
 		return st, nil
 	}
 	gen := s.pos.gen(q.ItemID)
+	ctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
+	defer cancel()
 	st, err := s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	if err != nil {
 		return st, err
 	}
-	s.m.statusReads.WithLabelValues("exact").Inc()
+	s.m.readsExact.Inc()
 	s.pos.remember(q.ItemID, q.TokenID, st, gen)
 	return st, nil
 }
@@ -443,7 +451,10 @@ type metrics struct {
 	produceErrors prometheus.Counter
 	viewRefused   prometheus.Counter
 	statusReads   *prometheus.CounterVec
-	guard         *prometheus.CounterVec
+	// The two children of statusReads, resolved once: a read counts without a
+	// label lookup.
+	readsMemory, readsExact prometheus.Counter
+	guard                   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -462,6 +473,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.statusReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "waitroom_api_status_reads_total", Help: "Status reads of registrations, by source: exact (Redis) or memory (moved by the item's head).",
 	}, []string{"source"})
+	m.readsMemory, m.readsExact = m.statusReads.WithLabelValues("memory"), m.statusReads.WithLabelValues("exact")
 	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads)
 	m.guard = newGuardMetric(reg)
 	return m
