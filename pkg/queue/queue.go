@@ -46,7 +46,9 @@ func KeysFor(item string) Keys {
 }
 
 // withPrelude is a script's source with the prelude's shared rules before it.
-func withPrelude(src string) string { return prelude + src }
+func withPrelude(src string) string {
+	return prelude + src
+}
 
 // ActiveItems is the registry of items with a live line: the scheduler's work
 // list, so nothing ever needs KEYS or SCAN.

@@ -163,45 +163,19 @@ func (e env) busiestConsumer(ctx context.Context, c *cluster.Cluster) (int, erro
 
 // Faults lists every fault the suite knows, in the order it injects them.
 func Faults() []Fault {
-	// restart kills the target and starts it again, as an orchestrator would.
-	restart := func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
-		if err := e.target.Kill(); err != nil {
-			return time.Time{}, err
-		}
-		err := c.Restart(ctx, e.target)
-		return time.Now(), err
-	}
-	proc := func(p func(c *cluster.Cluster) *cluster.Proc) func(context.Context, *cluster.Cluster, *env) error {
-		return func(_ context.Context, c *cluster.Cluster, e *env) error {
-			e.target = p(c)
-			return nil
-		}
-	}
-	leading := func(_ context.Context, c *cluster.Cluster, e *env) error {
-		var err error
-		e.target, err = leader(c)
-		return err
-	}
-	busiest := func(ctx context.Context, c *cluster.Cluster, e *env) error {
-		i, err := e.busiestConsumer(ctx, c)
-		if err == nil {
-			e.link, e.target = i, c.Consumers[i]
-		}
-		return err
-	}
 	return []Fault{
 		{Name: "api", What: "kill -9 of api-1, restarted", Aim: 5 * time.Second,
-			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.APIs[0] }), inject: restart},
+			pick: pickProc(func(c *cluster.Cluster) *cluster.Proc { return c.APIs[0] }), inject: restartTarget},
 		{Name: "consumer", What: "kill -9 of the consumer owning most of the load's partitions, restarted", Aim: 5 * time.Second,
-			pick: busiest, inject: restart},
+			pick: pickBusiest, inject: restartTarget},
 		{Name: "scheduler", What: "kill -9 of the scheduler replica admitting the load, restarted", Aim: 5 * time.Second,
-			pick: leading, inject: restart},
+			pick: pickLeader, inject: restartTarget},
 		{Name: "notifier", What: "kill -9 of notifier-1, restarted", Aim: 5 * time.Second,
-			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Notifiers[0] }), inject: restart},
+			pick: pickProc(func(c *cluster.Cluster) *cluster.Proc { return c.Notifiers[0] }), inject: restartTarget},
 		{Name: "kafka", What: "kill -9 of the Kafka process, restarted from its data dir",
-			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Kafka }), inject: restart},
+			pick: pickProc(func(c *cluster.Cluster) *cluster.Proc { return c.Kafka }), inject: restartTarget},
 		{Name: "redis-aof", What: "kill -9 of redis-server, restarted from its AOF",
-			pick: proc(func(c *cluster.Cluster) *cluster.Proc { return c.Redis }), inject: restart},
+			pick: pickProc(func(c *cluster.Cluster) *cluster.Proc { return c.Redis }), inject: restartTarget},
 		{Name: "redis-empty", What: "kill -9 of redis-server, restarted empty (the view is rebuilt from Kafka)",
 			inject: func(ctx context.Context, c *cluster.Cluster, _ env) (time.Time, error) {
 				if err := c.Redis.Kill(); err != nil {
@@ -214,7 +188,7 @@ func Faults() []Fault {
 				return time.Now(), err
 			}},
 		{Name: "scheduler-stop", What: "SIGSTOP of the scheduler replica admitting the load past its lock expiry, then SIGCONT", Aim: 5 * time.Second,
-			pick: leading,
+			pick: pickLeader,
 			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
 				if err := e.target.Pause(); err != nil {
 					return time.Time{}, err
@@ -223,7 +197,7 @@ func Faults() []Fault {
 				return time.Now(), e.target.Resume()
 			}},
 		{Name: "consumer-cut", What: "the consumer owning most of the load's partitions cut off from Redis for 10 s", Aim: 15 * time.Second,
-			pick: busiest,
+			pick: pickBusiest,
 			inject: func(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
 				links := []*cluster.Link{c.RedisLinks[e.link]}
 				if e.target.Net != nil {
@@ -242,6 +216,41 @@ func Faults() []Fault {
 			sentinel: true, inject: failover},
 		zoneLoss(cluster.Zones[0]),
 	}
+}
+
+// restartTarget kills the fault's target and starts it again, as an
+// orchestrator would.
+func restartTarget(ctx context.Context, c *cluster.Cluster, e env) (time.Time, error) {
+	if err := e.target.Kill(); err != nil {
+		return time.Time{}, err
+	}
+	err := c.Restart(ctx, e.target)
+	return time.Now(), err
+}
+
+// pickProc picks the process p names as the fault's target.
+func pickProc(p func(c *cluster.Cluster) *cluster.Proc) func(context.Context, *cluster.Cluster, *env) error {
+	return func(_ context.Context, c *cluster.Cluster, e *env) error {
+		e.target = p(c)
+		return nil
+	}
+}
+
+// pickLeader picks the scheduler replica admitting the load.
+func pickLeader(_ context.Context, c *cluster.Cluster, e *env) error {
+	var err error
+	e.target, err = leader(c)
+	return err
+}
+
+// pickBusiest picks the consumer owning most of the load's partitions, and
+// its Redis link.
+func pickBusiest(ctx context.Context, c *cluster.Cluster, e *env) error {
+	i, err := e.busiestConsumer(ctx, c)
+	if err == nil {
+		e.link, e.target = i, c.Consumers[i]
+	}
+	return err
 }
 
 // leader finds the scheduler replica that is admitting the load now: the

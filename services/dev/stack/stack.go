@@ -259,20 +259,8 @@ type serviceConfigs struct {
 // Kafka and Redis are, the stack's options, a quicker drain, and the
 // development keys, which the dev stack alone may use.
 func configs(o Options) (serviceConfigs, error) {
-	var c serviceConfigs
-	var errs [4]error
-	if o.Env {
-		c.api, errs[0] = config.Load[httpapi.Config]()
-		c.consumer, errs[1] = config.Load[ingest.Config]()
-		c.scheduler, errs[2] = config.Load[admission.Config]()
-		c.notifier, errs[3] = config.Load[sse.Config]()
-	} else {
-		c.api, errs[0] = config.Defaults[httpapi.Config]()
-		c.consumer, errs[1] = config.Defaults[ingest.Config]()
-		c.scheduler, errs[2] = config.Defaults[admission.Config]()
-		c.notifier, errs[3] = config.Defaults[sse.Config]()
-	}
-	if err := errors.Join(errs[:]...); err != nil {
+	c, err := loadConfigs(o.Env)
+	if err != nil {
 		return c, err
 	}
 	where := func(k *config.Kafka, r *config.Redis, h *config.HTTP) {
@@ -303,6 +291,33 @@ func configs(o Options) (serviceConfigs, error) {
 			*t = []string{"127.0.0.1/32", "::1/128"}
 		}
 	}
+	return c, c.apply(o)
+}
+
+// loadConfigs is each service's config from the environment (env) or from
+// its defaults alone.
+func loadConfigs(env bool) (serviceConfigs, error) {
+	var c serviceConfigs
+	var errs [4]error
+	if env {
+		c.api, errs[0] = config.Load[httpapi.Config]()
+		c.consumer, errs[1] = config.Load[ingest.Config]()
+		c.scheduler, errs[2] = config.Load[admission.Config]()
+		c.notifier, errs[3] = config.Load[sse.Config]()
+	} else {
+		c.api, errs[0] = config.Defaults[httpapi.Config]()
+		c.consumer, errs[1] = config.Defaults[ingest.Config]()
+		c.scheduler, errs[2] = config.Defaults[admission.Config]()
+		c.notifier, errs[3] = config.Defaults[sse.Config]()
+	}
+	return c, errors.Join(errs[:]...)
+}
+
+// apply sets what the stack's options ask for beyond where Kafka and Redis
+// are: the tests' per-token buckets off, the page's target, the tick and
+// flush intervals, the admin token and assertion settings, and the
+// development keys of bypass codes and draws.
+func (c *serviceConfigs) apply(o Options) error {
 	if !o.Env {
 		// The tests read a token's status, verify its admission and leave
 		// every few ms, far past a page's pace (the per-token buckets);
@@ -333,12 +348,12 @@ func configs(o Options) (serviceConfigs, error) {
 	if c.api.BypassPublicKey == "" {
 		pub, err := bypass.PublicOf(c.scheduler.BypassKey)
 		if err != nil {
-			return c, fmt.Errorf("WR_BYPASS_KEY: %w", err)
+			return fmt.Errorf("WR_BYPASS_KEY: %w", err)
 		}
 		c.api.BypassPublicKey = pub
 	}
 	c.scheduler.DrawKey = or(o.DrawKey, or(c.scheduler.DrawKey, DevDrawKey))
-	return c, nil
+	return nil
 }
 
 // DevDrawKey is the development stack's WR_DRAW_KEY (draw.DevKey).

@@ -582,18 +582,27 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 				return
 			}
 		}
-		for i, d := range items {
-			if parts[i] == nil || len(parts[i]) > 0 {
-				continue
-			}
-			page, err := s.line.AdmitPage(pctx, d.item, queue.UnpublishedPage)
-			if err != nil {
-				s.log.Warn("read unpublished admissions; they go out with the next tick", zap.String("item", d.item), zap.Error(err))
-			}
-			parts[i] = nil
-			if len(page) > 0 {
-				parts[i] = event(d, page)
-			}
+		s.nextPages(pctx, items, parts, event)
+	}
+}
+
+// nextPages reads the next page of unpublished admissions of each item whose
+// events were all sent and acknowledged while it has more (an empty, non-nil
+// parts[i]), and makes its events; an item with no more, or whose page
+// cannot be read, is done (nil) until the next tick.
+func (s *Scheduler) nextPages(ctx context.Context, items []dueItem, parts [][]topics.AdmissionEvent,
+	event func(dueItem, []queue.Admit) []topics.AdmissionEvent) {
+	for i, d := range items {
+		if parts[i] == nil || len(parts[i]) > 0 {
+			continue
+		}
+		page, err := s.line.AdmitPage(ctx, d.item, queue.UnpublishedPage)
+		if err != nil {
+			s.log.Warn("read unpublished admissions; they go out with the next tick", zap.String("item", d.item), zap.Error(err))
+		}
+		parts[i] = nil
+		if len(page) > 0 {
+			parts[i] = event(d, page)
 		}
 	}
 }
