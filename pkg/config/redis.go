@@ -1,12 +1,15 @@
 package config
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -204,4 +207,29 @@ func (r Redis) Describe() string {
 		return "cluster " + eps
 	}
 	return eps
+}
+
+// WaitClusterOK waits until every node of a Redis Cluster (addrs) says
+// cluster_state:ok, with every slot served and all len(addrs) nodes known:
+// what a cluster just created or a node just restarted must reach before it
+// is used. It gives up when ctx ends.
+func WaitClusterOK(ctx context.Context, addrs []string) error {
+	for _, addr := range addrs {
+		cl := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 500 * time.Millisecond})
+		for {
+			info, err := cl.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(addrs))+"\r") {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				_ = cl.Close()
+				return fmt.Errorf("redis cluster on %s not ok: %v\n%s: %w", addr, err, info, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		_ = cl.Close()
+	}
+	return nil
 }

@@ -150,7 +150,7 @@ func newCluster(masters int) (c *RedisCluster, stop func(), err error) {
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
 		return nil, stop, fmt.Errorf("redis-cli --cluster create %s: %w\n%s", strings.Join(c.Addrs, " "), err, out)
 	}
-	if err := c.waitOK(ctx); err != nil {
+	if err := config.WaitClusterOK(ctx, c.Addrs); err != nil {
 		return nil, stop, err
 	}
 	return c, stop, nil
@@ -192,29 +192,6 @@ func portFree(port int) bool {
 	}
 	_ = l.Close()
 	return true
-}
-
-// waitOK waits until every node sees the whole cluster with every slot served.
-func (c *RedisCluster) waitOK(ctx context.Context) error {
-	for _, n := range c.Nodes {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
-		var info string
-		var err error
-		for {
-			info, err = cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))+"\r") {
-				break
-			}
-			if ctx.Err() != nil {
-				_ = cl.Close()
-				return fmt.Errorf("redis cluster on %s not ok: %v\n%s", n.Addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		_ = cl.Close()
-	}
-	return nil
 }
 
 // Config is how a service reaches the cluster.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/config"
 )
 
 // Redis Cluster mode (Options.RedisCluster): three masters without
@@ -88,27 +89,14 @@ func redisDir(p *Proc) string {
 	return ""
 }
 
-// redisClusterOK waits until every master says cluster_state:ok with every
-// slot served and every other master known.
+// redisClusterOK waits until every master serves every slot and knows the
+// others.
 func (c *Cluster) redisClusterOK(ctx context.Context) error {
-	for _, p := range c.RedisNodes {
-		cl := redis.NewClient(&redis.Options{Addr: p.ReadyAddr, DialTimeout: 500 * time.Millisecond})
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.RedisNodes))+"\r") {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				cl.Close()
-				return fmt.Errorf("redis cluster on %s not ok: %v\n%s: %w", p.ReadyAddr, err, info, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		cl.Close()
+	addrs := make([]string, len(c.RedisNodes))
+	for i, p := range c.RedisNodes {
+		addrs[i] = p.ReadyAddr
 	}
-	return nil
+	return config.WaitClusterOK(ctx, addrs)
 }
 
 // RestartEmpty kills master p of the Redis Cluster (-9) and starts it
