@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -494,9 +495,12 @@ func (pr *frontProbe) stop() {
 // registerAt registers user on item through the front door and returns its
 // status and events URLs.
 func registerAt(ctx context.Context, cl *http.Client, base, item, user string) (status, events string, err error) {
+	// One requestId across the tries: a try whose answer was lost must not
+	// leave a second place nobody holds (as the load's registrations).
+	body := `{"userId":"` + user + `","requestId":"` + rand.Text() + `"}`
 	for try := 0; try < 20; try++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/items/"+item+"/registrations",
-			strings.NewReader(`{"userId":"`+user+`"}`))
+			strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := cl.Do(req)
 		if err == nil {
