@@ -259,6 +259,13 @@ const (
 	// window's registrations are placed by a committed-seed draw when it
 	// closes, behind everyone placed before.
 	ModeRandom = "random"
+	// ModeAuto is fifo that stays invisible while the item has room: a
+	// registration made through the kit (RegisterRequest's auto) is answered
+	// with the admission itself when the line is empty and the scheduler
+	// admits it within the api's short wait, so the visitor goes straight on
+	// to the site; once a line forms, everyone new goes behind it and waits
+	// on the page, in order, until the line drains.
+	ModeAuto = "auto"
 )
 
 // Bounds of the fairness fields.
@@ -288,7 +295,7 @@ func (s *ItemState) ModeOf() string {
 // ValidMode reports a known queue mode ("" is fifo).
 func ValidMode(m string) bool {
 	switch m {
-	case "", ModeFIFO, ModePassthrough, ModeReject, ModeRandom:
+	case "", ModeFIFO, ModePassthrough, ModeReject, ModeRandom, ModeAuto:
 		return true
 	}
 	return false
@@ -309,7 +316,7 @@ func (s *ItemState) Validate() error {
 	case s.Version <= 0:
 		return fmt.Errorf("%w: version %d is not positive", ErrInvalid, s.Version)
 	case !ValidMode(s.Mode):
-		return fmt.Errorf("%w: mode %q is not fifo, passthrough, reject or random", ErrInvalid, s.Mode)
+		return fmt.Errorf("%w: mode %q is not fifo, passthrough, reject, random or auto", ErrInvalid, s.Mode)
 	case len(s.RejectMessage) > MaxRejectMessage:
 		return fmt.Errorf("%w: rejectMessage longer than %d bytes", ErrInvalid, MaxRejectMessage)
 	case len(s.Notice) > MaxNotice:

@@ -32,7 +32,7 @@ type State struct {
 	Name    *string `json:"name,omitempty"`
 	Stock   *int64  `json:"stock,omitempty"` // topics.Unlimited (-1) or how many are left
 	Enabled *bool   `json:"enabled,omitempty"`
-	// Mode is the queue mode: fifo, passthrough or reject (topics.Mode*).
+	// Mode is the queue mode: fifo, passthrough, reject, random or auto (topics.Mode*).
 	Mode *string `json:"mode,omitempty"`
 	// RejectMessage is what registrations refused in reject mode are told.
 	RejectMessage *string `json:"rejectMessage,omitempty"`
@@ -95,7 +95,7 @@ func (s *State) Check() *Error {
 	case s.Stock != nil && *s.Stock < topics.Unlimited:
 		return fieldErr("stock", "%d is below -1 (unlimited)", *s.Stock)
 	case s.Mode != nil && (*s.Mode == "" || !topics.ValidMode(*s.Mode)):
-		return fieldErr("mode", "%q is not fifo, passthrough, reject or random", *s.Mode)
+		return fieldErr("mode", "%q is not fifo, passthrough, reject, random or auto", *s.Mode)
 	case s.RejectMessage != nil && len(*s.RejectMessage) > topics.MaxRejectMessage:
 		return fieldErr("rejectMessage", "longer than %d bytes", topics.MaxRejectMessage)
 	case s.Notice != nil && len(*s.Notice) > topics.MaxNotice:

@@ -83,6 +83,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --paused                  # pause admission, keep the rate
   waitroomctl items set concert-2026 --paused=false            # resume at the rate it had
   waitroomctl items set concert-2026 --mode passthrough        # the room off: everyone in, still counted
+  waitroomctl items set concert-2026 --mode auto               # invisible until a line forms (the kit's auto entry)
   waitroomctl items set concert-2026 --mode reject --reject-message "Back at 10:00"
   waitroomctl items set concert-2026 --idle-timeout 2m         # release places nobody polls or streams for 2m
   waitroomctl items set concert-2026 --opens-at 2026-12-01T10:00:00Z   # pre-queue until then, then a draw
@@ -107,7 +108,7 @@ func (o *setItemOpts) flags(cmd *cobra.Command) {
 	f.Int64Var(&o.maxActive, "max-active", 0, "most people admitted at once; 0 means no cap")
 	f.DurationVar(&o.sessionTTL, "session-ttl", 0, "how long an admission lasts (whole seconds, up to 24h)")
 	f.BoolVar(&o.paused, "paused", false, "stop admission, keeping the rate (--paused=false resumes at it)")
-	f.StringVar(&o.mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused) or random (a committed-seed draw over each window)")
+	f.StringVar(&o.mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused), random (a committed-seed draw over each window) or auto (fifo, invisible while the item has room: the kit sends people straight on)")
 	f.StringVar(&o.rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
 	f.StringVar(&o.tplFile, "template-file", "", `the item's own waiting page: an HTML template with placeholders (docs/waiting-page.md), checked before it is sent ("" returns to the install's page)`)
 	f.StringVar(&o.notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)

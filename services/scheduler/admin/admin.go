@@ -143,7 +143,7 @@ type ItemView struct {
 	Enabled            bool                   `json:"enabled"`
 	Paused             bool                   `json:"paused"` // nobody is admitted: policy.paused, or ratePerSecond 0
 	Policy             topics.AdmissionPolicy `json:"policy"`
-	Mode               string                 `json:"mode"` // fifo, passthrough or reject
+	Mode               string                 `json:"mode"` // fifo, passthrough, reject, random or auto
 	RejectMessage      string                 `json:"rejectMessage,omitempty"`
 	Notice             string                 `json:"notice,omitempty"`
 	Template           string                 `json:"template,omitempty"`
