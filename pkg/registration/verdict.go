@@ -47,3 +47,17 @@ func Decide(item string, st topics.ItemState, known bool) error {
 	}
 	return nil
 }
+
+// DecideAuto is Decide for a registration that asks for auto entry (the
+// kit's): only an item in topics.ModeAuto takes one; any other item answers
+// 409 NOT_AUTO and nothing is recorded, so the kit sends the visitor to the
+// waiting page, which registers as usual.
+func DecideAuto(item string, st topics.ItemState, known bool) error {
+	if err := Decide(item, st, known); err != nil {
+		return err
+	}
+	if st.ModeOf() != topics.ModeAuto {
+		return refuse(http.StatusConflict, "NOT_AUTO", "the mode of "+item+" is "+st.ModeOf()+", not auto: register through the waiting page")
+	}
+	return nil
+}

@@ -113,6 +113,7 @@ type Kit struct {
 	flag          *flagSource
 	failMode      string
 	paused        http.Handler
+	auto          *autoState // nil: no auto entry (WithAutoEntry)
 }
 
 // Option configures a Kit.
@@ -406,18 +407,41 @@ func (k *Kit) call(ctx context.Context, path, raw, item string, out any) error {
 		return fmt.Errorf("waitroomkit: build request %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	var ae *APIError
+	err = k.do(req, out)
+	if err == nil || !errors.As(err, &ae) {
+		return err
+	}
+	switch {
+	case ae.Status == http.StatusGone:
+		return fmt.Errorf("%w: %w", ErrEnded, ae)
+	case ae.Status == http.StatusForbidden:
+		return fmt.Errorf("%w: %w", ErrOtherItem, ae)
+	case ae.Status == http.StatusUnauthorized && ae.Code == "TOKEN_EXPIRED":
+		return fmt.Errorf("%w: %w", ErrExpired, ae)
+	case ae.Status == http.StatusUnauthorized, ae.Status == http.StatusBadRequest:
+		return fmt.Errorf("%w: %w", ErrInvalid, ae)
+	default:
+		return fmt.Errorf("%w: %w", ErrUnavailable, ae)
+	}
+}
+
+// do sends req and decodes a 2xx answer into out. Any other answer is an
+// *APIError with the api's code; a request that got no answer is
+// ErrUnavailable.
+func (k *Kit) do(req *http.Request, out any) error {
 	resp, err := k.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: POST %s: %w", ErrUnavailable, path, err)
+		return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return fmt.Errorf("%w: read answer of %s: %w", ErrUnavailable, path, err)
+		return fmt.Errorf("%w: read answer of %s: %w", ErrUnavailable, req.URL.Path, err)
 	}
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode/100 == 2 {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%w: decode answer of %s: %w", ErrUnavailable, path, err)
+			return fmt.Errorf("%w: decode answer of %s: %w", ErrUnavailable, req.URL.Path, err)
 		}
 		return nil
 	}
@@ -425,19 +449,7 @@ func (k *Kit) call(ctx context.Context, path, raw, item string, out any) error {
 		Error struct{ Code, Message string } `json:"error"`
 	}
 	_ = json.Unmarshal(b, &e) // a body that is no error object leaves the code empty
-	ae := &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
-	switch {
-	case resp.StatusCode == http.StatusGone:
-		return fmt.Errorf("%w: %w", ErrEnded, ae)
-	case resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%w: %w", ErrOtherItem, ae)
-	case resp.StatusCode == http.StatusUnauthorized && ae.Code == "TOKEN_EXPIRED":
-		return fmt.Errorf("%w: %w", ErrExpired, ae)
-	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusBadRequest:
-		return fmt.Errorf("%w: %w", ErrInvalid, ae)
-	default:
-		return fmt.Errorf("%w: %w", ErrUnavailable, ae)
-	}
+	return &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 }
 
 func (k *Kit) completed(tokenID string) bool {

@@ -86,6 +86,9 @@ func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http
 					if from == "cookie" && !errors.Is(err, ErrUnavailable) {
 						k.clearCookie(w, r, item)
 					}
+					if !errors.Is(err, ErrUnavailable) && k.enter(w, r, next, item) {
+						return
+					}
 					k.deny(w, r, item, err)
 					return
 				}
@@ -157,9 +160,11 @@ func (k *Kit) deny(w http.ResponseWriter, r *http.Request, item string, err erro
 
 // cookieName is the cookie of item: the prefix and the item with every
 // character a cookie name cannot hold replaced by '_'.
-func (k *Kit) cookieName(item string) string {
-	b := []byte(k.cookie + "_" + item)
-	for i := len(k.cookie) + 1; i < len(b); i++ {
+func (k *Kit) cookieName(item string) string { return cookieNameOf(k.cookie, item) }
+
+func cookieNameOf(prefix, item string) string {
+	b := []byte(prefix + "_" + item)
+	for i := len(prefix) + 1; i < len(b); i++ {
 		c := b[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
 			b[i] = '_'

@@ -23,6 +23,8 @@ func (r *RegisterResponse) appendJSON(b []byte) []byte {
 	b = field(b, `,"eventsUrl":`, r.EventsURL)
 	b = intField(b, `,"drawAt":`, r.DrawAt)
 	b = intField(b, `,"opensAt":`, r.OpensAt)
+	b = optField(b, `,"admissionToken":`, r.AdmissionToken)
+	b = optField(b, `,"expiresAt":`, r.ExpiresAt)
 	return append(b, '}')
 }
 

@@ -21,6 +21,10 @@ type RegisterRequest struct {
 	// retry whose first answer was lost gets the same place back (see
 	// tokenIDFor) instead of a second one nobody holds.
 	RequestID string `json:"requestId,omitempty"`
+	// Auto asks for auto entry (the kit's): the item must be in mode auto
+	// (else 409 NOT_AUTO, nothing recorded), and while it has room the
+	// answer waits a moment for the scheduler and carries the admission.
+	Auto bool `json:"auto,omitempty"`
 }
 
 // MinRequestIDLen is the shortest requestId: it stands for the place until

@@ -61,6 +61,10 @@ type Config struct {
 	StatusExactEvery time.Duration `env:"WR_STATUS_EXACT_EVERY" envDefault:"60s"`
 	MotionFresh      time.Duration `env:"WR_STATUS_MOTION_FRESH" envDefault:"250ms"`
 	StatusTokens     int           `env:"WR_STATUS_TOKENS" envDefault:"1000000"`
+	// AutoWait is how long an auto registration (the kit's, for an item in
+	// mode auto with room) waits for the scheduler's next ticks before it is
+	// answered QUEUED and the visitor sent to the page (0: always the page).
+	AutoWait time.Duration `env:"WR_AUTO_WAIT" envDefault:"1s"`
 	// SeenFlush is how often the polls of items with an idleTimeout reach
 	// Redis as signs of life (one ZADD per item).
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
@@ -100,6 +104,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_REFUSED_FLUSH must not be negative (0: the default 5s), not %s", c.RefusedFlush)
 	case c.SeenFlush < 0:
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
+	case c.AutoWait < 0 || c.AutoWait > 10*time.Second:
+		return fmt.Errorf("WR_AUTO_WAIT must be in [0, 10s], not %s", c.AutoWait)
 	case c.StatusTokens <= 0:
 		return fmt.Errorf("WR_STATUS_TOKENS must be positive, not %d", c.StatusTokens)
 	case len(c.Kafka.Brokers) == 0:
@@ -230,7 +236,7 @@ func (s *service) build(ctx context.Context, rdb redis.UniversalClient, admit *t
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: s.seen,
-		Guard: guard, Refusals: s.refusals,
+		Guard: guard, Refusals: s.refusals, AutoWait: cfg.AutoWait,
 	}, reg, log)
 	srv.now = cfg.Clock.Now
 	s.engine = httpserver.New(log, reg, s.ready)

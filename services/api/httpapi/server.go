@@ -75,6 +75,10 @@ type Options struct {
 	// Refusals, when set, counts refused registrations per item and code
 	// for the console (its Run flushes them).
 	Refusals *Refusals
+	// AutoWait is how long an auto registration (RegisterRequest.Auto) of
+	// an item with room waits for the scheduler to admit it (0: never
+	// waits, every auto registration is answered QUEUED).
+	AutoWait time.Duration
 }
 
 // Server serves the registration routes.
@@ -146,6 +150,10 @@ type RegisterResponse struct {
 	// is due; OpensAt the sale's opening, when it is scheduled.
 	DrawAt  int64 `json:"drawAt,omitempty"`
 	OpensAt int64 `json:"opensAt,omitempty"`
+	// AdmissionToken and ExpiresAt answer an auto registration the
+	// scheduler admitted within the api's wait (status ADMITTED, 200).
+	AdmissionToken string `json:"admissionToken,omitempty"`
+	ExpiresAt      string `json:"expiresAt,omitempty"`
 }
 
 func (s *Server) register(c *gin.Context) {
@@ -183,7 +191,11 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	st, known := s.items.Get(item)
-	if err := registration.Decide(item, st, known); err != nil {
+	decide := registration.Decide
+	if req.Auto {
+		decide = registration.DecideAuto
+	}
+	if err := decide(item, st, known); err != nil {
 		registration.Abort(c, err)
 		return
 	}
@@ -208,11 +220,15 @@ func (s *Server) register(c *gin.Context) {
 		window, pre = registration.DrawWindow(st, time.UnixMilli(ev.RequestedAt))
 	}
 	ev.Window = window
+	// Read before the record is sent: a line that formed before this
+	// registration means it waits behind it, on the page.
+	room := req.Auto && !pre && s.hasRoom(c.Request.Context(), item, st)
 	rec, ok := s.produce(c, &ev)
 	if !ok {
 		return
 	}
-	tok, err := s.signer.IssueQueue(token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Holder: holder, Partition: rec.Partition, Offset: rec.Offset}, s.opt.QueueTokenTTL)
+	q := token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Holder: holder, Partition: rec.Partition, Offset: rec.Offset}
+	tok, err := s.signer.IssueQueue(q, s.opt.QueueTokenTTL)
 	if err != nil {
 		s.log.Error("sign queue token", zap.Error(err))
 		registration.Abort(c, registration.Internal("could not sign the queue token"))
@@ -226,7 +242,35 @@ func (s *Server) register(c *gin.Context) {
 	if pre {
 		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, st.OpensAt
 	}
+	if req.Auto {
+		s.answerAuto(c, &resp, q, room)
+		return
+	}
 	writeJSON(c, http.StatusAccepted, resp.appendJSON)
+}
+
+// answerAuto answers an auto registration: 200 ADMITTED with the admission
+// when the item had room and the scheduler admitted the place within
+// AutoWait, else 202 QUEUED like any other.
+func (s *Server) answerAuto(c *gin.Context, resp *RegisterResponse, q token.Queue, room bool) {
+	if !room {
+		s.m.auto.WithLabelValues(autoLine).Inc()
+		writeJSON(c, http.StatusAccepted, resp.appendJSON)
+		return
+	}
+	a, ok := s.awaitAdmission(c.Request.Context(), q)
+	if !ok {
+		s.m.auto.WithLabelValues(autoLate).Inc()
+		writeJSON(c, http.StatusAccepted, resp.appendJSON)
+		return
+	}
+	if err := s.admitted(resp, q, a); err != nil {
+		s.log.Error("sign admission token", zap.Error(err))
+		registration.Abort(c, registration.Internal("could not sign the admission token"))
+		return
+	}
+	s.m.auto.WithLabelValues(autoAdmitted).Inc()
+	writeJSON(c, http.StatusOK, resp.appendJSON)
 }
 
 // tokenIDFor is a registration's tokenId: random, or derived from the item,
@@ -455,6 +499,7 @@ type metrics struct {
 	// label lookup.
 	readsMemory, readsExact prometheus.Counter
 	guard                   *prometheus.CounterVec
+	auto                    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -476,5 +521,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.readsMemory, m.readsExact = m.statusReads.WithLabelValues("memory"), m.statusReads.WithLabelValues("exact")
 	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads)
 	m.guard = newGuardMetric(reg)
+	m.auto = newAutoMetric(reg)
 	return m
 }

@@ -106,8 +106,13 @@
     } else if (!pre && ticker) { clearInterval(ticker); ticker = 0; }
   }
 
+  // The place the site's kit registered (auto entry: #queue=<token>), taken
+  // out of the address bar at once.
+  const handed = new URLSearchParams(location.hash.slice(1)).get("queue") || undefined;
+  if (handed) history.replaceState(null, "", location.pathname + location.search);
   const room = Waitroom.join({
     itemId: cfg.itemId,
+    token: handed,
     userId: new URLSearchParams(location.search).get("userId") || undefined,
     // The site's signed word of who the user is (its link to this page).
     assertion: new URLSearchParams(location.search).get("assertion") || undefined,

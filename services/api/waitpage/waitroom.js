@@ -10,6 +10,8 @@
  *       base: "https://queue.example.com",   // the api (or its front door); "" = this origin
  *       userId: "alice",                      // optional label: the server makes one
  *       assertion: "eyJ…",                    // optional: the site's signed word of who the user is
+ *       token: "…",                           // optional: a place registered for this visitor already
+ *                                             // (the kit's auto entry, #queue= on the page's URL)
  *       onJoin(reg) { ... },                  // registered, or resumed from storage
  *       onUpdate(st) { ... },                 // every status: see below
  *       onNotice(text) { ... },               // the operator's message to everyone waiting ("": cleared)
@@ -25,7 +27,8 @@
  *
  * What it does: registers (POST /api/v1/items/{itemId}/registrations), or
  * resumes the registration it stored for that item (localStorage, key
- * "waitroom:{itemId}"), so a reload keeps the place. It listens on
+ * "waitroom:{itemId}"), so a reload keeps the place. Given a token (a place
+ * the site's kit registered), it follows that place and stores it instead. It listens on
  * Server-Sent Events (the browser reconnects by itself after a network drop,
  * with Last-Event-ID) and falls back to polling the status (with back-off up
  * to 10 s) when no stream can be opened or a reconnect is refused. A status
@@ -265,6 +268,7 @@
     (async () => {
       try {
         reg = store ? JSON.parse(store.getItem(key) || "null") : null;
+        if (opts.token && !(reg && reg.token === opts.token)) { reg = null; adopt(opts.token); }
         if (!reg) await register();
         call(opts.onJoin, reg);
         listen();
