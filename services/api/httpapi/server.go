@@ -190,13 +190,8 @@ func (s *Server) register(c *gin.Context) {
 	if !s.blocks.register(c, user, ip) {
 		return
 	}
-	st, known := s.items.Get(item)
-	decide := registration.Decide
-	if req.Auto {
-		decide = registration.DecideAuto
-	}
-	if err := decide(item, st, known); err != nil {
-		registration.Abort(c, err)
+	st, ok := s.decide(c, item, req.Auto)
+	if !ok {
 		return
 	}
 	use, ok := s.guard(c, item, st, req)
@@ -271,6 +266,22 @@ func (s *Server) answerAuto(c *gin.Context, resp *RegisterResponse, q token.Queu
 	}
 	s.m.auto.WithLabelValues(autoAdmitted).Inc()
 	writeJSON(c, http.StatusOK, resp.appendJSON)
+}
+
+// decide looks item up and refuses what it does not take now
+// (registration.Decide, or DecideAuto for an auto registration); on a
+// refusal it has answered and ok is false.
+func (s *Server) decide(c *gin.Context, item string, auto bool) (st topics.ItemState, ok bool) {
+	st, known := s.items.Get(item)
+	decide := registration.Decide
+	if auto {
+		decide = registration.DecideAuto
+	}
+	if err := decide(item, st, known); err != nil {
+		registration.Abort(c, err)
+		return st, false
+	}
+	return st, true
 }
 
 // tokenIDFor is a registration's tokenId: random, or derived from the item,
