@@ -104,8 +104,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_REFUSED_FLUSH must not be negative (0: the default 5s), not %s", c.RefusedFlush)
 	case c.SeenFlush < 0:
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
-	case c.AutoWait < 0 || c.AutoWait > 10*time.Second:
-		return fmt.Errorf("WR_AUTO_WAIT must be in [0, 10s], not %s", c.AutoWait)
+	case c.AutoWait < 0 || c.AutoWait > 3*time.Second:
+		// The kit's client gives up after 5 s: a longer wait would lose
+		// the answer, and the place with it.
+		return fmt.Errorf("WR_AUTO_WAIT must be in [0, 3s], not %s", c.AutoWait)
 	case c.StatusTokens <= 0:
 		return fmt.Errorf("WR_STATUS_TOKENS must be positive, not %d", c.StatusTokens)
 	case len(c.Kafka.Brokers) == 0:
