@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/kit/go/waitroomkit"
@@ -25,9 +27,9 @@ import (
 
 // autoShop is a site behind a kit with auto entry: GET /shop/{itemId}
 // answers 200 with the admitted user's tokenId.
-func autoShop(t *testing.T, apiURL string) string {
+func autoShop(t *testing.T, apiURL string, opts ...waitroomkit.Option) string {
 	t.Helper()
-	kit, err := waitroomkit.New(apiURL, waitroomkit.WithAutoEntry())
+	kit, err := waitroomkit.New(apiURL, append(opts, waitroomkit.WithAutoEntry())...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = kit.Close() })
 	require.NoError(t, kit.Refresh(context.Background()))
@@ -246,4 +248,42 @@ func TestAutoModeIsInvisibleUntilALineForms(t *testing.T) {
 	got = v.get(t, "plain")
 	assert.Equal(t, visit{code: http.StatusSeeOther, page: "/items/plain/wait"}, got)
 	assert.Empty(t, registeredInOrder(t, e, "plain"))
+}
+
+// The kit's place in a real browser: a visitor of an auto item with a line
+// is sent to the page with the place the kit took (#queue=), and the page
+// follows that place (third, behind two) instead of registering a second
+// one, and takes it out of the address bar. Once admitted, the visitor's
+// next visit to the shop goes straight through with that place's admission.
+func TestAutoEntryHandsItsPlaceToThePageInBrowser(t *testing.T) {
+	ctx := browser(t)
+	calm := policy("calm", 0, 1000, 60) // paused: no room, the line stays
+	calm.Mode = topics.ModeAuto
+	e := newEnv(t, calm)
+	e.start()
+	for i := range 2 {
+		e.register("calm", fmt.Sprintf("ahead-%d", i))
+	}
+	e.waitLine("calm", 2)
+	site := autoShop(t, e.stack.APIURL, waitroomkit.WithWaitURL(e.stack.URL)) // the page through the front door
+
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(site+"/shop/calm"), chromedp.WaitVisible("#position")))
+	waitFor(t, ctx, `document.getElementById("status").dataset.status === "WAITING"`, 20*time.Second, "the page follows a place")
+	pos, err := chromedp.Run(ctx, chromedp.Text("#position"))
+	require.NoError(t, err)
+	assert.Equal(t, "3", pos, "the kit's place, behind the two")
+	hash, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash`))
+	require.NoError(t, err)
+	assert.Empty(t, hash, "the place leaves the address bar")
+	line := e.waitLine("calm", 3)
+	assert.Len(t, line, 3, "the page registered no second place")
+
+	adminPut(t, e, "calm", `{"ratePerSecond":50,"maxActive":1000,"sessionTTLSeconds":60}`)
+	waitFor(t, ctx, `document.getElementById("status").dataset.status === "ADMITTED"`, 20*time.Second, "admitted")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(site+"/shop/calm")))
+	body, err := chromedp.Run(ctx, chromedp.Text("body"))
+	require.NoError(t, err)
+	assert.Equal(t, line[2], body, "straight through with the kit's place's admission")
 }
