@@ -10,6 +10,10 @@
 //	// at the end of checkout:
 //	kit.CompleteRequest(w, r)
 //
+// With WithAutoEntry, items the operator set to mode auto show no waiting
+// page while they have room: the kit registers the visitor and lets them
+// through with the admission the room answers.
+//
 // Versions: the module is github.com/waitroom/waitroom/kit/go/waitroomkit,
 // one module with no replace (gin's middleware is its package waitroomgin),
 // released by tags kit/go/waitroomkit/vX.Y.Z of the waitroom repository
