@@ -180,7 +180,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	upload("<body><script>steal()</script>{{.Room}}</body>")
 	waitFor(`document.getElementById("msg").textContent.startsWith("400 INVALID_TEMPLATE: template: line 1: <script> is not allowed")`,
 		"a template with a script refused, its line named", 15*time.Second)
-	const own = `<html lang="{{.Lang}}"><body><h1 id="own">Drop: {{.ItemName}}</h1>{{.Position}}{{.Room}}</body></html>`
+	const own = `<html lang="{{.Lang}}"><title>{{.ItemName}}</title><body><h1 id="own">Drop: {{.ItemName}}</h1>{{.Position}}{{.Room}}</body></html>`
 	upload(own)
 	waitFor(fmt.Sprintf(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "own template (%d bytes)"`, len(own)),
 		"the template kept with the item", 15*time.Second)
