@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -290,4 +292,75 @@ func TestSellerTemplateRendersInBrowser(t *testing.T) {
 		return chromedp.Void{}, err
 	}))
 	assert.Equal(t, "none", anim(), "and stops for a reader who asks for reduced motion")
+}
+
+// A seller's templates as they are uploaded (testdata/seller: a page for
+// every language and a Korean one, through the admin API) pass axe-core in
+// Chromium with no serious or critical violation, waiting and admitted, in
+// English and in Korean. A page that passes the upload's checks can still
+// fail axe (low contrast is a browser's finding): the same check reports it.
+func TestSellerTemplatesPassAxeInBrowser(t *testing.T) {
+	ctx := browser(t)
+	axe := axeSource(t)
+	page, err := os.ReadFile(filepath.Join("testdata", "seller", "page.html"))
+	require.NoError(t, err)
+	ko, err := os.ReadFile(filepath.Join("testdata", "seller", "page.ko.html"))
+	require.NoError(t, err)
+	tour := item("tour")
+	tour.Name = "Spring tour"
+	faint := item("faint")
+	e := newEnv(t, tour, faint, policy("fast", 50, 1000, 600))
+	e.start()
+	e.register("tour", "ahead")
+	e.waitLine("tour", 1)
+	body, err := json.Marshal(map[string]any{"template": string(page), "templates": map[string]string{"ko": string(ko)}})
+	require.NoError(t, err)
+	adminPost(t, e, "tour", string(body))
+	adminPost(t, e, "fast", string(body))
+	body, err = json.Marshal(map[string]any{"template": strings.Replace(string(page), "color: #1d2433", "color: #c8ccd4", 1)})
+	require.NoError(t, err)
+	adminPost(t, e, "faint", string(body))
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+
+	// The api's item cache follows waitroom.items: wait for the pages.
+	shows := func(path, lang, want string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			req, err := http.NewRequest(http.MethodGet, e.stack.URL+path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Accept-Language", lang)
+			resp, err := e.http.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return strings.Contains(string(b), want)
+		}, 20*time.Second, 100*time.Millisecond, "%s in %s shows %q", path, lang, want)
+	}
+	shows("/items/tour/wait", "en", "Example Tickets")
+	shows("/items/tour/wait", "ko", "예시 티켓")
+	shows("/items/fast/wait", "ko", "예시 티켓")
+	shows("/items/faint/wait", "en", "#c8ccd4")
+
+	for _, c := range []struct{ path, state, lang, brand string }{
+		{"/items/tour/wait?lang=en", "WAITING", "en", "Example Tickets"},
+		{"/items/tour/wait?lang=ko", "WAITING", "ko", "예시 티켓"},
+		{"/items/tour/wait?lang=ja", "WAITING", "ja", "Example Tickets"}, // no Japanese page: the item's page
+		{"/items/fast/wait?lang=ko", "ADMITTED", "ko", "예시 티켓"},
+	} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+c.path)))
+		waitFor(t, ctx, statusIs(c.state)+` && document.documentElement.lang === "`+c.lang+`"`, 30*time.Second, c.path)
+		assert.Equal(t, c.brand, text(t, ctx, "header .brand"), "the seller's page, %s", c.path)
+		axeCheck(t, ctx, axe, c.path+" "+c.state)
+	}
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/faint/wait")))
+	waitFor(t, ctx, statusIs("WAITING"), 30*time.Second, "faint")
+	ids := map[string]string{}
+	for _, v := range axeRun(t, ctx, axe) {
+		ids[v.ID] = v.Impact
+	}
+	assert.Equal(t, "serious", ids["color-contrast"], "a faint seller page is reported: %v", ids)
 }
