@@ -6,7 +6,8 @@
 // may use for a page of its own. A seller's template (the install's, or an
 // item's own) replaces the default page around the same live slots, in the
 // reader's language (Catalog). It also serves the page that link leads to
-// by default: a stand-in for the shop, which verifies the admission token.
+// by default, in the same language: a stand-in for the shop, which verifies
+// the admission token.
 package waitpage
 
 import (
@@ -238,27 +239,32 @@ func PowWorker(c *gin.Context) {
 	c.Data(http.StatusOK, "text/javascript; charset=utf-8", powWorker)
 }
 
-// AdmittedHandler serves GET /items/:itemId/admitted, where "continue" leads
-// by default: it shows the item and whether the admission token of
-// ?admission= verifies.
-func AdmittedHandler(items Items) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		item := c.Param("itemId")
-		if err := registration.CheckItemID(item); err != nil {
-			registration.Abort(c, err)
-			return
-		}
-		cfg := map[string]string{"itemId": item, "name": item}
-		if st, ok := items.Get(item); ok && st.Name != "" {
-			cfg["name"] = st.Name
-		}
-		js, _ := json.Marshal(cfg) // strings always marshal
-		c.Header("Content-Type", "text/html; charset=utf-8")
-		c.Header("Cache-Control", "no-store")
-		c.Status(http.StatusOK)
-		// html/template escapes the JSON for its <script> context.
-		if err := admitted.Execute(c.Writer, template.JS(js)); err != nil {
-			_ = c.Error(err)
-		}
+// Admitted serves GET /items/:itemId/admitted, where "continue" leads by
+// default: in the reader's language (as the waiting page chooses it), it
+// shows the item and whether the admission token of ?admission= verifies.
+func (p *Pages) Admitted(c *gin.Context) {
+	item := c.Param("itemId")
+	if err := registration.CheckItemID(item); err != nil {
+		registration.Abort(c, err)
+		return
+	}
+	lang := p.cat.choose(c)
+	msgs := p.cat.Messages(lang)
+	name := item
+	if st, ok := p.items.Get(item); ok && st.Name != "" {
+		name = st.Name
+	}
+	t := map[string]string{"validUntil": msgs["validUntil"], "admitted.invalid": msgs["admitted.invalid"]}
+	js, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "lang": lang, "t": t}) // strings always marshal
+	before, after, _ := strings.Cut(msgs["admitted.note"], "{verify}")
+	c.Header("Content-Type", "text/html; charset=utf-8")
+	c.Header("Cache-Control", "no-store")
+	c.Header("Vary", "Accept-Language, Cookie")
+	c.Header("Content-Language", lang)
+	c.Status(http.StatusOK)
+	// html/template escapes the JSON for its <script> context.
+	if err := admitted.Execute(c.Writer, map[string]any{"Lang": lang, "T": msgs, "Cfg": template.JS(js),
+		"NoteBefore": before, "NoteAfter": after}); err != nil {
+		_ = c.Error(err)
 	}
 }

@@ -26,6 +26,7 @@ func serveWith(t *testing.T, cfg Config, its items) *gin.Engine {
 	require.NoError(t, err)
 	r := gin.New()
 	r.GET("/items/:itemId/wait", p.Wait)
+	r.GET("/items/:itemId/admitted", p.Admitted)
 	return r
 }
 
@@ -110,4 +111,30 @@ func TestConfigRefusesABadInstall(t *testing.T) {
 	assert.ErrorContains(t, Config{Colors: "link=#fff"}.Validate(), `"link" is not one of`)
 	assert.ErrorContains(t, Config{LogoURL: "javascript:x()"}.Validate(), "an https: URL or a path")
 	assert.NoError(t, Config{Colors: "accent=#123, text=#000000"}.Validate())
+}
+
+// The page "continue" leads to by default speaks the waiting page's
+// language: the browser's, or the one chosen on the waiting page (the
+// cookie), or ?lang=.
+func TestAdmittedPageSpeaksTheReadersLanguage(t *testing.T) {
+	r := serveWith(t, Config{}, items{"gig": {ItemID: "gig", Name: "Gig <b>"}})
+	w := get(r, "/items/gig/admitted?admission=x", "Accept-Language", "ko-KR,ko")
+	require.Equal(t, http.StatusOK, w.Code)
+	body := w.Body.String()
+	assert.Contains(t, body, `<html lang="ko">`)
+	assert.Contains(t, body, "<title>입장 완료</title>")
+	assert.Contains(t, body, `<h1 id="heading">입장했습니다: <span id="item"></span></h1>`)
+	assert.Contains(t, body, "판매하기 전에 대기실에 입장권이 유효한지 확인합니다(<code>POST /api/v1/admissions/verify</code>).")
+	assert.Contains(t, body, `"validUntil":"입장권은 {time}까지 유효합니다."`, "the script's strings, in Korean")
+	assert.Contains(t, body, `"name":"Gig \u003cb\u003e"`, "the name is data for the script, escaped")
+	assert.Equal(t, "ko", w.Header().Get("Content-Language"))
+
+	body = get(r, "/items/gig/admitted", "Accept-Language", "ko", "Cookie", LangCookie+"=de").Body.String()
+	assert.Contains(t, body, `<html lang="de">`, "the language chosen on the waiting page")
+	assert.Contains(t, body, "Sie sind drin: ")
+	body = get(r, "/items/gig/admitted?lang=es").Body.String()
+	assert.Contains(t, body, "Comprobando tu acceso…")
+	body = get(r, "/items/gig/admitted", "Accept-Language", "fr").Body.String()
+	assert.Contains(t, body, `<html lang="en">`)
+	assert.Contains(t, body, "You&#39;re in: ")
 }
