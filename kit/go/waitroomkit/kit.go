@@ -111,6 +111,7 @@ type Kit struct {
 	done          map[string]time.Time // tokenIds completed through this Kit → their expiry
 	doneSeen      time.Time
 	flag          *flagSource
+	flagCache     string // WithFlagCache
 	failMode      string
 	paused        http.Handler
 }
@@ -216,7 +217,12 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 	case k.failMode != FailOpen && k.failMode != FailClosed:
 		return nil, fmt.Errorf("waitroomkit: fail mode %q is not open or closed", k.failMode)
 	}
+	if k.flagCache != "" && k.flag == nil {
+		return nil, errors.New("waitroomkit: WithFlagCache needs WithFlag")
+	}
 	if f := k.flag; f != nil {
+		f.cache = k.flagCache
+		f.loadCache(k.now)
 		switch {
 		case len(f.pub) != 32 || f.every <= 0:
 			return nil, errors.New("waitroomkit: WithFlag needs an Ed25519 public key and a positive refresh")
