@@ -227,7 +227,7 @@ func (s *flagSource) refresh(ctx context.Context, now func() time.Time) error {
 		return s.lastErr
 	}
 	if s.cache != "" && raw != s.raw {
-		_ = writeFileAtomic(s.cache, []byte(raw+"\n")) // best effort (WithFlagCache)
+		_ = WriteFlagFile(s.cache, raw) // best effort (WithFlagCache)
 	}
 	s.cur, s.raw, s.lastErr = f, raw, nil
 	return nil
@@ -249,15 +249,20 @@ func (s *flagSource) loadCache(now func() time.Time) {
 	}
 }
 
-// writeFileAtomic replaces path with b: a temporary file beside it, renamed
-// over it, so a reader (or a crash) sees the old file or the new one.
-func writeFileAtomic(path string, b []byte) error {
+// WriteFlagFile writes a signed flag (SignFlag) to path, where kits read it
+// (WithFlag) or keep it (WithFlagCache): into a temporary file beside it,
+// renamed over it, so a kit reading meanwhile (or a crash) sees the old flag
+// or the new one, never half of one.
+func WriteFlagFile(path, flag string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("cache flag: %w", err)
+		return fmt.Errorf("waitroomkit: write flag: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // nothing left after the rename
-	_, err = tmp.Write(b)
+	_, err = tmp.WriteString(strings.TrimSpace(flag) + "\n")
+	if err == nil {
+		err = tmp.Chmod(0o644) // kits under another user read it
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -265,7 +270,7 @@ func writeFileAtomic(path string, b []byte) error {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		return fmt.Errorf("cache flag: %w", err)
+		return fmt.Errorf("waitroomkit: write flag %s: %w", path, err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -157,8 +156,8 @@ func (a *app) runFlagSign(o *flagOpts, now time.Time) error {
 		_, err := fmt.Fprintln(a.out, s)
 		return err
 	}
-	if err := writeAtomic(o.out, []byte(s+"\n")); err != nil {
-		return fmt.Errorf("write the flag: %w", err)
+	if err := waitroomkit.WriteFlagFile(o.out, s); err != nil {
+		return err
 	}
 	return a.printFlag(f, "signed and written to "+o.out)
 }
@@ -222,26 +221,4 @@ func (a *app) printFlag(f waitroomkit.Flag, how string) error {
 	}
 	_, err := fmt.Fprintln(a.out, how)
 	return err
-}
-
-// writeAtomic replaces path with b: a temporary file beside it, renamed
-// over it, so a reader sees the old file or the new one, never half.
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename: nothing to remove
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
