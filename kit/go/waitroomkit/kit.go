@@ -191,7 +191,8 @@ func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now;
 // New returns a Kit for the waitroom api at apiURL (e.g.
 // "https://queue.example.com"). The api and the JWKS must be https, but on a
 // loopback host (127.0.0.0/8, ::1, localhost): over plain http anyone on
-// the path could serve their own keys. New fetches nothing yet: keys are
+// the path could serve their own keys. New fetches nothing yet (it reads
+// only WithFlagCache's local file): keys are
 // fetched on the first token, by Refresh, or kept fresh by Start. Close
 // stops the fetches under way.
 func New(apiURL string, opts ...Option) (*Kit, error) {
@@ -221,8 +222,6 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 		return nil, errors.New("waitroomkit: WithFlagCache needs WithFlag")
 	}
 	if f := k.flag; f != nil {
-		f.cache = k.flagCache
-		f.loadCache(k.now)
 		switch {
 		case len(f.pub) != 32 || f.every <= 0:
 			return nil, errors.New("waitroomkit: WithFlag needs an Ed25519 public key and a positive refresh")
@@ -235,6 +234,10 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 	}
 	if err := checkURL("JWKS", k.keys.url); err != nil {
 		return nil, err
+	}
+	if f := k.flag; f != nil {
+		f.cache = k.flagCache
+		f.loadCache(k.now) // the flag in force until the source is read
 	}
 	return k, nil
 }
