@@ -192,9 +192,8 @@ func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now;
 // "https://queue.example.com"). The api and the JWKS must be https, but on a
 // loopback host (127.0.0.0/8, ::1, localhost): over plain http anyone on
 // the path could serve their own keys. New fetches nothing yet (it reads
-// only WithFlagCache's local file): keys are
-// fetched on the first token, by Refresh, or kept fresh by Start. Close
-// stops the fetches under way.
+// only WithFlagCache's local file): keys are fetched on the first token, by
+// Refresh, or kept fresh by Start. Close stops the fetches under way.
 func New(apiURL string, opts ...Option) (*Kit, error) {
 	if err := checkURL("api", apiURL); err != nil {
 		return nil, err
