@@ -77,6 +77,9 @@ func itemSamples() []record {
 			DrawCommit: hexA, DrawRounds: 1000, DrawSalt: "00112233445566778899aabbccddeeff", Version: 5, UpdatedAt: 5}),
 		it("scheduled", topics.ItemState{V: 1, ItemID: "drop", Stock: 100, Enabled: true, Policy: policy, OpensAt: 1700000060000,
 			DrawCommit: hexB, DrawRounds: 1000, DrawSalt: "aa", Version: 6, UpdatedAt: 6}),
+		it("own pages by language", topics.ItemState{V: 1, ItemID: "tour", Stock: 5, Enabled: true, Policy: policy,
+			Template:  `<html lang="{{.Lang}}"><title>t</title><body>{{.Room}}</body></html>`,
+			Templates: map[string]string{"ko": `<html lang="ko"><title>t</title><body>{{.Room}}</body></html>`}, Version: 7, UpdatedAt: 7}),
 	}
 }
 

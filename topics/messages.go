@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Version is the message version every producer writes today.
@@ -218,6 +219,10 @@ type ItemState struct {
 	// Template is the item's own waiting page (HTML with placeholders,
 	// checked by pkg/pagetemplate when set); empty: the install's page.
 	Template string `json:"template,omitempty"`
+	// Templates are the item's own waiting pages by language (ko, ja…: a
+	// language the room speaks), each checked like Template: a reader in
+	// that language sees it, any other reader Template.
+	Templates map[string]string `json:"templates,omitempty"`
 	// OpensAt (unix ms, 0: open now) schedules the sale: registrations
 	// before it are pre-queued and placed by a draw at OpensAt.
 	OpensAt int64 `json:"opensAt,omitempty"`
@@ -282,7 +287,27 @@ const (
 	MaxNotice        = 300
 	// MaxTemplate bounds ItemState.Template (pagetemplate.MaxSize).
 	MaxTemplate = 16 << 10
+	// MaxTemplateLanguages bounds how many languages ItemState.Templates has.
+	MaxTemplateLanguages = 8
 )
+
+// templatesProblem says what is wrong with an item's templates by language
+// ("": nothing): too many, a key that is no language's base tag, an empty or
+// oversized page.
+func templatesProblem(ts map[string]string) string {
+	if len(ts) > MaxTemplateLanguages {
+		return fmt.Sprintf("templates for %d languages; at most %d", len(ts), MaxTemplateLanguages)
+	}
+	for lang, src := range ts {
+		if len(lang) < 2 || len(lang) > 3 || strings.Trim(lang, "abcdefghijklmnopqrstuvwxyz") != "" {
+			return fmt.Sprintf("templates: %q is not a language (ko, ja…)", lang)
+		}
+		if src == "" || len(src) > MaxTemplate {
+			return fmt.Sprintf("templates: %s is empty or longer than %d bytes", lang, MaxTemplate)
+		}
+	}
+	return ""
+}
 
 // ModeOf is the item's mode, ModeFIFO when unset.
 func (s *ItemState) ModeOf() string {
@@ -323,6 +348,8 @@ func (s *ItemState) Validate() error {
 		return fmt.Errorf("%w: notice longer than %d bytes", ErrInvalid, MaxNotice)
 	case len(s.Template) > MaxTemplate:
 		return fmt.Errorf("%w: template longer than %d bytes", ErrInvalid, MaxTemplate)
+	case templatesProblem(s.Templates) != "":
+		return fmt.Errorf("%w: %s", ErrInvalid, templatesProblem(s.Templates))
 	case s.OpensAt < 0:
 		return fmt.Errorf("%w: opensAt %d is negative", ErrInvalid, s.OpensAt)
 	case s.DrawWindowSeconds < 0 || s.DrawWindowSeconds > 86400:

@@ -5,6 +5,8 @@ package itempatch
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 
 	"github.com/waitroom/waitroom/pkg/pagetemplate"
 
@@ -39,8 +41,11 @@ type State struct {
 	// Notice is the operator's message to everyone waiting ("": cleared).
 	Notice *string `json:"notice,omitempty"`
 	// Template is the item's own waiting page ("": the install's), checked
-	// by pagetemplate.Check.
+	// by pagetemplate.Accept.
 	Template *string `json:"template,omitempty"`
+	// Templates are the item's own pages by language (pagetemplate.Languages):
+	// a page sets that language's, "" removes it; languages not named stay.
+	Templates map[string]string `json:"templates,omitempty"`
 	// IdleTimeoutSeconds releases places idle that long (0: off).
 	IdleTimeoutSeconds *int64 `json:"idleTimeoutSeconds,omitempty"`
 	// PowDifficulty asks registrations for a proof-of-work of that many
@@ -83,7 +88,7 @@ func fieldErr(field, format string, a ...any) *Error {
 
 // Empty reports a state change that changes nothing.
 func (s *State) Empty() bool {
-	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil && s.Notice == nil && s.Template == nil &&
+	return s.Name == nil && s.Stock == nil && s.Enabled == nil && s.Mode == nil && s.RejectMessage == nil && s.Notice == nil && s.Template == nil && len(s.Templates) == 0 &&
 		s.IdleTimeoutSeconds == nil && s.PowDifficulty == nil && s.OpensAt == nil && s.DrawWindowSeconds == nil
 }
 
@@ -110,8 +115,26 @@ func (s *State) Check() *Error {
 		return fieldErr("drawWindowSeconds", "%d is not in 0..86400", *s.DrawWindowSeconds)
 	}
 	if s.Template != nil && *s.Template != "" {
-		if _, err := pagetemplate.Check(*s.Template); err != nil {
+		if _, err := pagetemplate.Accept(*s.Template, ""); err != nil {
 			return fieldErr("template", "%v", err)
+		}
+	}
+	return s.checkTemplates()
+}
+
+// checkTemplates checks the pages by language, in the order of
+// pagetemplate.Languages (the first problem is the same every time).
+func (s *State) checkTemplates() *Error {
+	for lang := range s.Templates {
+		if !pagetemplate.IsLanguage(lang) {
+			return fieldErr("templates", "%q is not a language the room speaks (%s)", lang, strings.Join(pagetemplate.Languages(), ", "))
+		}
+	}
+	for _, lang := range pagetemplate.Languages() {
+		if src := s.Templates[lang]; src != "" {
+			if _, err := pagetemplate.Accept(src, lang); err != nil {
+				return fieldErr("templates", "%s: %v", lang, err)
+			}
 		}
 	}
 	return nil
@@ -139,6 +162,21 @@ func (s *State) Apply(it topics.ItemState) topics.ItemState {
 	}
 	if s.Template != nil {
 		it.Template = *s.Template
+	}
+	if len(s.Templates) > 0 {
+		ts := make(map[string]string, len(it.Templates)+len(s.Templates))
+		maps.Copy(ts, it.Templates)
+		for lang, src := range s.Templates {
+			if src == "" {
+				delete(ts, lang)
+			} else {
+				ts[lang] = src
+			}
+		}
+		it.Templates = nil
+		if len(ts) > 0 {
+			it.Templates = ts
+		}
 	}
 	if s.IdleTimeoutSeconds != nil {
 		it.IdleTimeoutSeconds = *s.IdleTimeoutSeconds

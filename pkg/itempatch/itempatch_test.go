@@ -2,6 +2,7 @@ package itempatch
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/waitroom/waitroom/topics"
@@ -102,3 +103,50 @@ func TestPolicyJSON(t *testing.T) {
 		t.Fatalf("%s %v", b, err)
 	}
 }
+
+// Pages by language merge into the item's: a page sets its language, ""
+// removes it, the languages not named stay; each page is checked for the
+// language it is given for.
+func TestTemplatesByLanguageMerge(t *testing.T) {
+	page := func(lang string) string {
+		return `<html lang="` + lang + `"><head><title>{{.ItemName}}</title></head><body>{{.Position}}{{.Room}}</body></html>`
+	}
+	it := topics.ItemState{ItemID: "tour", Templates: map[string]string{"ko": page("ko"), "ja": page("ja")}}
+	var s State
+	if err := json.Unmarshal([]byte(`{"templates":{"ja":"","de":`+jsonQuote(page("de"))+`}}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	got := s.Apply(it)
+	if len(got.Templates) != 2 || got.Templates["ko"] != page("ko") || got.Templates["de"] != page("de") {
+		t.Fatalf("templates %v, want ko kept, de added, ja removed", got.Templates)
+	}
+	if len(it.Templates) != 2 || it.Templates["ja"] == "" {
+		t.Fatal("Apply changed the item it was given")
+	}
+	if got := (&State{Templates: map[string]string{"ko": ""}}).Apply(topics.ItemState{Templates: map[string]string{"ko": page("ko")}}); got.Templates != nil {
+		t.Fatalf("the last page removed: %v, want none", got.Templates)
+	}
+
+	for _, c := range []struct {
+		name string
+		ts   map[string]string
+		want string
+	}{
+		{"a language the room does not speak", map[string]string{"fr": page("fr")}, `templates: "fr" is not a language the room speaks (en, ko, ja, de, es)`},
+		{"another language's lang", map[string]string{"ja": page("ko")}, `templates: ja: line 1: <html lang="ko"> in the template for "ja"`},
+		{"a script", map[string]string{"de": `<html lang="de"><title>x</title><body><script>x()</script>{{.Room}}</body></html>`}, "templates: de: line 1: <script> is not allowed"},
+	} {
+		err := (&State{Templates: c.ts}).Check()
+		if err == nil || err.Field != "templates" || err.Error() != c.want && !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if (&State{Templates: map[string]string{}}).Empty() != true {
+		t.Error("no templates is no change")
+	}
+}
+
+func jsonQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

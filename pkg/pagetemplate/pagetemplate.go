@@ -114,17 +114,35 @@ var forbidden = map[string]string{
 //     attribute name, or (for a live slot) anywhere but text;
 //   - {{.Room}} missing or used twice, or a live slot used twice.
 func Check(src string) (*Template, error) {
+	t, _, err := check(src)
+	return t, err
+}
+
+// check is Check, returning the page rendered with markers too.
+func check(src string) (*Template, string, error) {
+	t, out, err := parseProbe(src)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := checkHTML(out, src); err != nil {
+		return nil, "", err
+	}
+	return &Template{t: t}, out, nil
+}
+
+// parseProbe parses src, allows bare placeholders only, and renders it with
+// a marker per placeholder (so the HTML checks can find where each landed).
+func parseProbe(src string) (*template.Template, string, error) {
 	if len(src) > MaxSize {
-		return nil, problem(0, "the template is %d bytes; at most %d", len(src), MaxSize)
+		return nil, "", problem(0, "the template is %d bytes; at most %d", len(src), MaxSize)
 	}
 	t, err := template.New("page").Option("missingkey=error").Parse(src)
 	if err != nil {
-		return nil, problem(0, "%s", strings.TrimPrefix(err.Error(), "template: "))
+		return nil, "", problem(0, "%s", strings.TrimPrefix(err.Error(), "template: "))
 	}
 	if err := checkActions(t.Tree.Root, src); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	// Render with a marker per placeholder, then find where each landed.
 	probe := Data{}
 	set := func(name string) string { return "wrph" + name + "x" }
 	probe.Room, probe.Position, probe.Total = template.HTML(set("Room")), template.HTML(set("Position")), template.HTML(set("Total"))
@@ -134,12 +152,9 @@ func Check(src string) (*Template, error) {
 	probe.Lang, probe.ItemName, probe.Logo = set("Lang"), set("ItemName"), "https://logo.invalid/"+set("Logo")
 	var out bytes.Buffer
 	if err := t.Execute(&out, probe); err != nil {
-		return nil, problem(0, "%s", strings.TrimPrefix(err.Error(), "template: "))
+		return nil, "", problem(0, "%s", strings.TrimPrefix(err.Error(), "template: "))
 	}
-	if err := checkHTML(out.String(), src); err != nil {
-		return nil, err
-	}
-	return &Template{t: t}, nil
+	return t, out.String(), nil
 }
 
 // checkActions allows text and bare placeholders only.

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -24,6 +25,7 @@ func StateFields(s topics.ItemState) []any {
 		"rejectMessage", s.RejectMessage,
 		"notice", s.Notice,
 		"template", s.Template,
+		"templates", templatesField(s.Templates),
 		"opensAt", strconv.FormatInt(s.OpensAt, 10),
 		"drawWindowSeconds", strconv.FormatInt(s.DrawWindowSeconds, 10),
 		"drawCommit", s.DrawCommit,
@@ -33,6 +35,16 @@ func StateFields(s topics.ItemState) []any {
 		"powDifficulty", strconv.Itoa(s.PowDifficulty),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
 	}
+}
+
+// templatesField is an item's templates by language as one hash field: a
+// JSON object, "" for none (so a state without them clears the field).
+func templatesField(ts map[string]string) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(ts) // strings always marshal
+	return string(b)
 }
 
 // ApplyItem stores an item's state from waitroom.items when its version is
@@ -97,6 +109,11 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 		s.Mode = mode // fifo reads back as "", as it was published
 	}
 	s.RejectMessage, s.Notice, s.Template = m["rejectMessage"], m["notice"], m["template"]
+	if ts := m["templates"]; ts != "" {
+		if err := json.Unmarshal([]byte(ts), &s.Templates); err != nil && perr == nil {
+			perr = fmt.Errorf("field templates: %w", err)
+		}
+	}
 	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
 		perr = fmt.Errorf("field ratePerSecond: %w", err)
 	}

@@ -74,8 +74,9 @@ func TestItemReadsBackItsMode(t *testing.T) {
 		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, Mode: topics.ModeReject, RejectMessage: "Back at 10",
 			Policy: topics.AdmissionPolicy{RatePerSecond: 2, MaxActive: 4, SessionTTLSeconds: 60}},
 		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, Mode: topics.ModePassthrough,
+			Template: "<p>any</p>", Templates: map[string]string{"ko": "<p>한</p>", "de": `<p a="x">"Grüß"</p>`},
 			Policy: topics.AdmissionPolicy{RatePerSecond: 2, MaxActive: 4, SessionTTLSeconds: 60}},
-		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, // fifo, as published before modes existed
+		{ItemID: "m", Name: "M", Stock: 3, Enabled: true, // fifo, as published before modes existed; no templates left
 			Policy: topics.AdmissionPolicy{RatePerSecond: 2, MaxActive: 4, SessionTTLSeconds: 60}},
 	} {
 		it.V, it.Version, it.UpdatedAt = topics.Version, int64(v+1), 77

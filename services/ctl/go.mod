@@ -9,6 +9,7 @@ require (
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/waitroom/waitroom/kit/go/waitroomkit v0.0.0
 	github.com/waitroom/waitroom/pkg v0.0.0
 	github.com/waitroom/waitroom/topics v0.0.0
 	go.uber.org/zap v1.28.0
@@ -81,6 +82,7 @@ require (
 )
 
 replace (
+	github.com/waitroom/waitroom/kit/go/waitroomkit => ../../kit/go/waitroomkit
 	github.com/waitroom/waitroom/pkg => ../../pkg
 	github.com/waitroom/waitroom/topics => ../../topics
 )

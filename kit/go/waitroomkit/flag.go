@@ -3,11 +3,13 @@ package waitroomkit
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -99,6 +101,45 @@ func SignFlag(key ed25519.PrivateKey, f Flag) (string, error) {
 	return s, nil
 }
 
+// ParseFlagKey reads the operator's flag key: a base64 Ed25519 seed of 32
+// bytes (head -c 32 /dev/urandom | base64), as waitroomflag and waitroomctl
+// take it. The kits verify with its public half.
+func ParseFlagKey(b64 string) (ed25519.PrivateKey, error) {
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, errors.New("waitroomkit: a flag key is a base64 Ed25519 seed of 32 bytes")
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// Apply changes f by the operator's words, comma-separated: open or closed
+// (the fail mode), through or paused (the off switch), on (no switch).
+func (f *ItemFlag) Apply(words string) error {
+	for _, w := range strings.Split(words, ",") {
+		switch w = strings.TrimSpace(w); w {
+		case FailOpen, FailClosed:
+			f.FailMode = w
+		case OffThrough, OffPaused:
+			f.Off = w
+		case "on":
+			f.Off = ""
+		default:
+			return fmt.Errorf("%q is not open, closed, through, paused or on", w)
+		}
+	}
+	return nil
+}
+
+// VerifyFlag checks a signed flag (SignFlag) with pub and returns what it
+// says, as a kit would take it (an issue time up to a minute ahead passes).
+func VerifyFlag(raw string, pub ed25519.PublicKey) (Flag, error) {
+	f, err := parseFlag(strings.TrimSpace(raw), pub, time.Now)
+	if err != nil {
+		return Flag{}, fmt.Errorf("waitroomkit: flag: %w", err)
+	}
+	return *f, nil
+}
+
 // flagSource reads, checks and caches the flag: the last good one is kept
 // through any failure to read the next.
 type flagSource struct {
@@ -108,8 +149,11 @@ type flagSource struct {
 	client *http.Client
 	parser *jwt.Parser
 
+	cache string // WithFlagCache: where the last good flag is kept across restarts
+
 	mu      sync.Mutex
 	cur     *Flag
+	raw     string // cur as read (what the cache holds)
 	checked time.Time
 	lastErr error
 	busy    bool
@@ -125,6 +169,16 @@ func WithFlag(src string, pub ed25519.PublicKey, refresh time.Duration) Option {
 		k.flag = &flagSource{src: src, pub: pub, every: refresh}
 	}
 }
+
+// WithFlagCache keeps the last good flag (WithFlag) in the file path, so a
+// restarted site starts with it even while the flag's source cannot be read:
+// New reads the file (verified as the source is; a missing or bad file is
+// no flag), and each newer flag read replaces it (written beside it and
+// renamed, never half). It also carries the replay guard across restarts: a
+// source serving a flag older than the cached one is refused. Writing is
+// best effort: a cache that cannot be written is only missing at the next
+// start.
+func WithFlagCache(path string) Option { return func(k *Kit) { k.flagCache = path } }
 
 // WithFailMode sets how the kit fails for items the flag does not name
 // (default FailClosed).
@@ -172,7 +226,52 @@ func (s *flagSource) refresh(ctx context.Context, now func() time.Time) error {
 		s.lastErr = fmt.Errorf("waitroomkit: flag %s: %w", s.src, err)
 		return s.lastErr
 	}
-	s.cur, s.lastErr = f, nil
+	if s.cache != "" && raw != s.raw {
+		_ = WriteFlagFile(s.cache, raw) // best effort (WithFlagCache)
+	}
+	s.cur, s.raw, s.lastErr = f, raw, nil
+	return nil
+}
+
+// loadCache takes the flag kept in the cache file (WithFlagCache), if it
+// verifies: the flag in force until the source is read.
+func (s *flagSource) loadCache(now func() time.Time) {
+	if s.cache == "" {
+		return
+	}
+	b, err := os.ReadFile(s.cache)
+	if err != nil {
+		return
+	}
+	raw := strings.TrimSpace(string(b))
+	if f, err := s.parse(raw, now); err == nil {
+		s.cur, s.raw = f, raw
+	}
+}
+
+// WriteFlagFile writes a signed flag (SignFlag) to path, where kits read it
+// (WithFlag) or keep it (WithFlagCache): into a temporary file beside it,
+// renamed over it, so a kit reading meanwhile (or a crash) sees the old flag
+// or the new one, never half of one.
+func WriteFlagFile(path, flag string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("waitroomkit: write flag: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // nothing left after the rename
+	_, err = tmp.WriteString(strings.TrimSpace(flag) + "\n")
+	if err == nil {
+		err = tmp.Chmod(0o644) // kits under another user read it
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("waitroomkit: write flag %s: %w", path, err)
+	}
 	return nil
 }
 
@@ -206,10 +305,14 @@ func (s *flagSource) read(ctx context.Context) (string, error) {
 }
 
 func (s *flagSource) parse(raw string, now func() time.Time) (*Flag, error) {
+	return parseFlag(raw, s.pub, now)
+}
+
+func parseFlag(raw string, pub ed25519.PublicKey, now func() time.Time) (*Flag, error) {
 	var c flagClaims
 	_, err := jwt.NewParser(jwt.WithValidMethods([]string{AlgEdDSA}), jwt.WithIssuer(FlagIssuer),
 		jwt.WithIssuedAt(), jwt.WithLeeway(time.Minute), jwt.WithTimeFunc(now)).
-		ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.pub, nil })
+		ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return pub, nil })
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("verify: %w", err)

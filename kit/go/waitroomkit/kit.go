@@ -115,6 +115,7 @@ type Kit struct {
 	done          map[string]time.Time // tokenIds completed through this Kit → their expiry
 	doneSeen      time.Time
 	flag          *flagSource
+	flagCache     string // WithFlagCache
 	failMode      string
 	paused        http.Handler
 	auto          *autoState // nil: no auto entry (WithAutoEntry)
@@ -195,9 +196,9 @@ func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now;
 // New returns a Kit for the waitroom api at apiURL (e.g.
 // "https://queue.example.com"). The api and the JWKS must be https, but on a
 // loopback host (127.0.0.0/8, ::1, localhost): over plain http anyone on
-// the path could serve their own keys. New fetches nothing yet: keys are
-// fetched on the first token, by Refresh, or kept fresh by Start. Close
-// stops the fetches under way.
+// the path could serve their own keys. New fetches nothing yet (it reads
+// only WithFlagCache's local file): keys are fetched on the first token, by
+// Refresh, or kept fresh by Start. Close stops the fetches under way.
 func New(apiURL string, opts ...Option) (*Kit, error) {
 	if err := checkURL("api", apiURL); err != nil {
 		return nil, err
@@ -221,6 +222,9 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 	case k.failMode != FailOpen && k.failMode != FailClosed:
 		return nil, fmt.Errorf("waitroomkit: fail mode %q is not open or closed", k.failMode)
 	}
+	if k.flagCache != "" && k.flag == nil {
+		return nil, errors.New("waitroomkit: WithFlagCache needs WithFlag")
+	}
 	if f := k.flag; f != nil {
 		switch {
 		case len(f.pub) != 32 || f.every <= 0:
@@ -234,6 +238,10 @@ func New(apiURL string, opts ...Option) (*Kit, error) {
 	}
 	if err := checkURL("JWKS", k.keys.url); err != nil {
 		return nil, err
+	}
+	if f := k.flag; f != nil {
+		f.cache = k.flagCache
+		f.loadCache(k.now) // the flag in force until the source is read
 	}
 	return k, nil
 }

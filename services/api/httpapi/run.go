@@ -249,7 +249,7 @@ func (s *service) build(ctx context.Context, rdb redis.UniversalClient, admit *t
 	if err != nil {
 		return fmt.Errorf("waiting page: %w", err)
 	}
-	mount(s.engine, srv, pages, items)
+	mount(s.engine, srv, pages)
 	return nil
 }
 
@@ -312,10 +312,10 @@ func (s *service) becomeReady(ctx context.Context) error {
 
 // mount adds the api's routes and its pages' to the engine (docs/openapi.yaml
 // lists them; TestServedRoutesAreTheSpecs holds the two together).
-func mount(r gin.IRouter, srv *Server, pages *waitpage.Pages, items waitpage.Items) {
+func mount(r gin.IRouter, srv *Server, pages *waitpage.Pages) {
 	srv.Routes(r)
 	r.GET("/items/:itemId/wait", pages.Wait)
-	r.GET("/items/:itemId/admitted", waitpage.AdmittedHandler(items))
+	r.GET("/items/:itemId/admitted", pages.Admitted)
 	r.GET(waitpage.ScriptPath, waitpage.Script)
 	r.GET(waitpage.PowWorkerPath, waitpage.PowWorker)
 }

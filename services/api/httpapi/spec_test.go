@@ -25,7 +25,7 @@ import (
 func TestServedRoutesAreTheSpecs(t *testing.T) {
 	reg := httpserver.NewRegistry()
 	engine := httpserver.New(zap.NewNop(), reg, &httpserver.Readiness{})
-	httpapi.Mount(engine, httpapi.NewServer(nil, nil, nil, nil, nil, httpapi.Options{}, reg, zap.NewNop()), &waitpage.Pages{}, nil)
+	httpapi.Mount(engine, httpapi.NewServer(nil, nil, nil, nil, nil, httpapi.Options{}, reg, zap.NewNop()), &waitpage.Pages{})
 	require.NoError(t, docs.CheckRoutes(context.Background(), "api", engine.Routes()))
 }
 

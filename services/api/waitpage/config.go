@@ -53,7 +53,8 @@ func (c Config) colors() ([][2]string, error) {
 	return out, nil
 }
 
-// install reads and checks the install's template (nil: none).
+// install reads and checks the install's template (nil: none), as an
+// upload is checked (pagetemplate.Accept).
 func (c Config) install() (*pagetemplate.Template, error) {
 	if c.Template == "" {
 		return nil, nil
@@ -62,7 +63,7 @@ func (c Config) install() (*pagetemplate.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("WR_WAITPAGE_TEMPLATE: %w", err)
 	}
-	t, err := pagetemplate.Check(string(b))
+	t, err := pagetemplate.Accept(string(b), "")
 	if err != nil {
 		return nil, fmt.Errorf("WR_WAITPAGE_TEMPLATE %s: %w", c.Template, err)
 	}

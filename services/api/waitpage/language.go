@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/pagetemplate"
 	"golang.org/x/text/language"
 )
 
@@ -32,7 +33,7 @@ type Catalog struct {
 }
 
 // languages is the order tags are offered in; the first is the fallback.
-var languages = []string{"en", "ko", "ja", "de", "es"}
+var languages = pagetemplate.Languages()
 
 // LoadCatalog reads the embedded catalogues; every one must have exactly the
 // English keys (a missing string would show a key to a reader).

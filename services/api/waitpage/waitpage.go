@@ -6,7 +6,8 @@
 // may use for a page of its own. A seller's template (the install's, or an
 // item's own) replaces the default page around the same live slots, in the
 // reader's language (Catalog). It also serves the page that link leads to
-// by default: a stand-in for the shop, which verifies the admission token.
+// by default, in the same language: a stand-in for the shop, which verifies
+// the admission token.
 package waitpage
 
 import (
@@ -65,8 +66,9 @@ type Items interface {
 	Get(item string) (topics.ItemState, bool)
 }
 
-// Pages serves the waiting page of every item: the item's own template, else
-// the install's, else the room's default page.
+// Pages serves the waiting page of every item: the item's own template in
+// the reader's language, else the item's own, else the install's, else the
+// room's default page.
 type Pages struct {
 	target  string
 	items   Items
@@ -109,10 +111,21 @@ func New(cfg Config, target string, items Items, log *zap.Logger) (*Pages, error
 		colors: template.CSS(css.String()), log: log, byItem: map[string]*pagetemplate.Template{}}, nil
 }
 
-// itemTemplate is the item's own checked template, nil when it has none or
-// the stored one does not pass the check (then the install's page shows,
-// and the refusal is logged once).
-func (p *Pages) itemTemplate(item, src string) *pagetemplate.Template {
+// itemTemplate is the item's own checked page for the reader's language:
+// its page in lang, else its page for every language; nil when it has
+// neither (then the install's page shows). A stored page that does not pass
+// the check is skipped (and its refusal logged once).
+func (p *Pages) itemTemplate(item, lang string, st topics.ItemState) *pagetemplate.Template {
+	for _, src := range []string{st.Templates[lang], st.Template} {
+		if t := p.checked(item, src); t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// checked is src checked (nil: "" or refused), kept by source.
+func (p *Pages) checked(item, src string) *pagetemplate.Template {
 	if src == "" {
 		return nil
 	}
@@ -124,7 +137,7 @@ func (p *Pages) itemTemplate(item, src string) *pagetemplate.Template {
 	}
 	t, err := pagetemplate.Check(src)
 	if err != nil {
-		p.log.Warn("item template refused: showing the install's page", zap.String("item", item), zap.Error(err))
+		p.log.Warn("item template refused: showing the next page in line", zap.String("item", item), zap.Error(err))
 	}
 	if len(p.byItem) >= maxCompiled {
 		clear(p.byItem)
@@ -142,12 +155,12 @@ func (p *Pages) Wait(c *gin.Context) {
 	}
 	lang := p.cat.choose(c)
 	msgs := p.cat.Messages(lang)
-	name, own := item, ""
+	name, own := item, (*pagetemplate.Template)(nil)
 	if st, ok := p.items.Get(item); ok {
 		if st.Name != "" {
 			name = st.Name
 		}
-		own = st.Template
+		own = p.itemTemplate(item, lang, st)
 	}
 	cfg, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "target": p.target, "lang": lang, "t": msgs}) // strings always marshal
 	d := pagetemplate.Data{Lang: lang, ItemName: name, Logo: p.logo}
@@ -162,9 +175,9 @@ func (p *Pages) Wait(c *gin.Context) {
 	c.Header("Content-Language", lang)
 	c.Status(http.StatusOK)
 	var err error
-	switch t := p.itemTemplate(item, own); {
-	case t != nil:
-		err = t.Execute(c.Writer, d)
+	switch {
+	case own != nil:
+		err = own.Execute(c.Writer, d)
 	case p.install != nil:
 		err = p.install.Execute(c.Writer, d)
 	default:
@@ -226,27 +239,32 @@ func PowWorker(c *gin.Context) {
 	c.Data(http.StatusOK, "text/javascript; charset=utf-8", powWorker)
 }
 
-// AdmittedHandler serves GET /items/:itemId/admitted, where "continue" leads
-// by default: it shows the item and whether the admission token of
-// ?admission= verifies.
-func AdmittedHandler(items Items) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		item := c.Param("itemId")
-		if err := registration.CheckItemID(item); err != nil {
-			registration.Abort(c, err)
-			return
-		}
-		cfg := map[string]string{"itemId": item, "name": item}
-		if st, ok := items.Get(item); ok && st.Name != "" {
-			cfg["name"] = st.Name
-		}
-		js, _ := json.Marshal(cfg) // strings always marshal
-		c.Header("Content-Type", "text/html; charset=utf-8")
-		c.Header("Cache-Control", "no-store")
-		c.Status(http.StatusOK)
-		// html/template escapes the JSON for its <script> context.
-		if err := admitted.Execute(c.Writer, template.JS(js)); err != nil {
-			_ = c.Error(err)
-		}
+// Admitted serves GET /items/:itemId/admitted, where "continue" leads by
+// default: in the reader's language (as the waiting page chooses it), it
+// shows the item and whether the admission token of ?admission= verifies.
+func (p *Pages) Admitted(c *gin.Context) {
+	item := c.Param("itemId")
+	if err := registration.CheckItemID(item); err != nil {
+		registration.Abort(c, err)
+		return
+	}
+	lang := p.cat.choose(c)
+	msgs := p.cat.Messages(lang)
+	name := item
+	if st, ok := p.items.Get(item); ok && st.Name != "" {
+		name = st.Name
+	}
+	t := map[string]string{"validUntil": msgs["validUntil"], "admitted.invalid": msgs["admitted.invalid"]}
+	js, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "lang": lang, "t": t}) // strings always marshal
+	before, after, _ := strings.Cut(msgs["admitted.note"], "{verify}")
+	c.Header("Content-Type", "text/html; charset=utf-8")
+	c.Header("Cache-Control", "no-store")
+	c.Header("Vary", "Accept-Language, Cookie")
+	c.Header("Content-Language", lang)
+	c.Status(http.StatusOK)
+	// html/template escapes the JSON for its <script> context.
+	if err := admitted.Execute(c.Writer, map[string]any{"Lang": lang, "T": msgs, "Cfg": template.JS(js),
+		"NoteBefore": before, "NoteAfter": after}); err != nil {
+		_ = c.Error(err)
 	}
 }

@@ -56,28 +56,29 @@ func newAdminClient(o *adminOpts) *adminClient {
 
 // itemView is the admin API's view of an item (services/scheduler/admin.ItemView).
 type itemView struct {
-	ItemID             string       `json:"itemId"`
-	Name               string       `json:"name"`
-	Stock              int64        `json:"stock"`
-	Enabled            bool         `json:"enabled"`
-	Paused             bool         `json:"paused"`
-	Policy             policyFields `json:"policy"`
-	Mode               string       `json:"mode"`
-	RejectMessage      string       `json:"rejectMessage"`
-	Notice             string       `json:"notice"`
-	Template           string       `json:"template"`
-	Version            int64        `json:"version"`
-	UpdatedAt          int64        `json:"updatedAt"`
-	Waiting            int64        `json:"waiting"`
-	Admitted           int64        `json:"admitted"`
-	Head               int64        `json:"head"`
-	Seq                int64        `json:"seq"`
-	AdmittedLastMinute int64        `json:"admittedLastMinute"`
-	Active             bool         `json:"active"`
-	OpensAt            int64        `json:"opensAt"`
-	DrawWindowSeconds  int64        `json:"drawWindowSeconds"`
-	DrawCommit         string       `json:"drawCommit"`
-	DrawRounds         int64        `json:"drawRounds"`
+	ItemID             string            `json:"itemId"`
+	Name               string            `json:"name"`
+	Stock              int64             `json:"stock"`
+	Enabled            bool              `json:"enabled"`
+	Paused             bool              `json:"paused"`
+	Policy             policyFields      `json:"policy"`
+	Mode               string            `json:"mode"`
+	RejectMessage      string            `json:"rejectMessage"`
+	Notice             string            `json:"notice"`
+	Template           string            `json:"template"`
+	Templates          map[string]string `json:"templates"`
+	Version            int64             `json:"version"`
+	UpdatedAt          int64             `json:"updatedAt"`
+	Waiting            int64             `json:"waiting"`
+	Admitted           int64             `json:"admitted"`
+	Head               int64             `json:"head"`
+	Seq                int64             `json:"seq"`
+	AdmittedLastMinute int64             `json:"admittedLastMinute"`
+	Active             bool              `json:"active"`
+	OpensAt            int64             `json:"opensAt"`
+	DrawWindowSeconds  int64             `json:"drawWindowSeconds"`
+	DrawCommit         string            `json:"drawCommit"`
+	DrawRounds         int64             `json:"drawRounds"`
 }
 
 type policyFields struct {

@@ -32,8 +32,10 @@ type Env struct {
 	APIURL     string `env:"WR_API_URL" envDefault:"http://127.0.0.1:8080"`
 	AdminURL   string `env:"WR_ADMIN_URL" envDefault:"http://127.0.0.1:8082"`
 	AdminToken string `env:"WR_ADMIN_TOKEN" secret:"true"`
-	LogLevel   string `env:"WR_LOG_LEVEL" envDefault:"warn"`
-	LogFormat  string `env:"WR_LOG_FORMAT" envDefault:"console"`
+	// FlagKey signs the kits' flag (waitroomctl flag): a base64 Ed25519 seed.
+	FlagKey   string `env:"WR_FLAG_KEY" secret:"true"`
+	LogLevel  string `env:"WR_LOG_LEVEL" envDefault:"warn"`
+	LogFormat string `env:"WR_LOG_FORMAT" envDefault:"console"`
 }
 
 // DefaultEnv is the Env of an empty environment (the defaults of its tags).
@@ -120,7 +122,7 @@ Exit codes: 0 done and healthy, 1 failed or unhealthy, 2 usage error (nothing wa
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd(), a.lineCmd(), a.blocksCmd(), a.bypassCmd(), a.drawCmd())
+	root.AddCommand(a.topicsCmd(), a.dlqCmd(), a.itemsCmd(), a.statsCmd(), a.benchCmd(), a.rebuildCmd(), a.lineCmd(), a.blocksCmd(), a.bypassCmd(), a.drawCmd(), a.flagCmd())
 	return root
 }
 

@@ -3,10 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,7 +24,7 @@ import (
 var flagOf = map[string]string{
 	"name": "--name", "stock": "--stock", "enabled": "--enabled", "ratePerSecond": "--rate",
 	"maxActive": "--max-active", "sessionTTLSeconds": "--session-ttl", "paused": "--paused",
-	"mode": "--mode", "rejectMessage": "--reject-message", "notice": "--notice", "template": "--template-file",
+	"mode": "--mode", "rejectMessage": "--reject-message", "notice": "--notice", "template": "--template-file", "templates": "--template-lang",
 	"powDifficulty":      "--pow-difficulty",
 	"idleTimeoutSeconds": "--idle-timeout",
 	"opensAt":            "--opens-at", "drawWindowSeconds": "--draw-window",
@@ -30,7 +33,7 @@ var flagOf = map[string]string{
 // checkPatch refuses an empty patch and names the flag of a field out of bounds.
 func checkPatch(c *itempatch.Patch) error {
 	if c.Empty() {
-		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --notice, --template-file, --idle-timeout, --pow-difficulty, --opens-at, --draw-window")
+		return usagef("nothing to change: give at least one of --name, --stock, --enabled, --rate, --max-active, --session-ttl, --paused, --mode, --reject-message, --notice, --template-file, --template-lang, --idle-timeout, --pow-difficulty, --opens-at, --draw-window")
 	}
 	if err := c.Check(); err != nil {
 		return usagef("%s %s", flagOf[err.Field], err.Problem)
@@ -58,6 +61,7 @@ type setItemOpts struct {
 	rejectMsg  string
 	notice     string
 	tplFile    string
+	tplLang    []string
 	powBits    int
 	idle       time.Duration
 	opensAt    string
@@ -89,6 +93,7 @@ stock, 10 admissions/s, max-active 1000 and a 5m session unless the flags say ot
   waitroomctl items set concert-2026 --opens-at 2026-12-01T10:00:00Z   # pre-queue until then, then a draw
   waitroomctl items set concert-2026 --mode random --draw-window 1m    # a lottery every minute
   waitroomctl items set concert-2026 --stock 0 --enabled=false
+  waitroomctl items set concert-2026 --template-file page.html --template-lang ko=page.ko.html   # a page for all, one for Korean readers
   waitroomctl items set concert-2026 --pow-difficulty 18        # ask each registration a proof-of-work
   WR_ADMIN_TOKEN=... waitroomctl items set concert-2026 --session-ttl 10m`,
 		Args: exactArgs(1, "one <itemId>"),
@@ -111,6 +116,7 @@ func (o *setItemOpts) flags(cmd *cobra.Command) {
 	f.StringVar(&o.mode, "mode", "", "queue mode: fifo (the line), passthrough (everyone in at the next tick, still counted), reject (new registrations refused), random (a committed-seed draw over each window) or auto (fifo, invisible while the item has room: the kit sends people straight on)")
 	f.StringVar(&o.rejectMsg, "reject-message", "", "what registrations refused in reject mode are told (the page shows it)")
 	f.StringVar(&o.tplFile, "template-file", "", `the item's own waiting page: an HTML template with placeholders (docs/waiting-page.md), checked before it is sent ("" returns to the install's page)`)
+	f.StringArrayVar(&o.tplLang, "template-lang", nil, `LANG=FILE: the item's own waiting page for readers of one language (en, ko, ja, de, es), checked before it is sent; repeatable; LANG= removes it`)
 	f.StringVar(&o.notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
 	f.IntVar(&o.powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
 	f.DurationVar(&o.idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
@@ -188,6 +194,20 @@ func (o *setItemOpts) patch(cmd *cobra.Command) (itempatch.Patch, error) {
 			return c, err
 		}
 		c.Template = &src
+	}
+	for _, lf := range o.tplLang {
+		lang, file, ok := strings.Cut(lf, "=")
+		if !ok || lang == "" {
+			return c, usagef("--template-lang %q: want LANG=FILE (LANG= removes the page)", lf)
+		}
+		src, err := readTemplateFile(file)
+		if err != nil {
+			return c, err
+		}
+		if c.Templates == nil {
+			c.Templates = map[string]string{}
+		}
+		c.Templates[lang] = src
 	}
 	if f.Changed("pow-difficulty") {
 		c.PowDifficulty = &o.powBits
@@ -315,7 +335,7 @@ func (a *app) setItemAdmin(ctx context.Context, o *adminOpts, item string, c *it
 		}
 	}
 	s := topics.ItemState{V: topics.Version, ItemID: v.ItemID, Name: v.Name, Stock: v.Stock, Enabled: v.Enabled, Version: v.Version, UpdatedAt: v.UpdatedAt,
-		Mode: v.Mode, RejectMessage: v.RejectMessage, Notice: v.Notice, Template: v.Template,
+		Mode: v.Mode, RejectMessage: v.RejectMessage, Notice: v.Notice, Template: v.Template, Templates: v.Templates,
 		OpensAt: v.OpensAt, DrawWindowSeconds: v.DrawWindowSeconds, DrawCommit: v.DrawCommit, DrawRounds: v.DrawRounds,
 		Policy: topics.AdmissionPolicy{RatePerSecond: v.Policy.RatePerSecond, MaxActive: v.Policy.MaxActive, SessionTTLSeconds: v.Policy.SessionTTLSeconds, Paused: v.Policy.Paused}}
 	return a.printItem(s, "admin", "applied through the admin API at "+o.url+" (published to "+topics.Items+" and in Redis now)")
@@ -356,6 +376,9 @@ func (a *app) printItem(s topics.ItemState, via, how string) error {
 	}
 	if s.Template != "" {
 		fmt.Fprintf(tw, "waiting-page:\tthe item's own template (%d bytes)\n", len(s.Template))
+	}
+	for _, lang := range slices.Sorted(maps.Keys(s.Templates)) {
+		fmt.Fprintf(tw, "waiting-page %s:\tthe item's own template in %s (%d bytes)\n", lang, lang, len(s.Templates[lang]))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -180,14 +180,27 @@ func TestConsoleInBrowser(t *testing.T) {
 	upload("<body><script>steal()</script>{{.Room}}</body>")
 	waitFor(`document.getElementById("msg").textContent.startsWith("400 INVALID_TEMPLATE: template: line 1: <script> is not allowed")`,
 		"a template with a script refused, its line named", 15*time.Second)
-	const own = `<html lang="{{.Lang}}"><body><h1 id="own">Drop: {{.ItemName}}</h1>{{.Position}}{{.Room}}</body></html>`
+	const own = `<html lang="{{.Lang}}"><title>{{.ItemName}}</title><body><h1 id="own">Drop: {{.ItemName}}</h1>{{.Position}}{{.Room}}</body></html>`
 	upload(own)
 	waitFor(fmt.Sprintf(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "own template (%d bytes)"`, len(own)),
 		"the template kept with the item", 15*time.Second)
 	require.Eventually(t, func() bool {
 		return strings.Contains(string(e.do(http.MethodGet, "/items/drop/wait", nil).Body), `<h1 id="own">Drop: `)
 	}, 15*time.Second, 50*time.Millisecond, "the api serves the item's template")
+	// A Korean page beside it: Korean readers get it, and "default" with
+	// Korean chosen drops only it.
+	const ko = `<html lang="ko"><title>{{.ItemName}}</title><body><h1 id="own">한국어: {{.ItemName}}</h1>{{.Position}}{{.Room}}</body></html>`
+	_ = eval(`(() => { document.querySelector('#settings tr[data-item="drop"] .tpl-lang').value = "ko"; return ""; })()`)
+	upload(ko)
+	waitFor(fmt.Sprintf(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "own template (%d bytes); ko (%d bytes)"`, len(own), len(ko)),
+		"the Korean page kept beside the item's", 15*time.Second)
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(e.do(http.MethodGet, "/items/drop/wait?lang=ko", nil).Body), `<h1 id="own">한국어: `)
+	}, 15*time.Second, 50*time.Millisecond, "the api serves the Korean page to a Korean reader")
 	_ = eval(`(() => { document.querySelector('#settings tr[data-item="drop"] .clear-tpl').click(); return ""; })()`)
+	waitFor(fmt.Sprintf(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "own template (%d bytes)"`, len(own)),
+		"the Korean page dropped, the item's kept", 15*time.Second)
+	_ = eval(`(() => { document.querySelector('#settings tr[data-item="drop"] .tpl-lang').value = ""; document.querySelector('#settings tr[data-item="drop"] .clear-tpl').click(); return ""; })()`)
 	waitFor(`document.querySelector('#settings tr[data-item="drop"] .tpl').textContent === "the install's page"`, "back to the install's page", 15*time.Second)
 
 	// Blocks: added in the console, in force at the api, lifted in the console.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,9 +36,10 @@ const Prefix = "/internal/admin/v1"
 
 const (
 	maxBodyBytes = 4 << 10
-	// maxItemBodyBytes lets an item's change carry its page template
-	// (topics.MaxTemplate, JSON-escaped).
-	maxItemBodyBytes = 4*topics.MaxTemplate + maxBodyBytes
+	// maxItemBodyBytes lets an item's change carry its page templates, the
+	// one for every language and one per language (topics.MaxTemplate each,
+	// JSON-escaped).
+	maxItemBodyBytes = 4*topics.MaxTemplate*(1+topics.MaxTemplateLanguages) + maxBodyBytes
 	callTimeout      = 5 * time.Second // per Redis or Kafka call
 )
 
@@ -147,6 +149,7 @@ type ItemView struct {
 	RejectMessage      string                 `json:"rejectMessage,omitempty"`
 	Notice             string                 `json:"notice,omitempty"`
 	Template           string                 `json:"template,omitempty"`
+	Templates          map[string]string      `json:"templates,omitempty"` // by language
 	Version            int64                  `json:"version"`
 	UpdatedAt          int64                  `json:"updatedAt"` // unix milliseconds
 	Waiting            int64                  `json:"waiting"`
@@ -385,10 +388,15 @@ func (s *Server) answerItem(ctx context.Context, c *gin.Context, item string, st
 
 // sameState compares two states as Redis holds them: fifo, given or not,
 // reads back as the default mode (an operator who sets "fifo" while the
-// consumer applies the same version first is not a conflict).
+// consumer applies the same version first is not a conflict); no pages by
+// language and none given read the same.
 func sameState(a, b topics.ItemState) bool {
+	if !maps.Equal(a.Templates, b.Templates) {
+		return false
+	}
 	a.Mode, b.Mode = a.ModeOf(), b.ModeOf()
-	return a == b
+	a.Templates, b.Templates = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // current returns the newest state of item that the cache or Redis holds:
@@ -442,7 +450,7 @@ func (s *Server) registry(ctx context.Context) (map[string]bool, error) {
 func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 	return ItemView{
 		ItemID: it.ItemID, Name: it.Name, Stock: it.Stock, Enabled: it.Enabled, Paused: !it.Policy.Admitting(),
-		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Notice: it.Notice, Template: it.Template, Version: it.Version, UpdatedAt: it.UpdatedAt,
+		Policy: it.Policy, Mode: it.ModeOf(), RejectMessage: it.RejectMessage, Notice: it.Notice, Template: it.Template, Templates: it.Templates, Version: it.Version, UpdatedAt: it.UpdatedAt,
 		Waiting: st.Waiting, Admitted: st.Admitted, Head: st.Head, Seq: st.Seq, AdmittedLastMinute: st.AdmittedLastMinute,
 		Active:  active,
 		OpensAt: it.OpensAt, DrawWindowSeconds: it.DrawWindowSeconds, DrawCommit: it.DrawCommit, DrawRounds: it.DrawRounds, DrawSalt: it.DrawSalt,

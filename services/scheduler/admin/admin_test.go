@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -407,7 +408,7 @@ func TestReadItemsAndStats(t *testing.T) {
 			t.Errorf("a-item's last in line: ETA %d s, want about 2 (2 behind a full room freeing 1/s)", got.EtaLastSeconds)
 		}
 		got.EtaLastSeconds = 0
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("item %d:\n got %+v\nwant %+v", i, got, want)
 		}
 	}
@@ -416,7 +417,7 @@ func TestReadItemsAndStats(t *testing.T) {
 	if code, ed := e.do(http.MethodGet, admin.Prefix+"/items/a-item", "", &one); code != http.StatusOK {
 		t.Fatalf("get: %d %s", code, ed.Code)
 	}
-	if one.UpdatedAt, one.EtaLastSeconds = 0, 0; one != wantA {
+	if one.UpdatedAt, one.EtaLastSeconds = 0, 0; !reflect.DeepEqual(one, wantA) {
 		t.Errorf("get a-item:\n got %+v\nwant %+v", one, wantA)
 	}
 	if code, ed := e.do(http.MethodGet, admin.Prefix+"/items/nope", "", nil); code != http.StatusNotFound || ed.Code != "ITEM_NOT_FOUND" {

@@ -44,7 +44,7 @@ func (r *AdmissionRequest) Apply(p topics.AdmissionPolicy) (topics.AdmissionPoli
 // Apply checks the request and returns s with its changes.
 func (r *ItemRequest) Apply(s topics.ItemState) (topics.ItemState, *RequestError) {
 	if err := r.Check(); err != nil {
-		if err.Field == "template" { // the seller's page: its own code, the problem's line in the message
+		if err.Field == "template" || err.Field == "templates" { // the seller's pages: their own code, the problem's line in the message
 			return s, &RequestError{Code: "INVALID_TEMPLATE", Message: err.Error()}
 		}
 		return s, &RequestError{Code: "INVALID_ITEM", Message: err.Error()}

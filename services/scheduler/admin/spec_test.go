@@ -88,7 +88,7 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	admin("POST", "/items/fresh", `{"stock":"x"}`, true, 400, "INVALID_JSON")
 	admin("POST", "/items/fresh", `{"stock":-5}`, false, 400, "INVALID_ITEM")
 	admin("POST", "/items/fresh", `{"mode":"random"}`, false, 409, "DRAWS_DISABLED")
-	admin("POST", "/items/fresh", `{"name":"`+strings.Repeat("n", 70000)+`"}`, true, 413, "BODY_TOO_LARGE")
+	admin("POST", "/items/fresh", `{"name":"`+strings.Repeat("n", 700000)+`"}`, true, 413, "BODY_TOO_LARGE")
 	admin("PUT", "/items/drop/admission", `{"ratePerSecond":2,"paused":true}`, false, 200, "")
 	admin("PUT", "/items/drop/admission", `{}`, true, 400, "INVALID_POLICY")
 	admin("PUT", "/items/nope/admission", `{"maxActive":3}`, false, 404, "ITEM_NOT_FOUND")

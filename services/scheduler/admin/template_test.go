@@ -53,3 +53,53 @@ func TestItemTemplateIsCheckedAtUpload(t *testing.T) {
 		t.Fatalf("clearing: %d %s, template of %d bytes", code, ed.Code, len(cleared.Template))
 	}
 }
+
+// Pages per language are uploaded beside the item's page and merged: each is
+// checked for its language, and an obviously inaccessible page (no lang, no
+// title, an image without alt) is refused with a 400 naming the rule and the
+// line, as a script is.
+func TestItemTemplatesByLanguageAreCheckedAtUpload(t *testing.T) {
+	e := newEnv(t, fakes{})
+	page := func(lang, words string) string {
+		return `<!doctype html><html lang="` + lang + `"><head><title>{{.ItemName}}</title></head><body><h1>` + words +
+			`</h1>{{.Position}}{{.Room}}</body></html>`
+	}
+	body := func(ts map[string]string) string {
+		b, _ := json.Marshal(map[string]any{"templates": ts})
+		return string(b)
+	}
+	var v admin.ItemView
+	if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/tour", body(map[string]string{"ko": page("ko", "대기"), "ja": page("{{.Lang}}", "待機")}), &v); code != http.StatusOK {
+		t.Fatalf("good pages: %d %s %s", code, ed.Code, ed.Message)
+	}
+	if len(v.Templates) != 2 || v.Templates["ko"] != page("ko", "대기") {
+		t.Fatalf("answered templates %v", v.Templates)
+	}
+	if code, ed := e.do(http.MethodPost, admin.Prefix+"/items/tour", body(map[string]string{"ja": "", "de": page("de", "Warten")}), &v); code != http.StatusOK {
+		t.Fatalf("second change: %d %s %s", code, ed.Code, ed.Message)
+	}
+	s, ok, err := e.line.Item(e.ctx(), "tour")
+	if err != nil || !ok || len(s.Templates) != 2 || s.Templates["ko"] != page("ko", "대기") || s.Templates["de"] != page("de", "Warten") {
+		t.Fatalf("Redis: ok %v err %v templates %v, want ko kept, de added, ja removed", ok, err, s.Templates)
+	}
+
+	for _, tc := range []struct {
+		name string
+		body string
+		want string
+	}{
+		{"unknown language", body(map[string]string{"fr": page("fr", "x")}), `templates: "fr" is not a language the room speaks`},
+		{"lang of another language", body(map[string]string{"es": page("de", "x")}), `templates: es: line 1: <html lang="de"> in the template for "es"`},
+		{"no lang", `{"template":"<html><head><title>x</title></head><body>{{.Room}}</body></html>"}`, "template: line 1: the page has no <html lang>"},
+		{"no title", `{"template":"<html lang=\"{{.Lang}}\"><body>{{.Room}}</body></html>"}`, "template: the page has no title"},
+		{"image without alt", body(map[string]string{"ko": "<html lang=\"ko\"><title>t</title><body>\n<img src=\"/logo.png\">{{.Room}}</body></html>"}), "templates: ko: line 2: <img> without alt"},
+	} {
+		code, ed := e.do(http.MethodPost, admin.Prefix+"/items/tour", tc.body, nil)
+		if code != http.StatusBadRequest || ed.Code != "INVALID_TEMPLATE" || !strings.Contains(ed.Message, tc.want) {
+			t.Errorf("%s: %d %s %q, want 400 INVALID_TEMPLATE %q", tc.name, code, ed.Code, ed.Message, tc.want)
+		}
+	}
+	if s, _, _ := e.line.Item(e.ctx(), "tour"); s.Version != 2 {
+		t.Fatalf("a refused page changed the item: version %d", s.Version)
+	}
+}

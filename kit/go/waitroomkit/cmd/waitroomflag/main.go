@@ -43,26 +43,10 @@ func (m items) Set(v string) error {
 		return fmt.Errorf("%q: want ID=open|closed|through|paused|on[,…]", v)
 	}
 	f := m[id]
-	for _, w := range strings.Split(words, ",") {
-		if err := apply(&f, w); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
-		}
+	if err := f.Apply(words); err != nil {
+		return fmt.Errorf("%s: %w", id, err)
 	}
 	m[id] = f
-	return nil
-}
-
-func apply(f *waitroomkit.ItemFlag, w string) error {
-	switch w {
-	case waitroomkit.FailOpen, waitroomkit.FailClosed:
-		f.FailMode = w
-	case waitroomkit.OffThrough, waitroomkit.OffPaused:
-		f.Off = w
-	case "on":
-		f.Off = ""
-	default:
-		return fmt.Errorf("%q is not open, closed, through, paused or on", w)
-	}
 	return nil
 }
 
@@ -85,21 +69,18 @@ func run(args []string, envKey string, out io.Writer, now time.Time) error {
 		}
 		raw = string(b)
 	}
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(raw))
-	if err != nil || len(seed) != ed25519.SeedSize {
+	key, err := waitroomkit.ParseFlagKey(raw)
+	if err != nil {
 		return errors.New("the key must be a base64 Ed25519 seed of 32 bytes (-key-file or WR_FLAG_KEY)")
 	}
-	key := ed25519.NewKeyFromSeed(seed)
 	if *public {
 		_, err := fmt.Fprintln(out, base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))
 		return err
 	}
 	f := waitroomkit.Flag{IssuedAt: now, Items: its}
 	if *def != "" {
-		for _, w := range strings.Split(*def, ",") {
-			if err := apply(&f.Default, w); err != nil {
-				return fmt.Errorf("-default: %w", err)
-			}
+		if err := f.Default.Apply(*def); err != nil {
+			return fmt.Errorf("-default: %w", err)
 		}
 	}
 	s, err := waitroomkit.SignFlag(key, f)
