@@ -127,7 +127,7 @@ type Scheduler struct {
 
 	leading  atomic.Uint64 // bit i: leads shard i (Shards <= 64), or any for more
 	progress atomic.Int64  // unix ns of the loop's last step (stepped)
-	draws   draws
+	draws    draws
 }
 
 // Leading reports whether this replica leads any shard right now.
