@@ -19,7 +19,8 @@ import (
 // before (the line's scripts declare no flags).
 func TestAFullRedisStillTakesTheMarkersAdvance(t *testing.T) {
 	ctx := context.Background()
-	rdb := testenv.StartRedis(t).Client()
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client()
 	if err := view.SetReady(ctx, rdb, "g", map[string]int64{view.Field("t", 0): 3}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -29,13 +30,7 @@ func TestAFullRedisStillTakesTheMarkersAdvance(t *testing.T) {
 		t.Fatalf("a marker behind the record was trusted: %+v (the check this test relies on)", s)
 	}
 
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil { // below any server's memory in use
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	lift := srv.Fill()
 	if err := rdb.Set(ctx, "grow", "x", 0).Err(); err == nil {
 		t.Fatal("a write that grows memory went through: Redis is not full")
 	}
@@ -43,9 +38,7 @@ func TestAFullRedisStillTakesTheMarkersAdvance(t *testing.T) {
 	if n, err := view.Advance(ctx, rdb, "t", 0, 7).Int(); err != nil || n != 1 {
 		t.Fatalf("advance on a full Redis: %d, %v; want it moved", n, err)
 	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
+	lift()
 	if s := w.Check(ctx); !s.Trusted {
 		t.Fatalf("the view after the advance: %+v, want trusted", s)
 	}
