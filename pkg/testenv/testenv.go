@@ -182,6 +182,24 @@ func (s *RedisServer) Client() *redis.Client {
 	return c
 }
 
+// Fill makes the server's memory full, as the nemesis's redis-oom does:
+// maxmemory below the memory in use, policy noeviction, so every command
+// that may grow memory is refused with OOM until the returned func (also
+// run when the test ends) lifts it.
+func (s *RedisServer) Fill() (lift func()) {
+	ctx := context.Background()
+	c := s.Client()
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		s.t.Fatalf("testenv: set maxmemory-policy: %v", err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil { // below any server's memory in use
+		s.t.Fatalf("testenv: set maxmemory: %v", err)
+	}
+	lift = func() { c.ConfigSet(context.Background(), "maxmemory", "0") }
+	s.t.Cleanup(lift)
+	return lift
+}
+
 // PID is the server's process id (0 when stopped).
 func (s *RedisServer) PID() int {
 	if s.cmd == nil || s.cmd.Process == nil {

@@ -34,9 +34,9 @@ type Items interface {
 	Get(item string) (topics.ItemState, bool)
 }
 
-// Producer sends records to Kafka and waits for the broker's ack (*kgo.Client).
+// Producer sends a record to Kafka and calls promise with the broker's answer (*kgo.Client).
 type Producer interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 }
 
 // Line reads where a registration stands and ends admissions (*queue.Line).
@@ -302,14 +302,29 @@ func tokenIDFor(item, user, requestID string) string {
 	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:16])
 }
 
-// produce sends ev keyed by its item and waits for the broker; on failure it
-// has answered 503 and returns false.
+// produce sends ev keyed by its item and waits for the broker, at most the
+// produce timeout; on failure it has answered 503 and returns false.
+//
+// It waits on the record's promise, not in ProduceSync: the Kafka client
+// fails a record whose context ended only while it is not yet sent, and one
+// already on a connection that stopped answering (a link that holds, a
+// broker that hangs) waits for that connection's own timeouts, far past
+// ours (the nemesis's probes of an api cut from Kafka waited over 10 s).
+// Answered 503 at the deadline, the record may still be written later; a
+// retry with the same requestId names the same place (tokenIDFor).
 func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Record, bool) {
 	rec := &kgo.Record{Topic: topics.Registrations, Key: []byte(ev.ItemID), Value: topics.Encode(ev)}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.ProduceTimeout)
 	defer cancel()
 	start := time.Now()
-	err := s.prod.ProduceSync(ctx, rec).FirstErr()
+	done := make(chan error, 1)
+	s.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("no answer from Kafka within %s: %w", s.opt.ProduceTimeout, ctx.Err())
+	}
 	s.m.produce.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.m.produceErrors.Inc()

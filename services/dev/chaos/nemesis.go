@@ -551,10 +551,13 @@ func (n *nemesis) probe(ctx context.Context, api string, until time.Time) {
 	}
 }
 
+// hung records an api that did not answer in time, and prints it at once:
+// the row's notes are few and may be full of others by the end.
 func (n *nemesis) hung(s string) {
 	n.mu.Lock()
 	n.hangs = append(n.hangs, s)
 	n.mu.Unlock()
+	n.printf("nemesis: %s\n", s)
 }
 
 func (n *nemesis) proc(name string) *cluster.Proc {

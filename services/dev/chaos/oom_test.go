@@ -22,17 +22,12 @@ import (
 // The line's scripts run in this mode: they declare no flags (#!lua).
 func TestAFullRedisRefusesAScriptBeforeItsFirstWriteNeverAfter(t *testing.T) {
 	ctx := context.Background()
-	rdb := testenv.StartRedis(t).Client()
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client()
 	if err := rdb.Set(ctx, "before", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil { // below any server's memory in use
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	srv.Fill()
 
 	// Read, then write: refused at the write, nothing written.
 	err := redis.NewScript(`redis.call('GET', 'before'); redis.call('SET', 'a', '1'); redis.call('SET', 'b', '1'); return 1`).Run(ctx, rdb, []string{"before", "a", "b"}).Err()

@@ -33,7 +33,7 @@ func TestEpochNeverGoesBackwardsWhenItsCounterIsLost(t *testing.T) {
 	l := nu.acquire(ctx, 0)
 	require.NotNil(t, l, "the new replica leads")
 	require.Greater(t, l.epoch, last, "the fence went backwards")
-	require.NoError(t, nu.tick(ctx, l.epoch, l.mu))
+	require.NoError(t, nu.tick(ctx, l.epoch, l))
 	st, err := w.line.Stats(ctx, "e")
 	require.NoError(t, err)
 	require.Positive(t, st.Admitted, "the new leader admits")

@@ -112,13 +112,6 @@ type Options struct {
 	DrawCheckEvery time.Duration
 }
 
-// lease is one shard this replica leads.
-type lease struct {
-	shard int
-	mu    *redsync.Mutex
-	epoch int64
-}
-
 // Scheduler is one replica.
 type Scheduler struct {
 	rdb  redis.UniversalClient
@@ -132,8 +125,9 @@ type Scheduler struct {
 	now  func() time.Time
 	id   string
 
-	leading atomic.Uint64 // bit i: leads shard i (Shards <= 64), or any for more
-	draws   draws
+	leading  atomic.Uint64 // bit i: leads shard i (Shards <= 64), or any for more
+	progress atomic.Int64  // unix ns of the loop's last step (stepped)
+	draws    draws
 }
 
 // Leading reports whether this replica leads any shard right now.
@@ -193,6 +187,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	held := map[int]*lease{}
 	defer s.stop(ctx, held)
 	for {
+		s.stepped()
 		s.share(ctx, held)
 		if len(held) > 0 {
 			s.tickLeases(ctx, held)
@@ -226,17 +221,12 @@ func (s *Scheduler) stop(ctx context.Context, held map[int]*lease) {
 }
 
 // share keeps this replica's share of the shards: it says it is alive,
-// extends the locks it holds (dropping those it lost), gives back what is
-// above its share, and tries free shards while under it.
+// drops the locks it lost (each lease extends its own: keep), gives back
+// what is above its share, and tries free shards while under it.
 func (s *Scheduler) share(ctx context.Context, held map[int]*lease) {
 	live := s.heartbeat(ctx)
 	for sh, l := range held {
-		if ok, err := l.mu.ExtendContext(ctx); !ok || err != nil {
-			if ctx.Err() != nil {
-				// Stopping, not lost: the lock is still ours, and stop
-				// releases it so the others take the shard at once.
-				return
-			}
+		if err := l.lostErr(); err != nil {
 			s.log.Warn("lost a shard's lock", zap.Int("shard", sh), zap.Int64("epoch", l.epoch), zap.Error(err))
 			s.drop(ctx, held, sh, false)
 		}
@@ -291,8 +281,12 @@ func (s *Scheduler) heartbeat(ctx context.Context) int {
 }
 
 // acquire tries shard sh's lock; on success it takes a fencing epoch and
-// claims it on waitroom.admissions before anything is promoted with it.
+// claims it on waitroom.admissions before anything is promoted with it. The
+// lock is extended from the moment it is taken (hold): the claim is a Kafka
+// produce, and a replica taking several shards in one pass would otherwise
+// see the first one's lock run out before its first tick.
 func (s *Scheduler) acquire(ctx context.Context, sh int) *lease {
+	s.stepped()
 	mu := s.rs.NewMutex(ShardLock(sh, s.opt.Shards), redsync.WithExpiry(s.opt.LockExpiry), redsync.WithTries(1),
 		redsync.WithGenValueFunc(s.lockValue))
 	if err := mu.TryLockContext(ctx); err != nil {
@@ -301,17 +295,21 @@ func (s *Scheduler) acquire(ctx context.Context, sh int) *lease {
 		}
 		return nil
 	}
-	l := &lease{shard: sh, mu: mu}
+	l := s.hold(ctx, sh, mu)
 	var err error
 	if l.epoch, err = s.ep.next(ctx); err == nil {
 		err = s.claim(ctx, l.epoch)
 	}
+	if err == nil {
+		err = l.lostErr()
+	}
 	if err != nil {
 		s.log.Warn("not leading the shard", zap.Int("shard", sh), zap.Error(err))
+		l.release()
 		s.unlock(ctx, mu)
 		return nil
 	}
-	s.log.Info("leading", zap.Int("shard", sh), zap.Int("shards", s.opt.Shards), zap.Int64("epoch", l.epoch), zap.Time("lockUntil", mu.Until()))
+	s.log.Info("leading", zap.Int("shard", sh), zap.Int("shards", s.opt.Shards), zap.Int64("epoch", l.epoch), zap.Time("lockUntil", l.Until()))
 	s.m.epoch.Set(float64(l.epoch))
 	return l
 }
@@ -321,7 +319,11 @@ func (s *Scheduler) drop(ctx context.Context, held map[int]*lease, sh int, relea
 	l := held[sh]
 	delete(held, sh)
 	s.mark(held)
-	if release && l != nil {
+	if l == nil {
+		return
+	}
+	l.release()
+	if release {
 		s.unlock(ctx, l.mu)
 	}
 }
@@ -387,7 +389,8 @@ func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
 			continue
 		}
 		shardBegan := time.Now()
-		err := s.tickItems(ctx, l.epoch, l.mu, mine[sh], now, seen, draws)
+		s.stepped()
+		err := s.tickItems(ctx, l.epoch, l, mine[sh], now, seen, draws)
 		s.m.shardTick.Observe(time.Since(shardBegan).Seconds())
 		if err != nil {
 			if ctx.Err() == nil {
@@ -419,7 +422,7 @@ var errStepDown = errors.New("no longer the leader")
 
 // tick promotes every active item once under one lock and epoch (one
 // leader of everything) and publishes what changed.
-func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) error {
+func (s *Scheduler) tick(ctx context.Context, epoch int64, mu deadline) error {
 	if !time.Now().Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
 	}
@@ -445,7 +448,7 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu *redsync.Mutex) er
 // tickItems promotes items once under mu and epoch and publishes what
 // changed (and, with draws, publishes the items' due draws first);
 // errStepDown when the lock ran out or an item fenced the epoch.
-func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu *redsync.Mutex, items []string, start time.Time, seen map[string]bool, draws bool) error {
+func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, items []string, start time.Time, seen map[string]bool, draws bool) error {
 	if !time.Now().Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
 	}

@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap/zaptest"
+)
+
+// lateKafka writes every record and answers late, as a broker behind a link
+// that holds its answers does: the record is on its way (in flight), so the
+// Kafka client cannot fail it when the caller's context ends.
+type lateKafka struct {
+	cl   *kgo.Client
+	late time.Duration
+}
+
+func (k lateKafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	k.cl.Produce(context.WithoutCancel(ctx), r, func(r *kgo.Record, err error) {
+		time.Sleep(k.late)
+		promise(r, err)
+	})
+}
+
+// ProduceSync is the same broker for a caller that waits in ProduceSync.
+func (k lateKafka) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	res := k.cl.ProduceSync(context.WithoutCancel(ctx), rs...)
+	time.Sleep(k.late)
+	return res
+}
+
+// A registration whose record Kafka does not answer within the produce
+// timeout is answered 503 at the timeout, not when the broker finally
+// answers: the nemesis's probes of an api cut from Kafka (a link that holds)
+// waited more than twice the timeout (RELIABILITY.md). The record is still
+// written: a retry with the same requestId names the same place.
+func TestRegistrationAnswers503AtTheProduceTimeout(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.Kafka(t, 3)...), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	timeout := 300 * time.Millisecond
+	srv := NewServer(nil, lateKafka{cl: cl, late: 10 * timeout}, nil, nil, nil, Options{ProduceTimeout: timeout},
+		prometheus.NewRegistry(), zaptest.NewLogger(t))
+
+	w := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(w)
+	c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/items/late/registrations", nil)
+	ev := &topics.RegistrationEvent{V: topics.Version, Kind: topics.KindRegister, ItemID: "late", TokenID: "T", UserID: "u",
+		Holder: topics.HolderToken, RequestedAt: time.Now().UnixMilli()}
+	start := time.Now()
+	_, ok := srv.produce(c, ev)
+	took := time.Since(start)
+	require.False(t, ok, "no answer from Kafka in time is a failure")
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Less(t, took, 3*timeout, "answered at the produce timeout (%s), not when Kafka answered (%s)", timeout, 10*timeout)
+}
