@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,6 +114,20 @@ func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.
 	fair(s.Entries, pool, late)
 	s.Count = len(s.Entries)
 	return s, nil
+}
+
+// Of is the snapshot of item's line as Line.Dump read it at one instant,
+// every admission ADMITTED with its expiry whatever the time (a dump is
+// restored as it was stored; Take classifies at a moment instead).
+func Of(item string, d queue.Dump) *Snapshot {
+	s := &Snapshot{Format: Format, Item: item, Seq: d.Seq, Head: d.Head, Applied: map[string]int64{}}
+	for p, off := range d.Applied {
+		s.Applied[strconv.Itoa(int(p))] = off
+	}
+	s.Entries = build(d.Waiting, d.Admitted, d.Users, math.MinInt64)
+	fair(s.Entries, d.Pool, d.Late)
+	s.Count = len(s.Entries)
+	return s
 }
 
 func build(waiting, admitted map[string]float64, users map[string]string, now int64) []Entry {

@@ -50,6 +50,7 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	r := newReplayer(lctx, b.rdb)
 	defer r.stop()
 	r.want = func(item string) bool { return want[item] }
+	r.full = o.FullReplay
 	applied, err := b.replay(r, &rep)
 	if err != nil {
 		return rep, err

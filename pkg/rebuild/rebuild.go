@@ -56,12 +56,20 @@ type Options struct {
 	// while the view is trusted) and leaves the view's marker and every
 	// other item alone (items.go).
 	Items []string
+	// FullReplay replays the whole record even where waitroom.snapshots
+	// holds a complete snapshot of a line (a check, or a benchmark).
+	FullReplay bool
 }
 
 // Report says what a rebuild did.
 type Report struct {
 	Gen      string
 	Records  int64 // records replayed over the three topics
+	// Snapshots is how many lines were loaded from a snapshot (their
+	// records before it were not read); Torn names lines whose latest
+	// snapshot was incomplete (replayed from the start instead).
+	Snapshots int
+	Torn      []string
 	Items    int
 	Waiting  int
 	Admitted int
@@ -164,6 +172,7 @@ func (b *Rebuilder) runView(ctx, lctx context.Context, gen string, o Options, st
 	rep := Report{Gen: gen}
 	r := newReplayer(lctx, b.rdb)
 	defer r.stop()
+	r.full = o.FullReplay
 	applied, err := b.replay(r, &rep)
 	if err != nil {
 		return rep, err
@@ -235,9 +244,6 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 			return nil, err
 		}
 	}
-	for p, se := range bs[topics.Registrations] {
-		r.start[p] = se[0]
-	}
 	if r.want == nil { // the whole view: what the old one listed goes (a per-item rebuild empties each item as it meets it)
 		stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
 		if err != nil {
@@ -263,7 +269,14 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], decodeRegistration, r.registration)
+	regs, err := b.snapshots(r, bs[topics.Registrations], rep)
+	if err != nil {
+		return nil, err
+	}
+	for p, se := range regs {
+		r.start[p] = se[0]
+	}
+	n, err = read(ctx, b.base, topics.Registrations, regs, decodeRegistration, r.registration)
 	rep.Records += n
 	if err != nil {
 		return nil, err
