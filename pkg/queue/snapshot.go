@@ -109,7 +109,7 @@ func loadKeys(item string) []string {
 
 // LoadPlaces writes places of a snapshot into item's emptied line through
 // load_snapshot.lua, one atomic call per chunk of LoadChunk places, and
-// registers the item as active.
+// registers the item as active when it has any.
 func (l *Line) LoadPlaces(ctx context.Context, item string, places []topics.SnapshotEntry) error {
 	for lo := 0; lo < len(places); lo += LoadChunk {
 		part := places[lo:min(lo+LoadChunk, len(places))]
@@ -121,6 +121,9 @@ func (l *Line) LoadPlaces(ctx context.Context, item string, places []topics.Snap
 		if err := loadSnapshotScript.Run(ctx, l.rdb, loadKeys(item), args...).Err(); err != nil {
 			return fmt.Errorf("load %d places of %s: %w", len(part), item, err)
 		}
+	}
+	if len(places) == 0 { // no register was applied (a register always leaves a place)
+		return nil
 	}
 	return l.AddActive(ctx, item)
 }
