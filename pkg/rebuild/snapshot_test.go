@@ -1,13 +1,16 @@
 package rebuild_test
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/rebuild"
 	"github.com/waitroom/waitroom/pkg/snapshot"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -103,5 +106,50 @@ func TestRebuildFromSnapshotAndTailIsExact(t *testing.T) {
 	diff(t, before, w.snapshot(items...))
 	if len(torn.Torn) != 1 || torn.Torn[0] != "b" || torn.Snapshots != 2 {
 		t.Errorf("with b's snapshot torn: torn %v, %d loaded; want [b] and 2", torn.Torn, torn.Snapshots)
+	}
+}
+
+// A line is not snapshotted while what Redis holds is not the record's (the
+// view or the item rebuilding or lost) nor mid-change (admissions not yet
+// published), and is once that is over.
+func TestSnapshotRefusedWhileUntrustedOrMidChange(t *testing.T) {
+	w := newWorld(t)
+	w.item("x", 5, 60)
+	for i := range 5 {
+		w.reg(topics.KindRegister, "x", "u"+strconv.Itoa(i), "tx"+strconv.Itoa(i))
+	}
+	sw := w.snapWriter()
+	if _, err := sw.Write(w.ctx, "x"); err != nil {
+		t.Fatalf("a ready line: %v", err)
+	}
+	if err := view.SetRebuilding(w.ctx, w.rdb, "g1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Write(w.ctx, "x"); !errors.Is(err, snapshot.ErrNotTrusted) {
+		t.Fatalf("while the view rebuilds: %v, want ErrNotTrusted", err)
+	}
+	if err := view.SetReady(w.ctx, w.rdb, "g2", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.SetLost(w.ctx, w.rdb, "x", view.LostItem{Since: 1, State: view.ItemLost}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Write(w.ctx, "x"); !errors.Is(err, snapshot.ErrNotTrusted) {
+		t.Fatalf("while the item is lost: %v, want ErrNotTrusted", err)
+	}
+	if err := view.Found(w.ctx, w.rdb, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.line.Promote(w.ctx, "x", 1, time.Now(), time.Second); err != nil { // not published yet
+		t.Fatal(err)
+	}
+	if _, err := sw.Write(w.ctx, "x"); !errors.Is(err, queue.ErrBusy) {
+		t.Fatalf("with admissions not yet published: %v, want queue.ErrBusy", err)
+	}
+	if err := w.line.AckPublished(w.ctx, 1, []string{"x"}, []int{5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Write(w.ctx, "x"); err != nil {
+		t.Fatalf("once published: %v", err)
 	}
 }

@@ -41,10 +41,9 @@ type Snapshot struct {
 	Places []topics.SnapshotEntry
 }
 
-// Errors of Take: the line cannot be snapshotted now (try at the next round).
-var (
-	ErrNotTrusted = errors.New("the view or the item is not trusted")
-)
+// ErrNotTrusted: the view or the item is being rebuilt or lost (or was
+// while the line was read); try at the next round.
+var ErrNotTrusted = errors.New("the view or the item is not trusted")
 
 // Take reads item's line at one instant (queue.Line.Dump) with the offsets
 // it covers: Through is what the view had applied of waitroom.registrations
@@ -53,35 +52,28 @@ var (
 // rebuilt or lost (what the line holds then is not the record's), and
 // queue.ErrBusy mid-change.
 func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.Time) (*Snapshot, error) {
-	m, ok, err := view.Read(ctx, rdb)
+	before, err := trusted(ctx, rdb, item)
 	if err != nil {
 		return nil, err
 	}
-	if !ok || m.State != view.Ready {
-		return nil, ErrNotTrusted
-	}
 	through := map[int32]int64{}
-	for f, next := range m.Applied {
+	for f, next := range before.marker.Applied {
 		if t, p, ok := view.ParseField(f); ok && t == topics.Registrations {
 			through[p] = next - 1
 		}
-	}
-	token, err := rdb.HGet(ctx, view.RegistryKey, item).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read the view's registry for %s: %w", item, err)
-	}
-	lost, _, err := view.Lost(ctx, rdb, item)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := lost[item]; ok {
-		return nil, ErrNotTrusted
 	}
 	d, err := queue.New(rdb).Dump(ctx, item, view.ItemKey(item))
 	if err != nil {
 		return nil, err
 	}
-	if d.Marker != token { // lost (or registered) since the registry was read
+	// A rebuild marks the view or the item before it empties a line and
+	// writes a new registry token after: the same marks on both sides of
+	// the read prove no rebuild touched the line meanwhile.
+	after, err := trusted(ctx, rdb, item)
+	if err != nil {
+		return nil, err
+	}
+	if after.marker.Gen != before.marker.Gen || after.token != before.token || d.Marker != before.token {
 		return nil, ErrNotTrusted
 	}
 	for p, off := range d.Applied {
@@ -143,6 +135,37 @@ func (s *Snapshot) Records() (chunks []*kgo.Record, head *kgo.Record) {
 			Value: topics.Encode(&c)})
 	}
 	return chunks, &kgo.Record{Topic: topics.Snapshots, Key: []byte(s.Head.ItemID), Value: topics.Encode(&s.Head)}
+}
+
+// trust is what says a line may be snapshotted: the view's marker (ready)
+// and the item's registry token ("": not registered).
+type trust struct {
+	marker view.Marker
+	token  string
+}
+
+// trusted reads the view's marker and the item's registry entry, and
+// returns ErrNotTrusted unless the view is ready and the item not lost.
+func trusted(ctx context.Context, rdb redis.UniversalClient, item string) (trust, error) {
+	m, ok, err := view.Read(ctx, rdb)
+	if err != nil {
+		return trust{}, err
+	}
+	if !ok || m.State != view.Ready {
+		return trust{}, ErrNotTrusted
+	}
+	token, err := rdb.HGet(ctx, view.RegistryKey, item).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return trust{}, fmt.Errorf("read the view's registry for %s: %w", item, err)
+	}
+	lost, _, err := view.Lost(ctx, rdb, item)
+	if err != nil {
+		return trust{}, err
+	}
+	if _, ok := lost[item]; ok {
+		return trust{}, ErrNotTrusted
+	}
+	return trust{marker: m, token: token}, nil
 }
 
 func newGen(now time.Time) string {
