@@ -65,11 +65,6 @@ type Options struct {
 type Report struct {
 	Gen      string
 	Records  int64 // records replayed over the three topics
-	// Snapshots is how many lines were loaded from a snapshot (their
-	// records before it were not read); Torn names lines whose latest
-	// snapshot was incomplete (replayed from the start instead).
-	Snapshots int
-	Torn      []string
 	Items    int
 	Waiting  int
 	Admitted int
@@ -79,6 +74,11 @@ type Report struct {
 	// WriteTook the settling of every line after it (expiries, pace, fence).
 	ReadTook  time.Duration
 	WriteTook time.Duration
+	// Snapshots is how many lines were loaded from a snapshot (their
+	// records before it were not read); Torn names lines whose latest
+	// snapshot was incomplete (replayed from the start instead).
+	Snapshots int
+	Torn      []string
 }
 
 // Rebuilder rebuilds the view in rdb from the cluster the kgo options reach.
