@@ -259,12 +259,15 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 	if err := r.line.Load(ctx); err != nil {
 		return nil, err
 	}
-	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(rec *kgo.Record, _ any) error { return r.item(rec) })
+	for _, t := range []string{topics.Items, topics.Admissions, topics.Registrations} {
+		r.records.Add(bs[t].count())
+	}
+	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(rec *kgo.Record, _ any) error { r.replayed.Add(1); return r.item(rec) })
 	rep.Records += n
 	if err != nil {
 		return nil, err
 	}
-	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(rec *kgo.Record, _ any) error { return r.admission(rec) })
+	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(rec *kgo.Record, _ any) error { r.replayed.Add(1); return r.admission(rec) })
 	rep.Records += n
 	if err != nil {
 		return nil, err
@@ -276,7 +279,11 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 	for p, se := range regs {
 		r.start[p] = se[0]
 	}
-	n, err = read(ctx, b.base, topics.Registrations, regs, decodeRegistration, r.registration)
+	r.records.Add(regs.count() - bs[topics.Registrations].count()) // a snapshot's records are not read
+	n, err = read(ctx, b.base, topics.Registrations, regs, decodeRegistration, func(rec *kgo.Record, v any) error {
+		r.replayed.Add(1)
+		return r.registration(rec, v)
+	})
 	rep.Records += n
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,6 +47,9 @@ type replayer struct {
 	ops      []queue.Op
 	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made (the applier's)
 	maxEpoch int64
+	// records is how many records the replay reads (from the end offsets
+	// read at its start), replayed how many it has read.
+	records, replayed atomic.Int64
 	// full: no snapshot is loaded; snap: the items loaded from one (their
 	// records through its offsets are passed over).
 	full bool
