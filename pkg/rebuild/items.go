@@ -51,7 +51,7 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	defer r.stop()
 	r.want = func(item string) bool { return want[item] }
 	r.full = o.FullReplay
-	stop := b.progress(ctx, r, o.Items, cur)
+	stop := b.progress(ctx, r, o.Progress, o.Items, cur)
 	applied, err := b.replay(r, &rep)
 	stop()
 	if err != nil {
@@ -118,18 +118,15 @@ func (b *Rebuilder) markRebuilding(ctx context.Context, o Options, now time.Time
 	return cur, nil
 }
 
-// progressEvery is how often a per-item rebuild writes how far it is.
-const progressEvery = time.Second
-
 // progress writes on each of items' lost marks (cur) how many records r
-// reads and how many are left, every progressEvery until stop is called
-// (which waits for the last write).
-func (b *Rebuilder) progress(ctx context.Context, r *replayer, items []string, cur map[string]view.LostItem) (stop func()) {
+// reads and how many are left, every interval until stop is called (which
+// waits for the last write).
+func (b *Rebuilder) progress(ctx context.Context, r *replayer, every time.Duration, items []string, cur map[string]view.LostItem) (stop func()) {
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(progressEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

@@ -56,6 +56,9 @@ type Options struct {
 	// while the view is trusted) and leaves the view's marker and every
 	// other item alone (items.go).
 	Items []string
+	// Progress is how often a per-item rebuild writes on the lost items how
+	// many records it has left (default 1 s).
+	Progress time.Duration
 	// FullReplay replays the whole record even where waitroom.snapshots
 	// holds a complete snapshot of a line (a check, or a benchmark).
 	FullReplay bool
@@ -125,6 +128,9 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 func (o Options) withDefaults() Options {
 	if o.Settle <= 0 {
 		o.Settle = time.Second
+	}
+	if o.Progress <= 0 {
+		o.Progress = time.Second
 	}
 	if o.LockTTL <= 0 {
 		o.LockTTL = 30 * time.Second
