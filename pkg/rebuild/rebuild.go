@@ -197,7 +197,7 @@ func (b *Rebuilder) runView(ctx, lctx context.Context, gen string, o Options, st
 		return rep, err
 	}
 	rep.written(wstart, start, fence, len(r.order), settled)
-	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
+	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("snapshots", rep.Snapshots), zap.Strings("torn", rep.Torn), zap.Int("items", rep.Items),
 		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
 	return rep, nil
 }

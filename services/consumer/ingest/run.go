@@ -146,17 +146,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })
-	g.Go(func() error {
-		// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
-		sw := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot"))
-		adm := kadm.NewClient(admCl)
-		return sw.Run(gctx, cfg.Snapshot.Interval, func() []string {
-			if ok, _, _ := watch.Ready(); !ok {
-				return nil
-			}
-			return own.items(gctx, adm, slices.Collect(maps.Keys(items.All())))
-		})
-	})
+	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
+	sw := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot"))
+	g.Go(func() error { return writeSnapshots(gctx, sw, cfg.Snapshot.Interval, watch, kadm.NewClient(admCl), own, items) })
 	g.Go(func() error {
 		return consume.Run(gctx, itemsCl, WaitView(rdb, watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
 	})
@@ -176,6 +168,17 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	err = g.Wait()
 	ready.Set(false)
 	return err
+}
+
+// writeSnapshots writes a snapshot of each line of the partitions own holds
+// every interval while the view is trusted, until ctx ends.
+func writeSnapshots(ctx context.Context, sw *snapshot.Writer, every time.Duration, watch *view.Watcher, adm *kadm.Client, own *owned, items *itemcache.Cache) error {
+	return sw.Run(ctx, every, func() []string {
+		if ok, _, _ := watch.Ready(); !ok {
+			return nil
+		}
+		return own.items(ctx, adm, slices.Collect(maps.Keys(items.All())))
+	})
 }
 
 // newDLQProducer is the producer of the dead-letter topics, checked against
