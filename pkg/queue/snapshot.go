@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/topics"
@@ -38,27 +39,46 @@ type Dump struct {
 	Paced                                  []string
 }
 
-// Dump reads item's line in one MULTI/EXEC (so at one instant between two
-// scripts), with its view marker markerKey; ErrBusy when snapshot_busy.lua
-// says it is mid-change. Redis serves nobody else meanwhile: the cost grows
-// with the line and the users hash (about 0.2 µs a member).
+// dumpTTL bounds how long the copies Dump reads survive a crashed reader.
+const dumpTTL = 10 * time.Minute
+
+// dumpScan is how many members one scan step of the copies asks for.
+const dumpScan = 10_000
+
+// Dump reads item's line as it was at one instant between two scripts, with
+// its view marker markerKey; ErrBusy when snapshot_busy.lua says it is
+// mid-change. One MULTI/EXEC checks it, reads the small keys and copies the
+// big ones (COPY, in Redis: about 0.1 µs a member, no reply to send); the
+// copies are then scanned a page at a time and deleted, so no reply is
+// larger than a page however long the line. The copies double the line's
+// memory meanwhile.
 func (l *Line) Dump(ctx context.Context, item, markerKey string) (Dump, error) {
 	k := KeysFor(item)
 	var (
-		busy                                 *redis.Cmd
-		marker, seq, head                    *redis.StringCmd
-		applied, users, drawn, bypass, stats *redis.MapStringStringCmd
-		zs                                   [5]*redis.ZSliceCmd
-		paced                                *redis.StringSliceCmd
+		busy                          *redis.Cmd
+		marker, seq, head             *redis.StringCmd
+		applied, drawn, bypass, stats *redis.MapStringStringCmd
+		paced                         *redis.StringSliceCmd
 	)
+	big := []string{k.Users, k.Waiting, k.Admitted, k.Pool, k.Late, k.Express}
+	copies := make([]string, len(big))
+	for i, key := range big {
+		copies[i] = key + ":dump"
+	}
+	defer func() { // even when ctx ended: the copies are not left for dumpTTL
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		l.rdb.Unlink(uctx, copies...)
+	}()
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		busy = snapshotBusyScript.Eval(ctx, p, []string{k.Drawn, k.Applied, k.Unpublished})
 		marker, seq, head = p.Get(ctx, markerKey), p.Get(ctx, k.Seq), p.Get(ctx, k.Head)
-		applied, users, drawn, bypass, stats = p.HGetAll(ctx, k.Applied), p.HGetAll(ctx, k.Users), p.HGetAll(ctx, k.Drawn), p.HGetAll(ctx, k.Bypass), p.HGetAll(ctx, k.Stats)
-		for i, key := range []string{k.Waiting, k.Admitted, k.Pool, k.Late, k.Express} {
-			zs[i] = p.ZRangeWithScores(ctx, key, 0, -1)
-		}
+		applied, drawn, bypass, stats = p.HGetAll(ctx, k.Applied), p.HGetAll(ctx, k.Drawn), p.HGetAll(ctx, k.Bypass), p.HGetAll(ctx, k.Stats)
 		paced = p.LRange(ctx, k.Paced, 0, -1)
+		for i, key := range big {
+			p.Do(ctx, "COPY", key, copies[i], "REPLACE") // no DB argument: the client's own database
+			p.PExpire(ctx, copies[i], dumpTTL)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -67,7 +87,7 @@ func (l *Line) Dump(ctx context.Context, item, markerKey string) (Dump, error) {
 	if b, _ := busy.Int(); b == 1 {
 		return Dump{}, ErrBusy
 	}
-	d := Dump{Marker: marker.Val(), Applied: map[int32]int64{}, Users: users.Val(), Drawn: drawn.Val(), Bypass: bypass.Val(),
+	d := Dump{Marker: marker.Val(), Applied: map[int32]int64{}, Drawn: drawn.Val(), Bypass: bypass.Val(),
 		Stats: stats.Val(), Paced: paced.Val()}
 	if d.Seq, err = intOr0(seq); err == nil {
 		d.Head, err = intOr0(head)
@@ -83,15 +103,54 @@ func (l *Line) Dump(ctx context.Context, item, markerKey string) (Dump, error) {
 		}
 		d.Applied[int32(pi)] = o
 	}
+	if d.Users, err = l.hscanAll(ctx, copies[0]); err != nil {
+		return Dump{}, err
+	}
 	sets := [5]*map[string]float64{&d.Waiting, &d.Admitted, &d.Pool, &d.Late, &d.Express}
-	for i, z := range zs {
-		m := make(map[string]float64, len(z.Val()))
-		for _, e := range z.Val() {
-			m[e.Member.(string)] = e.Score
+	for i, set := range sets {
+		if *set, err = l.zscanAll(ctx, copies[i+1]); err != nil {
+			return Dump{}, err
 		}
-		*sets[i] = m
 	}
 	return d, nil
+}
+
+func (l *Line) hscanAll(ctx context.Context, key string) (map[string]string, error) {
+	out := map[string]string{}
+	var cursor uint64
+	for {
+		kv, next, err := l.rdb.HScan(ctx, key, cursor, "", dumpScan).Result()
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", key, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		if cursor = next; cursor == 0 {
+			return out, nil
+		}
+	}
+}
+
+func (l *Line) zscanAll(ctx context.Context, key string) (map[string]float64, error) {
+	out := map[string]float64{}
+	var cursor uint64
+	for {
+		kv, next, err := l.rdb.ZScan(ctx, key, cursor, "", dumpScan).Result()
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", key, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			f, err := strconv.ParseFloat(kv[i+1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("scan %s: score of %s: %w", key, kv[i], err)
+			}
+			out[kv[i]] = f
+		}
+		if cursor = next; cursor == 0 {
+			return out, nil
+		}
+	}
 }
 
 func intOr0(c *redis.StringCmd) (int64, error) {
