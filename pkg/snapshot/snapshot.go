@@ -104,9 +104,16 @@ func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.
 	return s, nil
 }
 
-// Chunks cuts s's places into chunk records of at most about ChunkBytes
-// each, and sets the head's chunk count.
-func (s *Snapshot) Chunks() []topics.SnapshotChunk {
+// maxRecord bounds one encoded record (Kafka's default message size is
+// 1 MB).
+const maxRecord = 1_000_000 - 16<<10
+
+// Chunks cuts s's places into chunk records of at most about budget bytes
+// each (ChunkBytes when 0), and sets the head's chunk count.
+func (s *Snapshot) Chunks(budget int) []topics.SnapshotChunk {
+	if budget <= 0 {
+		budget = ChunkBytes
+	}
 	var out []topics.SnapshotChunk
 	lo, size := 0, 0
 	cut := func(hi int) {
@@ -115,7 +122,7 @@ func (s *Snapshot) Chunks() []topics.SnapshotChunk {
 	}
 	for i, e := range s.Places {
 		n := len(e.State) + len(e.Token) + len(e.User) + 40 // JSON's names, quotes and a number
-		if size+n > ChunkBytes && i > lo {
+		if size+n > budget && i > lo {
 			cut(i)
 		}
 		size += n
@@ -129,10 +136,23 @@ func (s *Snapshot) Chunks() []topics.SnapshotChunk {
 
 // Records are the records that publish s: its chunks, then its head (a
 // head is produced only after its chunks are acknowledged: see Writer).
+// Places whose JSON is longer than their length (escaped characters) are
+// cut again with a smaller budget until every chunk fits in maxRecord.
 func (s *Snapshot) Records() (chunks []*kgo.Record, head *kgo.Record) {
-	for _, c := range s.Chunks() {
-		chunks = append(chunks, &kgo.Record{Topic: topics.Snapshots, Key: []byte(topics.SnapshotChunkKey(c.ItemID, c.Gen, c.Index)),
-			Value: topics.Encode(&c)})
+	for budget := ChunkBytes; ; budget /= 2 {
+		chunks = chunks[:0]
+		fits := true
+		for _, c := range s.Chunks(budget) {
+			v := topics.Encode(&c)
+			if len(v) > maxRecord && len(c.Entries) > 1 {
+				fits = false
+				break
+			}
+			chunks = append(chunks, &kgo.Record{Topic: topics.Snapshots, Key: []byte(topics.SnapshotChunkKey(c.ItemID, c.Gen, c.Index)), Value: v})
+		}
+		if fits {
+			break
+		}
 	}
 	return chunks, &kgo.Record{Topic: topics.Snapshots, Key: []byte(s.Head.ItemID), Value: topics.Encode(&s.Head)}
 }
