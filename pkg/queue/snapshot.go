@@ -103,23 +103,24 @@ func (l *Line) Dump(ctx context.Context, item, markerKey string) (Dump, error) {
 		}
 		d.Applied[int32(pi)] = o
 	}
-	if d.Users, err = l.hscanAll(ctx, copies[0]); err != nil {
+	if d.Users, err = ScanHash(ctx, l.rdb, copies[0]); err != nil {
 		return Dump{}, err
 	}
 	sets := [5]*map[string]float64{&d.Waiting, &d.Admitted, &d.Pool, &d.Late, &d.Express}
 	for i, set := range sets {
-		if *set, err = l.zscanAll(ctx, copies[i+1]); err != nil {
+		if *set, err = ScanZSet(ctx, l.rdb, copies[i+1]); err != nil {
 			return Dump{}, err
 		}
 	}
 	return d, nil
 }
 
-func (l *Line) hscanAll(ctx context.Context, key string) (map[string]string, error) {
+// ScanHash reads the hash at key with HSCAN, a page at a time.
+func ScanHash(ctx context.Context, rdb redis.Cmdable, key string) (map[string]string, error) {
 	out := map[string]string{}
 	var cursor uint64
 	for {
-		kv, next, err := l.rdb.HScan(ctx, key, cursor, "", dumpScan).Result()
+		kv, next, err := rdb.HScan(ctx, key, cursor, "", dumpScan).Result()
 		if err != nil {
 			return nil, fmt.Errorf("scan %s: %w", key, err)
 		}
@@ -132,11 +133,12 @@ func (l *Line) hscanAll(ctx context.Context, key string) (map[string]string, err
 	}
 }
 
-func (l *Line) zscanAll(ctx context.Context, key string) (map[string]float64, error) {
+// ScanZSet reads the sorted set at key with ZSCAN, a page at a time.
+func ScanZSet(ctx context.Context, rdb redis.Cmdable, key string) (map[string]float64, error) {
 	out := map[string]float64{}
 	var cursor uint64
 	for {
-		kv, next, err := l.rdb.ZScan(ctx, key, cursor, "", dumpScan).Result()
+		kv, next, err := rdb.ZScan(ctx, key, cursor, "", dumpScan).Result()
 		if err != nil {
 			return nil, fmt.Errorf("scan %s: %w", key, err)
 		}
