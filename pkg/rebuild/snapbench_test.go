@@ -52,29 +52,8 @@ func BenchmarkRebuildLongHistory(b *testing.B) {
 		e := topics.RegistrationEvent{V: 1, Kind: kind, ItemID: "long", UserID: fmt.Sprintf("user-%07d", i), TokenID: fmt.Sprintf("TOKEN%021d", i), RequestedAt: now}
 		return &kgo.Record{Topic: topics.Registrations, Key: []byte("long"), Value: topics.Encode(&e)}
 	}
-	produce := func(recs func(yield func(*kgo.Record))) {
-		errs := make(chan error, 1)
-		recs(func(r *kgo.Record) {
-			kc.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			})
-		})
-		if err := kc.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		select {
-		case err := <-errs:
-			b.Fatal(err)
-		default:
-		}
-	}
 	// Registrations, each of all but the last line leaving a little later.
-	produce(func(yield func(*kgo.Record)) {
+	produceAll(b, kc, func(yield func(*kgo.Record)) {
 		left := 0
 		for i := range regs {
 			yield(ev(topics.KindRegister, i))
@@ -96,7 +75,7 @@ func BenchmarkRebuildLongHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	produce(func(yield func(*kgo.Record)) {
+	produceAll(b, kc, func(yield func(*kgo.Record)) {
 		for i := range tail {
 			yield(ev(topics.KindRegister, regs+i))
 		}
