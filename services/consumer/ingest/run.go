@@ -147,10 +147,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })
 	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
-	sw := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot"))
-	g.Go(func() error {
-		return writeSnapshots(gctx, sw, cfg.Snapshot.Interval, watch, kadm.NewClient(admCl), own, items)
-	})
+	sw, adm := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot")), kadm.NewClient(admCl)
+	g.Go(func() error { return writeSnapshots(gctx, sw, cfg.Snapshot.Interval, watch, adm, own, items) })
 	g.Go(func() error {
 		return consume.Run(gctx, itemsCl, WaitView(rdb, watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
 	})
