@@ -94,7 +94,13 @@ type propRun struct {
 // applied, no admission left that ends during the check), the line of every
 // item is snapshotted (pkg/linesnap), the view is lost (FLUSHALL, every
 // master on a cluster), the services rebuild it from the topics, and the
-// rebuilt line is byte-for-byte the live one. The seed is printed; a failure
+// rebuilt line is byte-for-byte the live one. Every line is snapshotted
+// halfway (waitroom.snapshots, as the consumer does), so the rebuild loads
+// the snapshots and replays the second half; a full replay of the whole
+// record (rebuild.Options.FullReplay) and a rebuild from the snapshots,
+// run directly, must each give the live line too, the latter reading fewer
+// records. Breaking load_snapshot.lua (a LEFT place written as held) fails
+// both rebuilds that load snapshots. The seed is printed; a failure
 // names the item and every token that differs, and leaves both snapshots in
 // the artefacts directory.
 //
