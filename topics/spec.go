@@ -56,6 +56,10 @@ func Specs(o Options) []Spec {
 		// Every api replica reads the whole topic into memory: one partition.
 		{Name: Blocks, Partitions: 1, Configs: map[string]string{
 			"cleanup.policy": "compact"}},
+		// The latest snapshot of each line (snapshot.go): compacted, so it
+		// holds about one snapshot per item whatever the history's length.
+		{Name: Snapshots, Partitions: 3, Configs: map[string]string{
+			"cleanup.policy": "compact"}},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,9 +56,6 @@ type Snapshot struct {
 	Entries   []Entry          `json:"-"`
 }
 
-// scanCount is how many elements one SCAN step asks for.
-const scanCount = 10000
-
 // Take reads item's line from rdb at now (zero: the current time). It reads
 // with ZSCAN and HSCAN, so a line of any size costs Redis nothing at once;
 // every token there for the whole read is in the snapshot. Take it while the
@@ -89,23 +87,23 @@ func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.
 	}
 	// Waiting first, then admitted: a token promoted between the two reads is
 	// seen in both, and admitted wins; the other order could lose it.
-	waiting, err := zscan(ctx, rdb, k.Waiting)
+	waiting, err := queue.ScanZSet(ctx, rdb, k.Waiting)
 	if err != nil {
 		return nil, err
 	}
-	admitted, err := zscan(ctx, rdb, k.Admitted)
+	admitted, err := queue.ScanZSet(ctx, rdb, k.Admitted)
 	if err != nil {
 		return nil, err
 	}
-	users, err := hscan(ctx, rdb, k.Users)
+	users, err := queue.ScanHash(ctx, rdb, k.Users)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := zscan(ctx, rdb, k.Pool)
+	pool, err := queue.ScanZSet(ctx, rdb, k.Pool)
 	if err != nil {
 		return nil, err
 	}
-	late, err := zscan(ctx, rdb, k.Late)
+	late, err := queue.ScanZSet(ctx, rdb, k.Late)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +111,20 @@ func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.
 	fair(s.Entries, pool, late)
 	s.Count = len(s.Entries)
 	return s, nil
+}
+
+// Of is the snapshot of item's line as Line.Dump read it at one instant,
+// every admission ADMITTED with its expiry whatever the time (a dump is
+// restored as it was stored; Take classifies at a moment instead).
+func Of(item string, d queue.Dump) *Snapshot {
+	s := &Snapshot{Format: Format, Item: item, Seq: d.Seq, Head: d.Head, Applied: map[string]int64{}}
+	for p, off := range d.Applied {
+		s.Applied[strconv.Itoa(int(p))] = off
+	}
+	s.Entries = build(d.Waiting, d.Admitted, d.Users, math.MinInt64)
+	fair(s.Entries, d.Pool, d.Late)
+	s.Count = len(s.Entries)
+	return s
 }
 
 func build(waiting, admitted map[string]float64, users map[string]string, now int64) []Entry {
@@ -196,44 +208,6 @@ func getInt(ctx context.Context, rdb redis.UniversalClient, key string) (int64, 
 		return 0, fmt.Errorf("read %s: %w", key, err)
 	}
 	return v, nil
-}
-
-func zscan(ctx context.Context, rdb redis.UniversalClient, key string) (map[string]float64, error) {
-	out := map[string]float64{}
-	var cursor uint64
-	for {
-		kv, next, err := rdb.ZScan(ctx, key, cursor, "", scanCount).Result()
-		if err != nil {
-			return nil, fmt.Errorf("scan %s: %w", key, err)
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			f, err := strconv.ParseFloat(kv[i+1], 64)
-			if err != nil {
-				return nil, fmt.Errorf("scan %s: score of %s: %w", key, kv[i], err)
-			}
-			out[kv[i]] = f
-		}
-		if cursor = next; cursor == 0 {
-			return out, nil
-		}
-	}
-}
-
-func hscan(ctx context.Context, rdb redis.UniversalClient, key string) (map[string]string, error) {
-	out := map[string]string{}
-	var cursor uint64
-	for {
-		kv, next, err := rdb.HScan(ctx, key, cursor, "", scanCount).Result()
-		if err != nil {
-			return nil, fmt.Errorf("scan %s: %w", key, err)
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		if cursor = next; cursor == 0 {
-			return out, nil
-		}
-	}
 }
 
 // Write writes s as JSON lines: the header, then one entry per line in token

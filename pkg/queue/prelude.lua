@@ -2,6 +2,10 @@
 -- every script that uses them when it is embedded (queue.go, withPrelude).
 -- Local functions only: a script's own text follows.
 
+-- ENDED are the markers of an ended place in the users hash (place key ->
+-- marker .. tokenId), by the state linesnap names it with.
+local ENDED = {LEFT = '!L', ABANDONED = '!A', COMPLETED = '!C'}
+
 -- replayed reports whether offset off of partition part was applied before,
 -- as applied (the item's HASH partition -> highest applied offset) says: a
 -- record applies once.

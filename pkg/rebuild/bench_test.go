@@ -16,6 +16,31 @@ import (
 	"go.uber.org/zap"
 )
 
+// produceAll produces every record recs yields with kc and waits for all.
+func produceAll(b *testing.B, kc *kgo.Client, recs func(yield func(*kgo.Record))) {
+	b.Helper()
+	ctx := context.Background()
+	errs := make(chan error, 1)
+	recs(func(r *kgo.Record) {
+		kc.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	})
+	if err := kc.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
 // BenchmarkRebuild rebuilds a line of WR_BENCH_REBUILD_N registrations (default
 // 100,000; BENCHMARKS.md uses 1,000,000) of one item from kfake into a real
 // redis-server and reports records/s.
@@ -37,27 +62,13 @@ func BenchmarkRebuild(b *testing.B) {
 		b.Fatal(err)
 	}
 	now := time.Now().UnixMilli()
-	errs := make(chan error, 1)
-	for i := range n {
-		ev := topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, ItemID: "big", UserID: fmt.Sprintf("user-%07d", i),
-			TokenID: fmt.Sprintf("TOKEN%021d", i), RequestedAt: now}
-		kc.Produce(ctx, &kgo.Record{Topic: topics.Registrations, Key: []byte("big"), Value: topics.Encode(&ev)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		})
-	}
-	if err := kc.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
+	produceAll(b, kc, func(yield func(*kgo.Record)) {
+		for i := range n {
+			ev := topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, ItemID: "big", UserID: fmt.Sprintf("user-%07d", i),
+				TokenID: fmt.Sprintf("TOKEN%021d", i), RequestedAt: now}
+			yield(&kgo.Record{Topic: topics.Registrations, Key: []byte("big"), Value: topics.Encode(&ev)})
+		}
+	})
 	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
 	cpu0, proc0 := testenv.ReadRedisStats(b, rdb).CPU, testenv.ProcCPU(b)
 	b.ResetTimer()

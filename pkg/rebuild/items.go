@@ -50,7 +50,10 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	r := newReplayer(lctx, b.rdb)
 	defer r.stop()
 	r.want = func(item string) bool { return want[item] }
+	r.full = o.FullReplay
+	stop := b.progress(ctx, r, o.Progress, o.Items, cur)
 	applied, err := b.replay(r, &rep)
+	stop()
 	if err != nil {
 		return rep, err
 	}
@@ -76,7 +79,7 @@ func (b *Rebuilder) runItems(ctx, lctx context.Context, gen string, o Options, s
 	ends := registrationEnds(applied)
 	for _, it := range o.Items {
 		li := cur[it]
-		li.State, li.Records, li.Ends, li.Rebuilt = view.ItemRebuilt, n, ends, time.Now().UnixMilli()
+		li.State, li.Records, li.Left, li.Ends, li.Rebuilt = view.ItemRebuilt, n, 0, ends, time.Now().UnixMilli()
 		if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
 			return rep, err
 		}
@@ -113,6 +116,35 @@ func (b *Rebuilder) markRebuilding(ctx context.Context, o Options, now time.Time
 		cur[it] = li
 	}
 	return cur, nil
+}
+
+// progress writes on each of items' lost marks (cur) how many records r
+// reads and how many are left, every interval until stop is called (which
+// waits for the last write).
+func (b *Rebuilder) progress(ctx context.Context, r *replayer, every time.Duration, items []string, cur map[string]view.LostItem) (stop func()) {
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+			}
+			total := r.records.Load()
+			for _, it := range items {
+				li := cur[it]
+				li.Records, li.Left = total, max(total-r.replayed.Load(), 0)
+				if err := view.SetLost(pctx, b.rdb, it, li); err != nil && pctx.Err() == nil {
+					b.log.Warn("write a rebuild's progress", zap.String("item", it), zap.Error(err))
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // registrationEnds are the next offsets of waitroom.registrations the replay

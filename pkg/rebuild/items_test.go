@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/linesnap"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/rebuild"
@@ -113,4 +114,59 @@ func TestRebuildItemsLeavesASkippedItemToTheConsumer(t *testing.T) {
 	if skipped["lost"].Offset != 1<<40 {
 		t.Fatalf("skipped %v", skipped)
 	}
+}
+
+// A per-item rebuild writes on the lost item how many records it replays
+// and how many are left while it replays (/readyz and the console show
+// them), from the end offsets read at its start.
+func TestRebuildItemsShowsRecordsLeft(t *testing.T) {
+	w := newWorld(t)
+	w.item("big", 4, 60)
+	const n = 20_000
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topics.Registrations, Key: []byte("big"), Value: topics.Encode(&topics.RegistrationEvent{V: 1,
+			Kind: topics.KindRegister, ItemID: "big", UserID: "u" + strconv.Itoa(i), TokenID: "t" + strconv.Itoa(i), RequestedAt: 1})}
+	}
+	if err := w.kc.ProduceSync(w.ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[2]int64]bool{} // (records, left) pairs read while it rebuilt
+	done := make(chan error, 1)
+	go func() {
+		_, err := rebuild.New(w.rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond, Items: []string{"big"},
+			Progress: time.Millisecond, FullReplay: true})
+		done <- err
+	}()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		case <-time.After(time.Millisecond):
+			lost, _, err := view.Lost(w.ctx, w.rdb, "big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if li, ok := lost["big"]; ok && li.State == view.ItemRebuilding && li.Records > 0 {
+				seen[[2]int64{li.Records, li.Left}] = true
+			}
+		}
+	}
+	want := int64(n + 1) // the registrations and the item's record
+	mid := false
+	for p := range seen {
+		if p[0] != want {
+			t.Errorf("records to replay shown as %d, want %d (the end offsets at the start)", p[0], want)
+		}
+		if p[1] > 0 && p[1] < p[0] {
+			mid = true
+		}
+	}
+	if !mid {
+		t.Errorf("no count of records left between the start and the end was shown: %v", seen)
+	}
+	t.Logf("%d distinct (records, left) shown while rebuilding", len(seen))
 }

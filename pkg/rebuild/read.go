@@ -13,6 +13,15 @@ import (
 // bounds are, per partition, the offsets to read: [start, end).
 type bounds map[int32][2]int64
 
+// count is how many records b spans.
+func (b bounds) count() int64 {
+	var n int64
+	for _, se := range b {
+		n += max(se[1]-se[0], 0)
+	}
+	return n
+}
+
 // offsets lists the start and end offsets of topic now.
 func offsets(ctx context.Context, adm *kadm.Client, topic string) (bounds, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)

@@ -56,6 +56,12 @@ type Options struct {
 	// while the view is trusted) and leaves the view's marker and every
 	// other item alone (items.go).
 	Items []string
+	// Progress is how often a per-item rebuild writes on the lost items how
+	// many records it has left (default 1 s).
+	Progress time.Duration
+	// FullReplay replays the whole record even where waitroom.snapshots
+	// holds a complete snapshot of a line (a check, or a benchmark).
+	FullReplay bool
 }
 
 // Report says what a rebuild did.
@@ -71,6 +77,11 @@ type Report struct {
 	// WriteTook the settling of every line after it (expiries, pace, fence).
 	ReadTook  time.Duration
 	WriteTook time.Duration
+	// Snapshots is how many lines were loaded from a snapshot (their
+	// records before it were not read); Torn names lines whose latest
+	// snapshot was incomplete (replayed from the start instead).
+	Snapshots int
+	Torn      []string
 }
 
 // Rebuilder rebuilds the view in rdb from the cluster the kgo options reach.
@@ -118,6 +129,9 @@ func (o Options) withDefaults() Options {
 	if o.Settle <= 0 {
 		o.Settle = time.Second
 	}
+	if o.Progress <= 0 {
+		o.Progress = time.Second
+	}
 	if o.LockTTL <= 0 {
 		o.LockTTL = 30 * time.Second
 	}
@@ -164,6 +178,7 @@ func (b *Rebuilder) runView(ctx, lctx context.Context, gen string, o Options, st
 	rep := Report{Gen: gen}
 	r := newReplayer(lctx, b.rdb)
 	defer r.stop()
+	r.full = o.FullReplay
 	applied, err := b.replay(r, &rep)
 	if err != nil {
 		return rep, err
@@ -182,7 +197,7 @@ func (b *Rebuilder) runView(ctx, lctx context.Context, gen string, o Options, st
 		return rep, err
 	}
 	rep.written(wstart, start, fence, len(r.order), settled)
-	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("items", rep.Items),
+	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("snapshots", rep.Snapshots), zap.Strings("torn", rep.Torn), zap.Int("items", rep.Items),
 		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
 	return rep, nil
 }
@@ -235,9 +250,6 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 			return nil, err
 		}
 	}
-	for p, se := range bs[topics.Registrations] {
-		r.start[p] = se[0]
-	}
 	if r.want == nil { // the whole view: what the old one listed goes (a per-item rebuild empties each item as it meets it)
 		stale, err := b.rdb.SMembers(ctx, queue.ActiveItems).Result()
 		if err != nil {
@@ -253,17 +265,31 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 	if err := r.line.Load(ctx); err != nil {
 		return nil, err
 	}
-	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(rec *kgo.Record, _ any) error { return r.item(rec) })
+	for _, t := range []string{topics.Items, topics.Admissions, topics.Registrations} {
+		r.records.Add(bs[t].count())
+	}
+	n, err := read(ctx, b.base, topics.Items, bs[topics.Items], nil, func(rec *kgo.Record, _ any) error { r.replayed.Add(1); return r.item(rec) })
 	rep.Records += n
 	if err != nil {
 		return nil, err
 	}
-	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(rec *kgo.Record, _ any) error { return r.admission(rec) })
+	n, err = read(ctx, b.base, topics.Admissions, bs[topics.Admissions], nil, func(rec *kgo.Record, _ any) error { r.replayed.Add(1); return r.admission(rec) })
 	rep.Records += n
 	if err != nil {
 		return nil, err
 	}
-	n, err = read(ctx, b.base, topics.Registrations, bs[topics.Registrations], decodeRegistration, r.registration)
+	regs, err := b.snapshots(r, bs[topics.Registrations], rep)
+	if err != nil {
+		return nil, err
+	}
+	for p, se := range regs {
+		r.start[p] = se[0]
+	}
+	r.records.Add(regs.count() - bs[topics.Registrations].count()) // a snapshot's records are not read
+	n, err = read(ctx, b.base, topics.Registrations, regs, decodeRegistration, func(rec *kgo.Record, v any) error {
+		r.replayed.Add(1)
+		return r.registration(rec, v)
+	})
 	rep.Records += n
 	if err != nil {
 		return nil, err

@@ -94,6 +94,16 @@ func (w *world) reg(kind, item, user, tok string) {
 	if _, err := w.line.Apply(w.ctx, []queue.Op{{Kind: k, ItemID: item, TokenID: tok, UserID: user, Partition: r.Partition, Offset: r.Offset}}); err != nil {
 		w.t.Fatal(err)
 	}
+	w.advance(r)
+}
+
+// advance records on the view that r's partition is applied through r, as
+// the consumer does after a batch.
+func (w *world) advance(r *kgo.Record) {
+	w.t.Helper()
+	if err := view.Advance(w.ctx, w.rdb, topics.Registrations, r.Partition, r.Offset+1).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		w.t.Fatal(err)
+	}
 }
 
 // promote runs one tick at now under epoch and publishes it like the scheduler.
@@ -279,6 +289,7 @@ func (w *world) regBypass(item, user, tok, code string, count int64, exp time.Ti
 	if _, err := w.line.Apply(w.ctx, []queue.Op{op}); err != nil {
 		w.t.Fatal(err)
 	}
+	w.advance(r)
 }
 
 // TestRebuildBypass: express places (waiting and admitted), the codes' use

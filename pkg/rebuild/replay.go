@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/snapshot"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -45,6 +47,13 @@ type replayer struct {
 	ops      []queue.Op
 	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made (the applier's)
 	maxEpoch int64
+	// records is how many records the replay reads (from the end offsets
+	// read at its start), replayed how many it has read.
+	records, replayed atomic.Int64
+	// full: no snapshot is loaded; snap: the items loaded from one (their
+	// records through its offsets are passed over).
+	full bool
+	snap map[string]*snapshot.Snapshot
 
 	// The applier (flush, sync): batches in order, done once it returned.
 	batches chan []queue.Op
@@ -64,7 +73,7 @@ type admission struct {
 func newReplayer(ctx context.Context, rdb redis.UniversalClient) *replayer {
 	return &replayer{ctx: ctx, rdb: rdb, line: queue.New(rdb), start: map[int32]int64{},
 		touched: map[string]bool{}, known: map[string]bool{}, idle: map[string]bool{},
-		adm: map[string][]*admission{}, progress: map[string]map[int32]int64{}, places: map[string]map[string]string{}}
+		adm: map[string][]*admission{}, snap: map[string]*snapshot.Snapshot{}, progress: map[string]map[int32]int64{}, places: map[string]map[string]string{}}
 }
 
 func (r *replayer) wanted(item string) bool { return r.want == nil || r.want(item) }
@@ -181,6 +190,11 @@ func (r *replayer) registration(rec *kgo.Record, v any) error {
 	}
 	if !topics.ValidID(item) || !r.wanted(item) {
 		return nil // the consumer dead-letters it and marks no offset
+	}
+	if s := r.snap[item]; s != nil {
+		if through, ok := s.Head.Through[rec.Partition]; ok && rec.Offset <= through {
+			return nil // in the snapshot
+		}
 	}
 	if err := r.touch(item); err != nil {
 		return err

@@ -1,14 +1,18 @@
 // Package retention checks that Kafka still holds every record a rebuild of
 // the Redis view needs: the register record of every live entry (waiting or
 // admitted) on waitroom.registrations, and the admission event of every live
-// admission on waitroom.admissions. A record older than its topic's retention
-// is deleted with its segment, and a rebuild would then lose that person.
+// admission on waitroom.admissions, but for the entries the latest complete
+// snapshot of their line holds (waitroom.snapshots), whose records after the
+// snapshot are needed instead. A record older than its topic's retention is
+// deleted with its segment, and a rebuild would then lose that person.
 package retention
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/snapshot"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -56,6 +61,15 @@ type Report struct {
 	Items         int // items with a live line
 	Registrations Topic
 	Admissions    Topic
+	// Snapshots is how many items with a live line have a complete snapshot
+	// (their entries in it need no record); OldestSnapshot the item whose
+	// latest one is the oldest, taken at OldestSnapshotAt.
+	Snapshots        int
+	OldestSnapshot   string
+	OldestSnapshotAt time.Time
+	// tails are, per snapshotted item, the first registrations offset after
+	// its snapshot, by partition (what a rebuild replays from).
+	tails map[string]map[int32]int64
 	// Warnings: a rebuild is complete today but may not stay so.
 	Warnings []string
 	// Failures: a rebuild now would be incomplete.
@@ -99,7 +113,11 @@ func (c *Checker) Check(ctx context.Context, now time.Time) (Report, error) {
 		return r, err
 	}
 	r.Items = len(lv)
-	if err := c.scanRegistrations(ctx, adm, lv, &r.Registrations); err != nil {
+	inSnap := c.covered(ctx, adm, lv, &r)
+	if err := c.tailsKept(ctx, adm, &r); err != nil {
+		return r, err
+	}
+	if err := c.scanRegistrations(ctx, adm, lv, inSnap, &r.Registrations); err != nil {
 		return r, err
 	}
 	if err := c.scanAdmissions(ctx, adm, lv, &r.Admissions); err != nil {
@@ -126,6 +144,11 @@ func (r *Report) judge(now time.Time) {
 				"%s: retention %s is shorter than the age %s of the oldest live entry's %s (%s/%s at %d/%d): Kafka may delete it with its segment at any time, and a rebuild would then lose it; raise retention.ms",
 				t.Topic, Human(t.Retention), Human(t.Age(now)), what, t.Oldest.Item, t.Oldest.Token, t.Oldest.Partition, t.Oldest.Offset))
 		}
+	}
+	if rr := r.Registrations.Retention; r.OldestSnapshot != "" && rr > 0 && now.Sub(r.OldestSnapshotAt) > rr {
+		r.Warnings = append(r.Warnings, fmt.Sprintf(
+			"the latest snapshot of %s is %s old, older than %s's retention %s: the records after it may be deleted before the next one (is a consumer writing snapshots? WR_SNAPSHOT_INTERVAL)",
+			r.OldestSnapshot, Human(now.Sub(r.OldestSnapshotAt)), topics.Registrations, Human(rr)))
 	}
 	ra, rr := r.Admissions.Retention, r.Registrations.Retention
 	if ra > 0 && (rr == 0 || ra < rr) {
@@ -229,11 +252,13 @@ func (c *Checker) live(ctx context.Context, now time.Time) (live, error) {
 	return lv, nil
 }
 
-func (c *Checker) scanRegistrations(ctx context.Context, adm *kadm.Client, lv live, t *Topic) error {
+func (c *Checker) scanRegistrations(ctx context.Context, adm *kadm.Client, lv live, inSnap map[[2]string]bool, t *Topic) error {
 	need := map[[2]string]bool{}
 	for it, toks := range lv {
 		for tok := range toks {
-			need[[2]string{it, tok}] = true
+			if k := [2]string{it, tok}; !inSnap[k] {
+				need[k] = true
+			}
 		}
 	}
 	t.Needed = len(need)
@@ -282,6 +307,69 @@ func (c *Checker) scanAdmissions(ctx context.Context, adm *kadm.Client, lv live,
 	})
 	t.missing(need)
 	return err
+}
+
+// covered returns the live entries whose place the latest complete snapshot
+// of their line holds (a rebuild loads it from there: no register record
+// needed), drops from lv those it holds admitted (no admission event needed
+// either), and notes the records after each snapshot, which a rebuild
+// replays. Without the topic (or on an error reading it) nothing is covered:
+// every live entry needs its records.
+func (c *Checker) covered(ctx context.Context, adm *kadm.Client, lv live, r *Report) map[[2]string]bool {
+	inSnap := map[[2]string]bool{}
+	latest := snapshot.NewLatest()
+	if err := scan(ctx, c.base, adm, topics.Snapshots, func(rec *kgo.Record) bool { latest.Add(rec); return false }); err != nil {
+		return inSnap
+	}
+	snaps, _ := latest.Complete(func(item string) bool { _, ok := lv[item]; return ok })
+	r.tails = map[string]map[int32]int64{}
+	for item, s := range snaps {
+		for _, e := range s.Places {
+			admitted, ok := lv[item][e.Token]
+			switch {
+			case !ok:
+			case admitted && e.State == string(queue.Admitted):
+				delete(lv[item], e.Token)
+			default: // admitted since: its admission event is still needed
+				inSnap[[2]string{item, e.Token}] = true
+			}
+		}
+		tail := map[int32]int64{}
+		for p := range s.Head.Applied { // the partitions of the item's records
+			if through, ok := s.Head.Through[p]; ok {
+				tail[p] = through + 1
+			}
+		}
+		r.tails[item] = tail
+		at := time.UnixMilli(s.Head.TakenAt)
+		if r.OldestSnapshot == "" || at.Before(r.OldestSnapshotAt) {
+			r.OldestSnapshot, r.OldestSnapshotAt = item, at
+		}
+	}
+	r.Snapshots = len(snaps)
+	return inSnap
+}
+
+// tailsKept fails r when Kafka deleted records after a snapshot: a rebuild
+// would load the snapshot and miss them.
+func (c *Checker) tailsKept(ctx context.Context, adm *kadm.Client, r *Report) error {
+	if len(r.tails) == 0 {
+		return nil
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics.Registrations)
+	if err != nil {
+		return fmt.Errorf("start offsets of %s: %w", topics.Registrations, err)
+	}
+	for _, item := range slices.Sorted(maps.Keys(r.tails)) {
+		for p, from := range r.tails[item] {
+			if s, ok := starts.Lookup(topics.Registrations, p); ok && s.Err == nil && s.Offset > from {
+				r.Failures = append(r.Failures, fmt.Sprintf(
+					"%s/%d: the records %d to %d after the latest snapshot of %s are deleted (by retention): a rebuild now would be incomplete",
+					topics.Registrations, p, from, s.Offset-1, item))
+			}
+		}
+	}
+	return nil
 }
 
 func (t *Topic) found(e Entry) {

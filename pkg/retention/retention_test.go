@@ -14,8 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/retention"
+	"github.com/waitroom/waitroom/pkg/snapshot"
 	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
 )
 
 type env struct {
@@ -169,4 +172,32 @@ func TestHuman(t *testing.T) {
 	assert.Equal(t, "2d3h", retention.Human(51*time.Hour))
 	assert.Equal(t, "5h", retention.Human(5*time.Hour+10*time.Minute))
 	assert.Equal(t, "45m0s", retention.Human(45*time.Minute))
+}
+
+// With a snapshot of the line, the entries it holds need no record: Kafka
+// may delete their registrations; the records after the snapshot must stay.
+func TestSnapshotCoversTheRecordsBeforeIt(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, view.SetReady(e.ctx, e.rdb, "g1", nil, e.now))
+	e.register(0, 4, 3*time.Hour) // offsets 0-3
+	e.admit(2 * time.Hour)        // t0, t1
+	_, err := snapshot.NewWriter(e.rdb, e.cl, zap.NewNop()).Write(e.ctx, "gig")
+	require.NoError(t, err)
+	e.register(4, 4, time.Hour) // offsets 4-7: the tail
+	e.admit(time.Minute)        // t2, t3: admitted after the snapshot
+
+	_, err = e.adm.DeleteRecords(e.ctx, kadm.Offsets{topics.Registrations: {0: {Topic: topics.Registrations, Partition: 0, At: 4}}})
+	require.NoError(t, err)
+	r := e.check()
+	assert.True(t, r.Complete(), "the snapshot holds the deleted ones: %v", r.Failures)
+	assert.Equal(t, 1, r.Snapshots)
+	assert.Equal(t, 4, r.Registrations.Needed, "t4-t7 (after the snapshot)")
+	assert.Equal(t, 2, r.Admissions.Needed, "t2, t3 (admitted after the snapshot); t0, t1 are admitted in it")
+
+	// One record after the snapshot deleted: a rebuild would miss it.
+	_, err = e.adm.DeleteRecords(e.ctx, kadm.Offsets{topics.Registrations: {0: {Topic: topics.Registrations, Partition: 0, At: 5}}})
+	require.NoError(t, err)
+	r = e.check()
+	assert.False(t, r.Complete())
+	assert.Contains(t, r.Failures, "waitroom.registrations/0: the records 4 to 4 after the latest snapshot of gig are deleted (by retention): a rebuild now would be incomplete")
 }

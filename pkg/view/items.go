@@ -51,8 +51,11 @@ type LostItem struct {
 	Since  int64  `json:"since"` // unix ms it was found lost
 	State  string `json:"state"`
 	Reason string `json:"reason"`
-	// Records is how many records the rebuild replays (0 until known).
+	// Records is how many records the rebuild replays (0 until known), from
+	// the end offsets it read at its start; Left how many of them it has
+	// not replayed yet.
 	Records int64 `json:"records,omitempty"`
+	Left    int64 `json:"left,omitempty"`
 	// Ends are the registrations' end offsets the rebuild read up to,
 	// "partition" -> next offset (set once rebuilt).
 	Ends map[string]int64 `json:"ends,omitempty"`

@@ -365,7 +365,7 @@ func (w *Watcher) Rebuilding() []ItemRebuild {
 	s := w.Status()
 	out := make([]ItemRebuild, 0, len(s.Lost))
 	for it, li := range s.Lost {
-		out = append(out, ItemRebuild{Item: it, State: li.State, Since: li.SinceTime().UTC(), Records: li.Records, Reason: li.Reason})
+		out = append(out, ItemRebuild{Item: it, State: li.State, Since: li.SinceTime().UTC(), Records: li.Records, Left: li.Left, Reason: li.Reason})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Since.Equal(out[j].Since) {
@@ -381,8 +381,10 @@ type ItemRebuild struct {
 	Item  string    `json:"item"`
 	State string    `json:"state"`
 	Since time.Time `json:"since"`
-	// Records the rebuild replays (0 until it has listed the topics).
+	// Records the rebuild replays (0 until it has listed the topics) and
+	// Left the ones it has not replayed yet.
 	Records int64  `json:"records"`
+	Left    int64  `json:"left"`
 	Reason  string `json:"reason"`
 }
 

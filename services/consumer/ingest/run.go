@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/snapshot"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -48,6 +50,7 @@ type Config struct {
 	SessionTimeout time.Duration `env:"WR_CONSUMER_SESSION_TIMEOUT" envDefault:"6s"`
 	Heartbeat      time.Duration `env:"WR_CONSUMER_HEARTBEAT" envDefault:"1s"`
 	View           view.Config
+	Snapshot       snapshot.Config
 	Kafka          config.Kafka
 	Redis          config.Redis
 	Log            config.Log
@@ -113,7 +116,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	regs, itemsCl, err := groupConsumers(cfg, base)
+	own := &owned{parts: map[int32]bool{}}
+	regs, itemsCl, err := groupConsumers(cfg, base, own.opts()...)
 	if err != nil {
 		return err
 	}
@@ -142,6 +146,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	g.Go(func() error { return items.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
 	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })
+	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
+	sw, adm := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot")), kadm.NewClient(admCl)
+	g.Go(func() error { return writeSnapshots(gctx, sw, cfg.Snapshot.Interval, watch, adm, own, items) })
 	g.Go(func() error {
 		return consume.Run(gctx, itemsCl, WaitView(rdb, watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
 	})
@@ -163,6 +170,17 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	return err
 }
 
+// writeSnapshots writes a snapshot of each line of the partitions own holds
+// every interval while the view is trusted, until ctx ends.
+func writeSnapshots(ctx context.Context, sw *snapshot.Writer, every time.Duration, watch *view.Watcher, adm *kadm.Client, own *owned, items *itemcache.Cache) error {
+	return sw.Run(ctx, every, func() []string {
+		if ok, _, _ := watch.Ready(); !ok {
+			return nil
+		}
+		return own.items(ctx, adm, slices.Collect(maps.Keys(items.All())))
+	})
+}
+
 // newDLQProducer is the producer of the dead-letter topics, checked against
 // the cluster.
 func newDLQProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, error) {
@@ -170,8 +188,8 @@ func newDLQProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Clien
 }
 
 // groupConsumers are the group members that consume waitroom.registrations
-// (cfg.Group) and waitroom.items (cfg.ItemsGroup).
-func groupConsumers(cfg Config, base []kgo.Opt) (regs, items *kgo.Client, err error) {
+// (cfg.Group, with regsOpts) and waitroom.items (cfg.ItemsGroup).
+func groupConsumers(cfg Config, base []kgo.Opt, regsOpts ...kgo.Opt) (regs, items *kgo.Client, err error) {
 	// Zero (a config built by hand) takes the defaults of the env tags.
 	session, heartbeat := cmp.Or(cfg.SessionTimeout, 6*time.Second), cmp.Or(cfg.Heartbeat, time.Second)
 	member := func(suffix string) []kgo.Opt {
@@ -181,7 +199,7 @@ func groupConsumers(cfg Config, base []kgo.Opt) (regs, items *kgo.Client, err er
 		}
 		return o
 	}
-	regs, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""))...)
+	regs, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""), regsOpts)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka registrations consumer: %w", err)
 	}

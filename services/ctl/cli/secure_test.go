@@ -27,7 +27,7 @@ func TestTopicsOnASecuredKafka(t *testing.T) {
 
 	r := runBin(t, env, "topics", "ensure")
 	require.Equal(t, ExitOK, r.code, r)
-	assert.Contains(t, r.stdout, "healthy: 7 topics match the contract")
+	assert.Contains(t, r.stdout, "healthy: 8 topics match the contract")
 	r = runBin(t, env, "topics", "check")
 	require.Equal(t, ExitOK, r.code, r)
 

@@ -51,11 +51,11 @@ func TestTopicsEnsureThenCheck(t *testing.T) {
 	code, out, stderr := run(t, "topics", "check", "--brokers", brokers)
 	require.Equal(t, ExitFailure, code, "check of an empty cluster must fail; stdout:\n%s\nstderr:\n%s", out, stderr)
 	got := rows(t, out)
-	require.Len(t, got, 7, out)
+	require.Len(t, got, 8, out)
 	for _, name := range allTopics() {
 		assert.Equal(t, "missing | topic does not exist", got[name], name)
 	}
-	assert.Contains(t, out, "NOT healthy: 7 of 7 topics differ from the contract")
+	assert.Contains(t, out, "NOT healthy: 8 of 8 topics differ from the contract")
 	assert.Contains(t, stderr, ErrUnhealthy.Error())
 
 	code, out, stderr = run(t, "topics", "ensure", "--brokers", brokers)
@@ -64,7 +64,7 @@ func TestTopicsEnsureThenCheck(t *testing.T) {
 	for _, name := range allTopics() {
 		assert.Equal(t, "created | -", got[name], name)
 	}
-	assert.Contains(t, out, "healthy: 7 topics match the contract")
+	assert.Contains(t, out, "healthy: 8 topics match the contract")
 
 	code, out, stderr = run(t, "topics", "check", "--brokers", brokers)
 	require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
@@ -86,7 +86,7 @@ func TestTopicsEnsureThenCheck(t *testing.T) {
 		assert.Equal(t, "mismatch | has 12 partitions, contract says 6 (not changed: it would reorder items)", got[topics.Registrations])
 		assert.Equal(t, "mismatch | has 12 partitions, contract says 6 (not changed: it would reorder items)", got[topics.Admissions])
 		assert.Equal(t, "ok | -", got[topics.Items])
-		assert.Contains(t, out, "NOT healthy: 2 of 7 topics differ from the contract")
+		assert.Contains(t, out, "NOT healthy: 2 of 8 topics differ from the contract")
 	}
 
 	code, out, _ = run(t, "-o", "json", "topics", "check", "--brokers", brokers)
@@ -97,7 +97,7 @@ func TestTopicsEnsureThenCheck(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	assert.True(t, rep.Healthy)
-	require.Len(t, rep.Topics, 7)
+	require.Len(t, rep.Topics, 8)
 	assert.Equal(t, topicRow{Topic: topics.Registrations, State: "ok", Problems: []string{}}, rep.Topics[0])
 }
 

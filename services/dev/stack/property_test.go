@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -21,12 +22,15 @@ import (
 	"github.com/waitroom/waitroom/pkg/config"
 	"github.com/waitroom/waitroom/pkg/linesnap"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/rebuild"
+	"github.com/waitroom/waitroom/pkg/snapshot"
 	"github.com/waitroom/waitroom/pkg/testenv"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/dev/stack"
 	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap/zaptest"
 )
 
 // The property test's knobs: WR_PROPERTY_SEED replays one run's choice of
@@ -90,7 +94,13 @@ type propRun struct {
 // applied, no admission left that ends during the check), the line of every
 // item is snapshotted (pkg/linesnap), the view is lost (FLUSHALL, every
 // master on a cluster), the services rebuild it from the topics, and the
-// rebuilt line is byte-for-byte the live one. The seed is printed; a failure
+// rebuilt line is byte-for-byte the live one. Every line is snapshotted
+// halfway (waitroom.snapshots, as the consumer does), so the rebuild loads
+// the snapshots and replays the second half; a full replay of the whole
+// record (rebuild.Options.FullReplay) and a rebuild from the snapshots,
+// run directly, must each give the live line too, the latter reading fewer
+// records. Breaking load_snapshot.lua (a LEFT place written as held) fails
+// both rebuilds that load snapshots. The seed is printed; a failure
 // names the item and every token that differs, and leaves both snapshots in
 // the artefacts directory.
 //
@@ -132,7 +142,10 @@ func TestLiveLineEqualsItsRebuildFromTheRecord(t *testing.T) {
 	idle := policy(propIdle, 2, 3, 600)
 	idle.IdleTimeoutSeconds = 2
 	e := newEnv(t, fifo, idle, policy(propLottery, 3, 4, 600), policy(propSale, 5, 5, 600))
-	e.startWith(func(o *stack.Options) { o.SeenFlush = 500 * time.Millisecond })
+	// The test snapshots every line itself halfway (as the consumer does
+	// each WR_SNAPSHOT_INTERVAL), so the rebuild from the snapshots has a
+	// tail of half the run to replay.
+	e.startWith(func(o *stack.Options) { o.SeenFlush, o.SnapshotInterval = 500*time.Millisecond, -1 })
 	adminPost(t, e, propLottery, `{"mode":"random","drawWindowSeconds":1}`)
 	adminPost(t, e, propSale, fmt.Sprintf(`{"opensAt":%d}`, time.Now().Add(time.Hour).UnixMilli()))
 
@@ -143,7 +156,10 @@ func TestLiveLineEqualsItsRebuildFromTheRecord(t *testing.T) {
 		r.tokens[it] = append(r.tokens[it], propToken{item: it, user: "first-" + it, token: e.tokenOf(q)})
 	}
 	began := time.Now()
-	for range steps {
+	for i := range steps {
+		if i == steps/2 {
+			r.snapshotAll()
+		}
 		r.step()
 	}
 	t.Logf("%d operations in %s: %v", steps, time.Since(began).Round(time.Millisecond), r.ops)
@@ -156,6 +172,27 @@ func TestLiveLineEqualsItsRebuildFromTheRecord(t *testing.T) {
 	if steps >= propertyStepsDefault { // fewer (a quick local run) may miss some
 		r.exercised(live)
 	}
+
+	t.Run("a full replay and a rebuild from the snapshots and their tail equal the live line", func(t *testing.T) {
+		ctx := context.Background()
+		rb := rebuild.New(e.rdb, []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, zaptest.NewLogger(t))
+		full, err := rb.Run(ctx, rebuild.Options{Reason: "property test: full replay", FullReplay: true})
+		require.NoError(t, err)
+		waitApplied(t, e)
+		if differs := compareLines(t, seed, live, snapshots(t, e, at)); len(differs) > 0 {
+			history(t, e, differs)
+		}
+		snap, err := rb.Run(ctx, rebuild.Options{Reason: "property test: from snapshots"})
+		require.NoError(t, err)
+		waitApplied(t, e)
+		if differs := compareLines(t, seed, live, snapshots(t, e, at)); len(differs) > 0 {
+			history(t, e, differs)
+		}
+		t.Logf("full replay: %d records in %s; from %d snapshots: %d records in %s", full.Records, full.Took, snap.Snapshots, snap.Records, snap.Took)
+		require.Zero(t, full.Snapshots, "the full replay loaded snapshots")
+		require.Equal(t, len(propItems), snap.Snapshots, "lines loaded from a snapshot (torn: %v)", snap.Torn)
+		require.Less(t, snap.Records, full.Records, "the rebuild from snapshots read as much as a full replay")
+	})
 
 	t.Run("the rebuild equals the live line", func(t *testing.T) {
 		ctx := context.Background()
@@ -190,6 +227,30 @@ func TestLiveLineEqualsItsRebuildFromTheRecord(t *testing.T) {
 		require.True(t, slices.ContainsFunc(d, func(l string) bool { return strings.Contains(l, "token "+tok+":") }),
 			"the diff names the token whose leave was dropped (%s): %v", tok, d)
 	})
+}
+
+// snapshotAll writes a snapshot of every item's line as the consumer's
+// writer does, while the services run; a line mid-change (a draw half
+// applied, admissions not yet published) is tried again.
+func (r *propRun) snapshotAll() {
+	t := r.t
+	kc, err := kgo.NewClient(kgo.SeedBrokers(r.e.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	require.NoError(t, err)
+	defer kc.Close()
+	w := snapshot.NewWriter(r.e.rdb, kc, zaptest.NewLogger(t))
+	for _, it := range propItems {
+		var h topics.SnapshotHead
+		require.Eventually(t, func() bool {
+			h, err = w.Write(context.Background(), it)
+			if errors.Is(err, queue.ErrBusy) || errors.Is(err, snapshot.ErrNotTrusted) {
+				return false
+			}
+			require.NoError(t, err)
+			return true
+		}, 10*time.Second, 20*time.Millisecond, "snapshot %s", it)
+		t.Logf("snapshot of %s: %d places in %d chunks, through %v", it, h.Entries, h.Chunks, h.Through)
+	}
+	r.ops["snapshot of every line"]++
 }
 
 // step does one random operation.

@@ -11,9 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/snapshot"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/api/httpapi"
+	"github.com/waitroom/waitroom/services/dev/stack"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -194,4 +196,21 @@ func TestRebuildAfterRestoreOfAnOlderSnapshot(t *testing.T) {
 			e.redis.Stop()
 			e.redis.Start() // loads dump.rdb: the marker says ready, its offsets are behind the record
 		})
+}
+
+// The consumer writes a snapshot of the line every WR_SNAPSHOT_INTERVAL; the
+// view lost after one is rebuilt from it and the records after it, exactly.
+func TestRebuildAfterFlushAllFromTheConsumersSnapshot(t *testing.T) {
+	e := rebuildEnv(t)
+	e.startWith(func(o *stack.Options) { o.SnapshotInterval = 300 * time.Millisecond })
+	lineScenario(t, e, func() {
+		require.Eventually(t, func() bool {
+			l := snapshot.NewLatest()
+			for _, r := range records(t, e, topics.Snapshots) {
+				l.Add(r)
+			}
+			s, _ := l.Complete(func(item string) bool { return item == "show" })
+			return s["show"] != nil && s["show"].Head.Entries >= 40
+		}, 20*time.Second, 100*time.Millisecond, "the consumer snapshots the line of 40")
+	}, e.flushAll)
 }

@@ -73,6 +73,9 @@ type Options struct {
 	// assertions (WR_ASSERTION_*).
 	Assertion *assertion.Config
 	Log       *zap.Logger
+	// SnapshotInterval, when set, is the consumer's WR_SNAPSHOT_INTERVAL
+	// (negative: no snapshots).
+	SnapshotInterval time.Duration
 }
 
 // Stack is a running set of services.
@@ -331,6 +334,9 @@ func (c *serviceConfigs) apply(o Options) error {
 	}
 	if o.Tick > 0 {
 		c.scheduler.Tick = o.Tick
+	}
+	if o.SnapshotInterval != 0 {
+		c.consumer.Snapshot.Interval = max(o.SnapshotInterval, 0)
 	}
 	if o.SeenFlush > 0 {
 		c.api.SeenFlush, c.notifier.SeenFlush, c.scheduler.SeenFlush = o.SeenFlush, o.SeenFlush, o.SeenFlush
