@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,6 +45,7 @@ type replayer struct {
 	progress map[string]map[int32]int64 // per item: the last registrations offset replayed, per partition
 	ops      []queue.Op
 	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made (the applier's)
+	steer    map[string]*topics.AdmissionEvent // per item: its last steer event, restored once the line is
 	maxEpoch int64
 
 	// The applier (flush, sync): batches in order, done once it returned.
@@ -64,7 +66,8 @@ type admission struct {
 func newReplayer(ctx context.Context, rdb redis.UniversalClient) *replayer {
 	return &replayer{ctx: ctx, rdb: rdb, line: queue.New(rdb), start: map[int32]int64{},
 		touched: map[string]bool{}, known: map[string]bool{}, idle: map[string]bool{},
-		adm: map[string][]*admission{}, progress: map[string]map[int32]int64{}, places: map[string]map[string]string{}}
+		adm: map[string][]*admission{}, progress: map[string]map[int32]int64{}, places: map[string]map[string]string{},
+		steer: map[string]*topics.AdmissionEvent{}}
 }
 
 func (r *replayer) wanted(item string) bool { return r.want == nil || r.want(item) }
@@ -148,6 +151,13 @@ func (r *replayer) admission(rec *kgo.Record) error {
 		return nil // followers skip it too
 	}
 	r.maxEpoch = max(r.maxEpoch, ev.Epoch)
+	if ev.Kind == topics.KindSteer && ev.ItemID == string(rec.Key) && r.wanted(ev.ItemID) {
+		if err := r.touch(ev.ItemID); err != nil {
+			return err
+		}
+		r.steer[ev.ItemID] = &ev // only the last one counts
+		return nil
+	}
 	if ev.Kind == topics.KindEpochClaim || len(ev.Admitted) == 0 || !r.wanted(ev.ItemID) {
 		return nil
 	}
@@ -287,7 +297,19 @@ func (r *replayer) rest() error {
 		}
 		delete(r.adm, item)
 	}
-	return r.sync()
+	if err := r.sync(); err != nil {
+		return err
+	}
+	// The effective targets: each item's last steering decision, as the
+	// scheduler stored it (a rebuild is not fenced).
+	for _, item := range r.order {
+		if ev := r.steer[item]; ev != nil {
+			if err := r.line.Steer(r.ctx, item, 0, ev.Steer, time.UnixMilli(ev.At)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // flush hands the pending ops to the applier, which runs them through

@@ -1,0 +1,73 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Promote admits within the smaller of the item's policy and the
+// controller's effective target; advice and the static fallback apply
+// nothing; a fenced leader cannot steer.
+func TestPromoteAdmitsWithinTheSmallerOfPolicyAndSteering(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "s", 10, 25, 60, 100)
+	t0 := time.UnixMilli(1_000_000_000_000)
+
+	// Cap 4 under maxActive 25; rate 20 above the policy's 10 (the policy wins).
+	d := &topics.SteerDecision{Target: 4, Cap: 4, Rate: 20}
+	require.NoError(t, l.Steer(ctx, "s", 1, d, t0))
+	st, ok, err := l.Steering(ctx, "s")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, queue.Steering{Rate: 20, Cap: 4, At: t0}, st)
+	tk, err := tick(t, l, "s", 1, t0, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t00000", "t00001", "t00002", "t00003"}, tk.Unpublished, "the cap holds, in line order")
+
+	// Rate 2 under the policy's 10: two seconds later, the budget has 4, the cap room for 6 more.
+	require.NoError(t, l.Steer(ctx, "s", 1, &topics.SteerDecision{Target: 10, Cap: 10, Rate: 2}, t0))
+	tk, err = tick(t, l, "s", 1, t0.Add(2*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 2, tk.Admitted, "the bucket holds one second of the effective rate")
+
+	// Advice applies nothing: the policy's 10 a second and maxActive 25 run again.
+	require.NoError(t, l.Steer(ctx, "s", 1, &topics.SteerDecision{Target: 1, Cap: 1, Rate: 1, Advice: true}, t0))
+	_, ok, err = l.Steering(ctx, "s")
+	require.NoError(t, err)
+	assert.False(t, ok)
+	tk, err = tick(t, l, "s", 1, t0.Add(4*time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 10, tk.Admitted)
+
+	// A newer leader promoted: the old one cannot steer.
+	_, err = tick(t, l, "s", 5, t0.Add(5*time.Second), time.Second)
+	require.NoError(t, err)
+	err = l.Steer(ctx, "s", 4, d, t0)
+	require.ErrorIs(t, err, queue.ErrFenced)
+	_, ok, err = l.Steering(ctx, "s")
+	require.NoError(t, err)
+	assert.False(t, ok, "the fenced write left nothing")
+}
+
+// The steering policy and its rate bounds survive the state hash.
+func TestItemKeepsTheSteeringPolicy(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	s := topics.ItemState{V: topics.Version, ItemID: "k", Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 5, SessionTTLSeconds: 60, MinRate: 0.5, MaxRate: 20,
+			Steer: &topics.SteerPolicy{TargetP95Ms: 300, OnSignalLost: topics.SteerStatic, Mode: topics.SteerAdvise}}}
+	_, err := l.ApplyItem(ctx, s)
+	require.NoError(t, err)
+	got, ok, err := l.Item(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, s.Policy, got.Policy)
+}

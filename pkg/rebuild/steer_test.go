@@ -1,0 +1,44 @@
+package rebuild_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// The steering controller's effective target is its own record kind: a
+// rebuild restores the last decision of each item (and clears one that
+// does not apply), so promote admits within the same target as before.
+func TestARebuildRestoresTheLastSteeringDecision(t *testing.T) {
+	w := newWorld(t)
+	w.item("st", 10, 60)
+	w.item("adv", 10, 60)
+	w.reg(topics.KindRegister, "st", "u1", "t1")
+	now := time.Now().Truncate(time.Millisecond)
+	steer := func(item string, d topics.SteerDecision, at time.Time) {
+		w.produce(topics.Admissions, item, &topics.AdmissionEvent{V: 1, Kind: topics.KindSteer, ItemID: item, Epoch: 3,
+			At: at.UnixMilli(), Steer: &d})
+		if err := w.line.Steer(w.ctx, item, 3, &d, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steer("st", topics.SteerDecision{Target: 50, Cap: 60, Rate: 4, Reason: "grow"}, now.Add(-2*time.Second))
+	steer("st", topics.SteerDecision{Target: 40, Cap: 45, Rate: 2.5, Reason: "shrink"}, now.Add(-time.Second))
+	steer("adv", topics.SteerDecision{Target: 40, Cap: 45, Rate: 2.5, Reason: "shrink"}, now.Add(-time.Second))
+	steer("adv", topics.SteerDecision{Target: 9, Cap: 9, Rate: 1, Advice: true, Reason: "shrink"}, now)
+	w.promote("st", 3, now)
+
+	w.rebuildFromScratch()
+	got, ok, err := w.line.Steering(w.ctx, "st")
+	if err != nil || !ok {
+		t.Fatalf("steering of st after the rebuild: %v, %v", ok, err)
+	}
+	if want := (queue.Steering{Rate: 2.5, Cap: 45, At: now.Add(-time.Second)}); got != want {
+		t.Fatalf("steering of st after the rebuild: %+v, want the last decision %+v", got, want)
+	}
+	if _, ok, err := w.line.Steering(w.ctx, "adv"); err != nil || ok {
+		t.Fatalf("advice restored as a target: %v, %v", ok, err)
+	}
+}
