@@ -44,7 +44,7 @@ type replayer struct {
 	adm      map[string][]*admission    // per item: its admission events not applied yet, in topic order
 	progress map[string]map[int32]int64 // per item: the last registrations offset replayed, per partition
 	ops      []queue.Op
-	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made (the applier's)
+	places   map[string]map[string]string      // idle items: tokenId -> place key of every place a register made (the applier's)
 	steer    map[string]*topics.AdmissionEvent // per item: its last steer event, restored once the line is
 	maxEpoch int64
 
