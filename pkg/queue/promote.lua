@@ -13,7 +13,9 @@
 --                              mode passthrough: everyone waiting, whatever the rate and maxActive)
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute);
 --                              steerRate and steerCap, the steering controller's effective target
---                              (steer.lua), when one applies: admit at most that fast, up to that many
+--                              (steer.lua), when one applies: admit at most that fast, up to that many;
+--                              steerAt, set once it decided (a steered item runs at most at its
+--                              policy's maxRate before that)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST admissions not yet on waitroom.admissions, one
 --                              "tokenId<TAB>expiry<TAB>applied offsets" each (prelude's admit)
@@ -55,12 +57,13 @@ local waiting = redis.call('ZCARD', KEYS[1])
 local active = redis.call('ZCARD', KEYS[2])
 local unpublished = redis.call('LLEN', KEYS[8])
 local head = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerCap')
+local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerCap', 'steerAt')
 local tokens = tonumber(pace[1] or '0') or 0
 local last = tonumber(pace[2] or '0') or 0
 local sum60 = tonumber(pace[3] or '0') or 0
 local steerRate = tonumber(pace[4] or '') -- nil: no effective target applies
 local steerCap = tonumber(pace[5] or '')
+local decided = pace[6] ~= false -- the controller has decided for this item at least once
 local exCard = redis.call('ZCARD', KEYS[9])
 
 -- An idle item (nobody waiting or admitted, nothing to publish, no recent
@@ -76,10 +79,16 @@ if waiting == 0 and active == 0 and unpublished == 0 and sum60 == 0 then
   return {'OK', 0, head, 0, 0, 0, {}, 0, 0}
 end
 
-local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused', 'mode')
+local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused', 'mode',
+  'steer', 'maxRate')
 local enabled = st[1] == 'true'
 local rate = tonumber(st[2] or '0') or 0
 if steerRate and steerRate < rate then rate = steerRate end -- the smaller of intent and effective target
+if not decided and st[8] and st[8] ~= '' then
+  -- Steered, and no decision yet (a new item, a new policy): never above maxRate meanwhile.
+  local maxRate = tonumber(st[9] or '0') or 0
+  if maxRate > 0 and maxRate < rate then rate = maxRate end
+end
 local maxActive = tonumber(st[3] or '0') or 0
 local ttl = tonumber(st[4] or '0') or 0
 if ttl <= 0 then ttl = 300 end

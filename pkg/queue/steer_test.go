@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestPromoteAdmitsWithinTheSmallerOfPolicyAndSteering(t *testing.T) {
 	st, ok, err := l.Steering(ctx, "s")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, queue.Steering{Rate: 20, Cap: 4, At: t0}, st)
+	assert.Equal(t, queue.Steering{Applies: true, Rate: 20, Cap: 4, At: t0, Last: d}, st)
 	tk, err := tick(t, l, "s", 1, t0, time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"t00000", "t00001", "t00002", "t00003"}, tk.Unpublished, "the cap holds, in line order")
@@ -39,10 +40,12 @@ func TestPromoteAdmitsWithinTheSmallerOfPolicyAndSteering(t *testing.T) {
 	assert.Equal(t, 2, tk.Admitted, "the bucket holds one second of the effective rate")
 
 	// Advice applies nothing: the policy's 10 a second and maxActive 25 run again.
-	require.NoError(t, l.Steer(ctx, "s", 1, &topics.SteerDecision{Target: 1, Cap: 1, Rate: 1, Advice: true}, t0))
-	_, ok, err = l.Steering(ctx, "s")
+	advice := &topics.SteerDecision{Target: 1, Cap: 1, Rate: 1, Advice: true, Reason: "shrink"}
+	require.NoError(t, l.Steer(ctx, "s", 1, advice, t0))
+	st, ok, err = l.Steering(ctx, "s")
 	require.NoError(t, err)
-	assert.False(t, ok)
+	assert.Equal(t, queue.Steering{At: t0, Last: advice}, st, "the advice is kept for the console, not applied")
+	assert.True(t, ok)
 	tk, err = tick(t, l, "s", 1, t0.Add(4*time.Second), time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 10, tk.Admitted)
@@ -50,11 +53,11 @@ func TestPromoteAdmitsWithinTheSmallerOfPolicyAndSteering(t *testing.T) {
 	// A newer leader promoted: the old one cannot steer.
 	_, err = tick(t, l, "s", 5, t0.Add(5*time.Second), time.Second)
 	require.NoError(t, err)
-	err = l.Steer(ctx, "s", 4, d, t0)
+	err = l.Steer(ctx, "s", 4, d, t0.Add(time.Minute))
 	require.ErrorIs(t, err, queue.ErrFenced)
-	_, ok, err = l.Steering(ctx, "s")
+	st, _, err = l.Steering(ctx, "s")
 	require.NoError(t, err)
-	assert.False(t, ok, "the fenced write left nothing")
+	assert.Equal(t, queue.Steering{At: t0, Last: advice}, st, "the fenced write left nothing")
 }
 
 // The steering policy and its rate bounds survive the state hash.
@@ -70,4 +73,29 @@ func TestItemKeepsTheSteeringPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, s.Policy, got.Policy)
+}
+
+// A steered item never admits above maxRate, even before its controller's
+// first decision.
+func TestASteeredItemStaysUnderMaxRateBeforeItsFirstDecision(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	_, err := l.ApplyItem(ctx, topics.ItemState{ItemID: "m", Stock: -1, Enabled: true, Version: 1,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 50, SessionTTLSeconds: 60, MaxRate: 3, Steer: &topics.SteerPolicy{TargetP95Ms: 300}}})
+	require.NoError(t, err)
+	var ops []queue.Op
+	for i := range 100 {
+		ops = append(ops, reg("m", fmt.Sprintf("t%05d", i), fmt.Sprintf("u%d", i), int64(i)))
+	}
+	_, err = l.Apply(ctx, ops)
+	require.NoError(t, err)
+	t0 := time.UnixMilli(1_000_000_000_000)
+	tk, err := tick(t, l, "m", 1, t0, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 3, tk.Admitted, "one second of maxRate, not of the policy's 50/s")
+	// Once decided (here: advice, which applies nothing), the policy runs.
+	require.NoError(t, l.Steer(ctx, "m", 1, &topics.SteerDecision{Target: 1, Cap: 1, Rate: 1, Advice: true}, t0))
+	tk, err = tick(t, l, "m", 1, t0.Add(time.Second), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 50, tk.Admitted)
 }

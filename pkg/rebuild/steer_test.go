@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -35,10 +34,10 @@ func TestARebuildRestoresTheLastSteeringDecision(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("steering of st after the rebuild: %v, %v", ok, err)
 	}
-	if want := (queue.Steering{Rate: 2.5, Cap: 45, At: now.Add(-time.Second)}); got != want {
-		t.Fatalf("steering of st after the rebuild: %+v, want the last decision %+v", got, want)
+	if !got.Applies || got.Rate != 2.5 || got.Cap != 45 || !got.At.Equal(now.Add(-time.Second)) || got.Last.Reason != "shrink" {
+		t.Fatalf("steering of st after the rebuild: %+v, want the last decision (2.5/s, cap 45)", got)
 	}
-	if _, ok, err := w.line.Steering(w.ctx, "adv"); err != nil || ok {
-		t.Fatalf("advice restored as a target: %v, %v", ok, err)
+	if adv, ok, err := w.line.Steering(w.ctx, "adv"); err != nil || !ok || adv.Applies || !adv.Last.Advice {
+		t.Fatalf("steering of adv after the rebuild: %+v, %v, %v: want the advice kept, not applied", adv, ok, err)
 	}
 }

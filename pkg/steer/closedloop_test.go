@@ -48,8 +48,7 @@ func TestControllerHoldsTheSiteUnderTargetSettlesAndRecovers(t *testing.T) {
 			}
 		}
 		at := func(el time.Duration) int { return int(el/(2*time.Second)) - 1 }
-		// Settled: minutes 5 to 8, the target within 20% of its mean and the
-		// site's p95 under target in every 30 s (the median signal of each).
+		// Settled: minutes 5 to 8, the target within 20% of its mean.
 		settled := ds[at(5*time.Minute):at(8*time.Minute)]
 		var sum float64
 		for _, d := range settled {
@@ -61,15 +60,18 @@ func TestControllerHoldsTheSiteUnderTargetSettlesAndRecovers(t *testing.T) {
 				t.Fatalf("seed %d: target %d is %.0f%% off its settled mean %.0f", seed, d.Target, 100*dev, mean)
 			}
 		}
-		for i, p := range windowP95(sigs, 5*time.Minute, 8*time.Minute) {
+		// The spike starts at 0: p95 is under target from minute 2 on.
+		for i, p := range windowP95(sigs, 2*time.Minute, 8*time.Minute) {
 			if p > 300*time.Millisecond {
-				t.Fatalf("seed %d: settled window %d: p95 %v over the 300 ms target", seed, i, p)
+				t.Fatalf("seed %d: window %d after the spike: p95 %v over the 300 ms target", seed, i, p)
 			}
 		}
-		// The site slows at minute 8: p95 is under target again within 2 minutes.
-		for i, p := range windowP95(sigs, 10*time.Minute, 13*time.Minute) {
+		// The site slows at minute 8: p95 is under target again once the
+		// sessions admitted before have ended (they last up to 135 s;
+		// nobody can be un-admitted).
+		for i, p := range windowP95(sigs, 10*time.Minute+30*time.Second, 13*time.Minute) {
 			if p > 300*time.Millisecond {
-				t.Fatalf("seed %d: 2 minutes after the slow-down, window %d: p95 %v", seed, i, p)
+				t.Fatalf("seed %d: 150 s after the slow-down, window %d: p95 %v", seed, i, p)
 			}
 		}
 		// Healthy again at minute 13: the target grows back.

@@ -143,9 +143,10 @@ type Decision struct {
 	SignalAge  time.Duration
 }
 
-// PinnedLow reports a controller that wants less than MinRate allows.
+// PinnedLow reports a controller that wants less than MinRate allows: the
+// site is over target while the rate is at MinRate.
 func (d Decision) PinnedLow(c Config) bool {
-	return !d.Static && d.Reason == ReasonShrink && d.Rate <= c.MinRate
+	return !d.Static && (d.Reason == ReasonShrink || d.Reason == ReasonDrain) && d.Rate <= c.MinRate
 }
 
 type mark struct {
@@ -249,7 +250,7 @@ func (c *Controller) Step(now time.Time, sig *Signal, line Line) Decision {
 		// one (merged, so a percentile of seconds of requests, not of one
 		// window's few), then the evidence starts again.
 		ev := c.evidence
-		d.Reason, d.Moved = c.move(ev.Quantile(0.95), ev.ErrorRatio(), sig.Active)
+		d.Reason, d.Moved = c.move(ev.Quantile(0.95), ev.ErrorRatio(), float64(sig.Active)+c.pending(now, line))
 		c.lastEval, c.evidence = now, Signal{}
 	}
 	d.Target = int64(math.Round(c.target))
@@ -258,18 +259,19 @@ func (c *Controller) Step(now time.Time, sig *Signal, line Line) Decision {
 	return d
 }
 
-// move is the gradient step on the concurrency target: shrink in proportion
-// to how far p95 is over target (the site's current sessions times the mean
-// of 1 and target/p95: at least 10%, at most halving) unless the site
-// holds more than the target already; grow by a quarter of how far p95 is
-// under the shrink line (at most 25%: fast far from it, gently near it) while p95 is
-// under the band and the site holds at least 90% of the target; else hold.
-func (c *Controller) move(p95 time.Duration, errs float64, active int64) (string, bool) {
+// move is the gradient step on the concurrency target, inflight being the
+// site's sessions plus the admitted on their way: shrink in proportion to
+// how far p95 is over target (inflight times the mean of 1 and target/p95:
+// at least 10%, at most halving) unless inflight is above the target
+// already; grow by at most sqrt(target), in proportion to how far p95 is
+// under the shrink line, while p95 is under the band and inflight is at
+// least 90% of the target; else hold.
+func (c *Controller) move(p95 time.Duration, errs float64, inflight float64) (string, bool) {
 	tgt := time.Duration(float64(c.cfg.TargetP95) * (1 - c.cfg.Band/2)) // the shrink line
 	grow := float64(c.cfg.TargetP95) * (1 - c.cfg.Band)
 	old := c.target
 	switch {
-	case (p95 > tgt || errs > c.cfg.MaxErrorRatio) && float64(active) > old:
+	case (p95 > tgt || errs > c.cfg.MaxErrorRatio) && inflight > old:
 		// The site holds more than the target already and admits nobody
 		// new: shrinking further would only wind the target down while the
 		// sessions end (nobody can be un-admitted).
@@ -279,13 +281,16 @@ func (c *Controller) move(p95 time.Duration, errs float64, active int64) (string
 		if p95 > tgt {
 			g = min(max((1+float64(tgt)/float64(p95))/2, 0.5), 0.9)
 		}
-		c.target = min(old, float64(active)) * g
+		c.target = min(old, inflight) * g
 	case float64(p95) < grow && errs <= c.cfg.MaxErrorRatio/2:
-		if float64(active) < 0.9*old {
+		if inflight < 0.9*old {
 			return ReasonIdle, false
 		}
-		g := 0.25 * (float64(tgt)/max(float64(p95), 1) - 1)
-		c.target = old + max(1, old*min(g, 0.25))
+		// Vegas-like: at most sqrt(target) a step (fast while small, gentle
+		// once large, where latency turns steep), less the nearer p95 is to
+		// the shrink line.
+		near := min(float64(tgt)/max(float64(p95), 1)-1, 1)
+		c.target = old + max(1, math.Sqrt(old)*near)
 	default:
 		return ReasonBand, false
 	}
@@ -307,8 +312,7 @@ func (c *Controller) move(p95 time.Duration, errs float64, active int64) (string
 // the rate is the site's turnover plus the headroom spread over one step,
 // scaled up by the no-shows, within [MinRate, MaxRate].
 func (c *Controller) actuate(now time.Time, sig *Signal, line Line, step time.Duration) (float64, int64) {
-	pending := float64(line.AdmittedTotal-c.totalAt(now.Add(-c.delay))) * c.show
-	headroom := c.target - float64(sig.Active) - pending
+	headroom := c.target - float64(sig.Active) - c.pending(now, line)
 	capacity := line.Admitted
 	if headroom > 0 {
 		capacity += int64(math.Ceil(headroom / c.show))
@@ -319,6 +323,13 @@ func (c *Controller) actuate(now time.Time, sig *Signal, line Line, step time.Du
 	}
 	rate := (turnover + max(headroom, 0)/step.Seconds()) / c.show
 	return min(max(rate, c.cfg.MinRate), c.cfg.MaxRate), capacity
+}
+
+// pending are the admitted people still on their way: those admitted within
+// one and a half measured delays (arrival delays spread around their mean),
+// times the show ratio.
+func (c *Controller) pending(now time.Time, line Line) float64 {
+	return float64(line.AdmittedTotal-c.totalAt(now.Add(-c.delay*3/2))) * c.show
 }
 
 // lost is the decision without a usable signal.

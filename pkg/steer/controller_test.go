@@ -88,8 +88,8 @@ func TestTargetMovesByTheGradientWithHysteresis(t *testing.T) {
 		{"just over the shrink line shrinks at least 10%", 275, 100, ReasonShrink, 90, 90},
 		{"over target with the site above the target waits for sessions to end", 600, 150, ReasonDrain, 100, 100},
 		{"inside the band holds", 250, 100, ReasonBand, 100, 100},
-		{"far under the band with the target used grows at most 25%", 50, 95, ReasonGrow, 125, 125},
-		{"just under the band grows a little", 200, 95, ReasonGrow, 101, 110},
+		{"far under the band with the target used grows by sqrt(target)", 50, 95, ReasonGrow, 110, 110},
+		{"just under the band grows a little", 200, 95, ReasonGrow, 101, 104},
 		{"under the band with the target unused holds (no windup)", 50, 20, ReasonIdle, 100, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
