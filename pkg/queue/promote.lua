@@ -9,13 +9,12 @@
 -- KEYS[2] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[3] wr:{item}:head      STRING highest seq admitted so far
 -- KEYS[4] wr:{item}:epoch     STRING highest leader epoch seen (the fence)
--- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted;
+-- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted; steer set:
+--                              never above maxRate;
 --                              mode passthrough: everyone waiting, whatever the rate and maxActive)
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute);
 --                              steerRate and steerCap, the steering controller's effective target
---                              (steer.lua), when one applies: admit at most that fast, up to that many;
---                              steerAt, set once it decided (a steered item runs at most at its
---                              policy's maxRate before that)
+--                              (steer.lua), when one applies: admit at most that fast, up to that many
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST admissions not yet on waitroom.admissions, one
 --                              "tokenId<TAB>expiry<TAB>applied offsets" each (prelude's admit)
@@ -57,13 +56,12 @@ local waiting = redis.call('ZCARD', KEYS[1])
 local active = redis.call('ZCARD', KEYS[2])
 local unpublished = redis.call('LLEN', KEYS[8])
 local head = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerCap', 'steerAt')
+local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerCap')
 local tokens = tonumber(pace[1] or '0') or 0
 local last = tonumber(pace[2] or '0') or 0
 local sum60 = tonumber(pace[3] or '0') or 0
 local steerRate = tonumber(pace[4] or '') -- nil: no effective target applies
 local steerCap = tonumber(pace[5] or '')
-local decided = pace[6] ~= false -- the controller has decided for this item at least once
 local exCard = redis.call('ZCARD', KEYS[9])
 
 -- An idle item (nobody waiting or admitted, nothing to publish, no recent
@@ -84,8 +82,9 @@ local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive',
 local enabled = st[1] == 'true'
 local rate = tonumber(st[2] or '0') or 0
 if steerRate and steerRate < rate then rate = steerRate end -- the smaller of intent and effective target
-if not decided and st[8] and st[8] ~= '' then
-  -- Steered, and no decision yet (a new item, a new policy): never above maxRate meanwhile.
+if st[8] and st[8] ~= '' then
+  -- A steered item never goes above maxRate, whatever applies (the controller's target,
+  -- the static policy before the first signal or after a lost one, advice).
   local maxRate = tonumber(st[9] or '0') or 0
   if maxRate > 0 and maxRate < rate then rate = maxRate end
 end

@@ -75,9 +75,9 @@ func TestItemKeepsTheSteeringPolicy(t *testing.T) {
 	assert.Equal(t, s.Policy, got.Policy)
 }
 
-// A steered item never admits above maxRate, even before its controller's
-// first decision.
-func TestASteeredItemStaysUnderMaxRateBeforeItsFirstDecision(t *testing.T) {
+// A steered item never admits above maxRate, before its controller's first
+// decision as after one that gives it back to the static policy.
+func TestASteeredItemStaysUnderMaxRate(t *testing.T) {
 	ctx := context.Background()
 	l := queue.New(testenv.Redis(t))
 	_, err := l.ApplyItem(ctx, topics.ItemState{ItemID: "m", Stock: -1, Enabled: true, Version: 1,
@@ -93,9 +93,9 @@ func TestASteeredItemStaysUnderMaxRateBeforeItsFirstDecision(t *testing.T) {
 	tk, err := tick(t, l, "m", 1, t0, time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 3, tk.Admitted, "one second of maxRate, not of the policy's 50/s")
-	// Once decided (here: advice, which applies nothing), the policy runs.
-	require.NoError(t, l.Steer(ctx, "m", 1, &topics.SteerDecision{Target: 1, Cap: 1, Rate: 1, Advice: true}, t0))
+	// The static policy (no signal yet): the policy's rate and room, under maxRate still.
+	require.NoError(t, l.Steer(ctx, "m", 1, &topics.SteerDecision{Target: 1, Cap: 1, Rate: 1, Static: true}, t0))
 	tk, err = tick(t, l, "m", 1, t0.Add(time.Second), time.Second)
 	require.NoError(t, err)
-	assert.Equal(t, 50, tk.Admitted)
+	assert.Equal(t, 3, tk.Admitted, "the cap of 1 does not apply, maxRate does")
 }

@@ -117,6 +117,7 @@ const (
 	ReasonWait     = "hold: waiting one measured delay since the last move"
 	ReasonLostHold = "signal lost: hold"
 	ReasonLostBack = "signal lost: static policy"
+	ReasonNoSignal = "no signal yet: static policy"
 	ReasonLocked   = "locked"
 )
 
@@ -338,6 +339,13 @@ func (c *Controller) lost(d Decision, sig *Signal, now time.Time) Decision {
 		d.SignalAge = now.Sub(sig.At)
 	}
 	d.Target, d.Rate, d.Cap = int64(math.Round(c.target)), c.rate, c.cap
+	if !c.started {
+		// Never heard the site: there is nothing to hold. The operator's
+		// policy runs (promote keeps a steered item under maxRate until the
+		// controller's first decision).
+		d.Static, d.Reason = true, ReasonNoSignal
+		return d
+	}
 	if c.cfg.OnLost == Static {
 		d.Static, d.Reason = true, ReasonLostBack
 		return d

@@ -175,6 +175,13 @@ func TestLostSignalHoldsOrGivesBackTheStaticPolicy(t *testing.T) {
 	}
 }
 
+func TestNoSignalYetRunsTheStaticPolicy(t *testing.T) {
+	c, _ := New(cfg(), 100)
+	if d := c.Step(t0, nil, Line{}); !d.Static || d.Reason != ReasonNoSignal {
+		t.Fatalf("before any signal: %+v, want the static policy", d)
+	}
+}
+
 func TestLockHoldsTheTargetAndAdviseAppliesNothing(t *testing.T) {
 	cf := cfg()
 	cf.Mode = Lock
