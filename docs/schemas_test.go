@@ -94,9 +94,9 @@ func admissionSamples() []record {
 		ad("empty tick", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{}, Head: 2, Waiting: 0, Active: 0, Epoch: 7, At: 2}),
 		ad("epoch claim", topics.AdmissionEvent{V: 1, Kind: topics.KindEpochClaim, ItemID: topics.EpochClaimItem, Epoch: 8, At: 3}),
 		ad("steer", topics.AdmissionEvent{V: 1, Kind: topics.KindSteer, ItemID: "shoe", Epoch: 8, At: 4, Steer: &topics.SteerDecision{
-			Target: 120, Cap: 150, Rate: 3.5, Reason: "grow: p95 under the band", P95Ms: 180.5, SiteActive: 110, ShowRatio: 0.8, DelayMs: 4000, SignalAgeMs: 900}}),
+			Target: 120, Allow: 12, HeadLimit: 4012, Rate: 3.5, Reason: "grow: p95 under the band", P95Ms: 180.5, SiteActive: 110, ShowRatio: 0.8, DelayMs: 4000, SignalAgeMs: 900}}),
 		ad("steer advice", topics.AdmissionEvent{V: 1, Kind: topics.KindSteer, ItemID: "shoe", Epoch: 8, At: 5, Steer: &topics.SteerDecision{
-			Target: 90, Cap: 100, Rate: 1, Advice: true, Reason: "shrink: p95 or errors over target"}}),
+			Target: 90, Allow: 0, HeadLimit: 4000, Rate: 1, Advice: true, Reason: "shrink: p95 or errors over target"}}),
 	}
 }
 

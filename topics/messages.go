@@ -445,8 +445,12 @@ const KindSteer = "steer"
 // SteerDecision is one decision of an item's steering controller.
 type SteerDecision struct {
 	Target int64   `json:"target"` // the concurrency target: sessions the site should hold
-	Cap    int64   `json:"cap"`    // the admitted people promote may hold (target plus no-shows)
 	Rate   float64 `json:"rate"`   // the ramp rate, people per second, within minRate..maxRate
+	// Allow is how many more people promote may admit from the line (the
+	// target's headroom, no-shows counted); HeadLimit is the item's head
+	// when it was decided plus Allow: promote admits nobody past it.
+	Allow     int64 `json:"allow"`
+	HeadLimit int64 `json:"headLimit"`
 	// Static: the signal is lost and the item runs on its policy alone;
 	// Advice: advise-only, nothing applied. Either way promote ignores it.
 	Static bool   `json:"static,omitempty"`
@@ -481,8 +485,8 @@ func (a *AdmissionEvent) Validate() error {
 	if (a.Kind == KindSteer) != (a.Steer != nil) {
 		return fmt.Errorf("%w: a steer decision belongs to a %q event alone", ErrInvalid, KindSteer)
 	}
-	if d := a.Steer; d != nil && (len(a.Admitted) > 0 || d.Target < 0 || d.Cap < 0 || d.Rate < 0 || len(d.Reason) > 200) {
-		return fmt.Errorf("%w: a steer event admits nobody; its target, cap and rate are not negative", ErrInvalid)
+	if d := a.Steer; d != nil && (len(a.Admitted) > 0 || d.Target < 0 || d.Allow < 0 || d.HeadLimit < 0 || d.Rate < 0 || len(d.Reason) > 200) {
+		return fmt.Errorf("%w: a steer event admits nobody; its target, allow, headLimit and rate are not negative", ErrInvalid)
 	}
 	for p, off := range a.Applied {
 		if p < 0 || off < 0 {

@@ -13,8 +13,9 @@
 --                              never above maxRate;
 --                              mode passthrough: everyone waiting, whatever the rate and maxActive)
 -- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute);
---                              steerRate and steerCap, the steering controller's effective target
---                              (steer.lua), when one applies: admit at most that fast, up to that many
+--                              steerRate and steerHead, the steering controller's effective target
+--                              (steer.lua), when one applies: admit at most that fast, and nobody from
+--                              the line past seq steerHead (an allowance: expiries free no room)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST admissions not yet on waitroom.admissions, one
 --                              "tokenId<TAB>expiry<TAB>applied offsets" each (prelude's admit)
@@ -56,12 +57,12 @@ local waiting = redis.call('ZCARD', KEYS[1])
 local active = redis.call('ZCARD', KEYS[2])
 local unpublished = redis.call('LLEN', KEYS[8])
 local head = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerCap')
+local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerHead')
 local tokens = tonumber(pace[1] or '0') or 0
 local last = tonumber(pace[2] or '0') or 0
 local sum60 = tonumber(pace[3] or '0') or 0
 local steerRate = tonumber(pace[4] or '') -- nil: no effective target applies
-local steerCap = tonumber(pace[5] or '')
+local steerHead = tonumber(pace[5] or '')
 local exCard = redis.call('ZCARD', KEYS[9])
 
 -- An idle item (nobody waiting or admitted, nothing to publish, no recent
@@ -134,7 +135,7 @@ active = active - expired
 local n = math.floor(tokens)
 if not enabled or stock == 0 or halfDrawn then n = 0 end
 if maxActive > 0 and not passthrough then n = math.min(n, maxActive - active - #express) end
-if steerCap and not passthrough then n = math.min(n, steerCap - active - #express) end
+if steerHead and not passthrough then n = math.min(n, steerHead - head) end
 local more = 0
 if open and exCard > taken then
   n, more = 0, 1 -- more express places than this slice takes: the next slice goes on

@@ -18,7 +18,8 @@ type Steering struct {
 	// static fallback.
 	Applies bool
 	Rate    float64
-	Cap     int64
+	// HeadLimit: nobody from the line is admitted past this seq.
+	HeadLimit int64
 	At      time.Time             // when the controller decided the last decision
 	Last    *topics.SteerDecision // the last decision, applied or not
 }
@@ -31,7 +32,7 @@ func (l *Line) Steer(ctx context.Context, item string, epoch int64, d *topics.St
 	k := KeysFor(item)
 	rate, capacity := "", ""
 	if d.Applies() {
-		rate, capacity = strconv.FormatFloat(d.Rate, 'f', -1, 64), strconv.FormatInt(d.Cap, 10)
+		rate, capacity = strconv.FormatFloat(d.Rate, 'f', -1, 64), strconv.FormatInt(d.HeadLimit, 10)
 	}
 	n, err := steerScript.Run(ctx, l.rdb, []string{k.Pace, k.Epoch}, epoch, rate, capacity, at.UnixMilli(), topics.Encode(d)).Int()
 	if err != nil {
@@ -45,7 +46,7 @@ func (l *Line) Steer(ctx context.Context, item string, epoch int64, d *topics.St
 
 // Steering reads item's steering; ok is false when it has none.
 func (l *Line) Steering(ctx context.Context, item string) (s Steering, ok bool, err error) {
-	v, err := l.rdb.HMGet(ctx, KeysFor(item).Pace, "steerRate", "steerCap", "steerAt", "steerLast").Result()
+	v, err := l.rdb.HMGet(ctx, KeysFor(item).Pace, "steerRate", "steerHead", "steerAt", "steerLast").Result()
 	if err != nil && err != redis.Nil {
 		return s, false, fmt.Errorf("read steering of %s: %w", item, err)
 	}
@@ -62,9 +63,9 @@ func (l *Line) Steering(ctx context.Context, item string) (s Steering, ok bool, 
 		rate, rerr := strconv.ParseFloat(fmt.Sprint(v[0]), 64)
 		capacity, cerr := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
 		if rerr != nil || cerr != nil {
-			return s, false, fmt.Errorf("read steering of %s: corrupt rate or cap %v", item, v)
+			return s, false, fmt.Errorf("read steering of %s: corrupt rate or head limit %v", item, v)
 		}
-		s.Applies, s.Rate, s.Cap = true, rate, capacity
+		s.Applies, s.Rate, s.HeadLimit = true, rate, capacity
 	}
 	return s, true, nil
 }

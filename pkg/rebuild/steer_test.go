@@ -23,10 +23,10 @@ func TestARebuildRestoresTheLastSteeringDecision(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	steer("st", topics.SteerDecision{Target: 50, Cap: 60, Rate: 4, Reason: "grow"}, now.Add(-2*time.Second))
-	steer("st", topics.SteerDecision{Target: 40, Cap: 45, Rate: 2.5, Reason: "shrink"}, now.Add(-time.Second))
-	steer("adv", topics.SteerDecision{Target: 40, Cap: 45, Rate: 2.5, Reason: "shrink"}, now.Add(-time.Second))
-	steer("adv", topics.SteerDecision{Target: 9, Cap: 9, Rate: 1, Advice: true, Reason: "shrink"}, now)
+	steer("st", topics.SteerDecision{Target: 50, Allow: 60, HeadLimit: 60, Rate: 4, Reason: "grow"}, now.Add(-2*time.Second))
+	steer("st", topics.SteerDecision{Target: 40, Allow: 44, HeadLimit: 45, Rate: 2.5, Reason: "shrink"}, now.Add(-time.Second))
+	steer("adv", topics.SteerDecision{Target: 40, Allow: 45, HeadLimit: 45, Rate: 2.5, Reason: "shrink"}, now.Add(-time.Second))
+	steer("adv", topics.SteerDecision{Target: 9, Allow: 9, HeadLimit: 9, Rate: 1, Advice: true, Reason: "shrink"}, now)
 	w.promote("st", 3, now)
 
 	w.rebuildFromScratch()
@@ -34,8 +34,8 @@ func TestARebuildRestoresTheLastSteeringDecision(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("steering of st after the rebuild: %v, %v", ok, err)
 	}
-	if !got.Applies || got.Rate != 2.5 || got.Cap != 45 || !got.At.Equal(now.Add(-time.Second)) || got.Last.Reason != "shrink" {
-		t.Fatalf("steering of st after the rebuild: %+v, want the last decision (2.5/s, cap 45)", got)
+	if !got.Applies || got.Rate != 2.5 || got.HeadLimit != 45 || !got.At.Equal(now.Add(-time.Second)) || got.Last.Reason != "shrink" {
+		t.Fatalf("steering of st after the rebuild: %+v, want the last decision (2.5/s, head limit 45)", got)
 	}
 	if adv, ok, err := w.line.Steering(w.ctx, "adv"); err != nil || !ok || adv.Applies || !adv.Last.Advice {
 		t.Fatalf("steering of adv after the rebuild: %+v, %v, %v: want the advice kept, not applied", adv, ok, err)

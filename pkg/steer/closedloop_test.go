@@ -144,7 +144,7 @@ func TestTraceClosedLoop(t *testing.T) {
 	ds, _ := s.run(c, 0, 20*time.Minute, halved)
 	for i, d := range ds {
 		if i%5 == 0 {
-			fmt.Printf("%4ds tgt %4d cap %4d rate %5.1f p95 %5dms site %4d show %.2f delay %v %s\n", (i+1)*2, d.Target, d.Cap, d.Rate,
+			fmt.Printf("%4ds tgt %4d allow %4d rate %5.1f p95 %5dms site %4d show %.2f delay %v %s\n", (i+1)*2, d.Target, d.Allow, d.Rate,
 				d.P95.Milliseconds(), d.SiteActive, d.ShowRatio, d.Delay.Round(100*time.Millisecond), d.Reason)
 		}
 	}

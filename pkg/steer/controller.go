@@ -102,7 +102,6 @@ func (c Config) Problem() error {
 
 // Line is what the scheduler knows of the item when it steps.
 type Line struct {
-	Admitted      int64 // admitted and not expired now
 	AdmittedTotal int64 // people admitted since the controller started (never falls)
 }
 
@@ -126,10 +125,12 @@ type Decision struct {
 	At     time.Time
 	Target int64   // the concurrency target: sessions the site should hold
 	Rate   float64 // the ramp rate (people per second), within [MinRate, MaxRate]
-	// Cap is the admitted sessions promote may hold: what is admitted now
-	// plus the admissions that fill the target's headroom, counting that
-	// only ShowRatio of the admitted arrive (the no-show compensation).
-	Cap    int64
+	// Allow is how many more people promote may admit from the line until
+	// the next decision: the target's headroom, counting that only
+	// ShowRatio of the admitted arrive (the no-show compensation). An
+	// allowance, not a cap on the admitted set: admissions that expire
+	// free no room, so the site never fills up behind the controller.
+	Allow  int64
 	Static bool // the operator's static policy runs (signal lost, OnLost Static)
 	Advice bool // advise-only: nothing is applied
 	Reason string
@@ -161,7 +162,7 @@ type Controller struct {
 	cfg      Config
 	target   float64
 	rate     float64
-	cap      int64
+	allow    int64
 	lastEval time.Time // the last decision on the evidence
 	evidence Signal    // the signals since lastEval plus one delay, merged
 	lastSig  time.Time // the newest signal learnt from
@@ -255,8 +256,8 @@ func (c *Controller) Step(now time.Time, sig *Signal, line Line) Decision {
 		c.lastEval, c.evidence = now, Signal{}
 	}
 	d.Target = int64(math.Round(c.target))
-	c.rate, c.cap = c.actuate(now, sig, line, step)
-	d.Rate, d.Cap = c.rate, c.cap
+	c.rate, c.allow = c.actuate(now, sig, line, step)
+	d.Rate, d.Allow = c.rate, c.allow
 	return d
 }
 
@@ -305,25 +306,24 @@ func (c *Controller) move(p95 time.Duration, errs float64, inflight float64) (st
 	return ReasonGrow, true
 }
 
-// actuate turns the target into the rate and cap promote uses. Pending are
-// the admitted still on their way (admitted within the measured delay,
-// times the show ratio); the headroom is what the site lacks of the target
-// beyond them. The cap admits headroom/show more people than are admitted
-// now (no-shows hold an admission and no session, so they are replaced);
-// the rate is the site's turnover plus the headroom spread over one step,
-// scaled up by the no-shows, within [MinRate, MaxRate].
+// actuate turns the target into the rate and allowance promote uses. The
+// headroom is what the site lacks of the target beyond its sessions and the
+// admitted still on their way (pending); promote may admit headroom/show
+// more people (no-shows hold an admission and no session, so they are
+// replaced); the rate is the site's turnover plus the headroom spread over
+// one step, scaled up by the no-shows, within [MinRate, MaxRate].
 func (c *Controller) actuate(now time.Time, sig *Signal, line Line, step time.Duration) (float64, int64) {
 	headroom := c.target - float64(sig.Active) - c.pending(now, line)
-	capacity := line.Admitted
+	var allow int64
 	if headroom > 0 {
-		capacity += int64(math.Ceil(headroom / c.show))
+		allow = int64(math.Ceil(headroom / c.show))
 	}
 	turnover := 0.0
 	if sig.Window > 0 {
 		turnover = float64(sig.Arrivals) / sig.Window.Seconds()
 	}
 	rate := (turnover + max(headroom, 0)/step.Seconds()) / c.show
-	return min(max(rate, c.cfg.MinRate), c.cfg.MaxRate), capacity
+	return min(max(rate, c.cfg.MinRate), c.cfg.MaxRate), allow
 }
 
 // pending are the admitted people still on their way: those admitted within
@@ -338,7 +338,9 @@ func (c *Controller) lost(d Decision, sig *Signal, now time.Time) Decision {
 	if sig != nil {
 		d.SignalAge = now.Sub(sig.At)
 	}
-	d.Target, d.Rate, d.Cap = int64(math.Round(c.target)), c.rate, c.cap
+	// Holding keeps the last rate: at most one MinStep of it is allowed at a
+	// time (the scheduler re-bases the allowance at every step).
+	d.Target, d.Rate, d.Allow = int64(math.Round(c.target)), c.rate, int64(math.Ceil(c.rate*c.cfg.MinStep.Seconds()))
 	if !c.started {
 		// Never heard the site: there is nothing to hold. The operator's
 		// policy runs (promote keeps a steered item under maxRate until the

@@ -159,11 +159,11 @@ func TestLostSignalHoldsOrGivesBackTheStaticPolicy(t *testing.T) {
 		cf := cfg()
 		cf.OnLost, cf.SignalTimeout = lost, 10*time.Second
 		c, _ := New(cf, 100)
-		before := stepAt(c, 0, 250, 80, Line{Admitted: 80, AdmittedTotal: 80})
+		before := stepAt(c, 0, 250, 80, Line{AdmittedTotal: 80})
 		s := hist(3000, 1000)
 		s.At, s.Active = t0, 80
-		d := c.Step(t0.Add(11*time.Second), &s, Line{Admitted: 80, AdmittedTotal: 80}) // a slow old signal must not count
-		if d.Target != before.Target || d.Cap != before.Cap || d.Rate != before.Rate || d.Moved {
+		d := c.Step(t0.Add(11*time.Second), &s, Line{AdmittedTotal: 80}) // a slow old signal must not count
+		if d.Target != before.Target || d.Rate != before.Rate || d.Moved {
 			t.Fatalf("%s: lost signal moved %+v to %+v", lost, before, d)
 		}
 		if d.Static != (lost == Static) {
@@ -201,7 +201,7 @@ func TestLockHoldsTheTargetAndAdviseAppliesNothing(t *testing.T) {
 func TestNoShowsAreReplaced(t *testing.T) {
 	// Half of the admitted never arrive: the cap lets in twice the headroom.
 	c, _ := New(cfg(), 100)
-	line := Line{Admitted: 60, AdmittedTotal: 60}
+	line := Line{AdmittedTotal: 60}
 	for at := time.Duration(0); at <= 60*time.Second; at += 2 * time.Second {
 		s := hist(250, 1000)
 		s.At, s.Active, s.Arrivals, s.ArrivalDelaySumMs = t0.Add(at), 60, 5, 5*1000
@@ -216,8 +216,8 @@ func TestNoShowsAreReplaced(t *testing.T) {
 	if d.ShowRatio < 0.4 || d.ShowRatio > 0.6 {
 		t.Fatalf("show ratio %v, want about 0.5", d.ShowRatio)
 	}
-	if head := d.Cap - line.Admitted; float64(head) < 1.6*float64(d.Target-60-10) {
-		t.Fatalf("cap %d over %d admitted for target %d and 60 on site: no-shows not compensated", d.Cap, line.Admitted, d.Target)
+	if float64(d.Allow) < 1.6*float64(d.Target-60-10) {
+		t.Fatalf("allowance %d for target %d and 60 on site: no-shows not compensated", d.Allow, d.Target)
 	}
 }
 

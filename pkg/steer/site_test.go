@@ -130,21 +130,25 @@ func (s *site) p99(from int) time.Duration {
 	return ms(l[int(0.99*float64(len(l)-1))])
 }
 
-// room admits from an endless line at a rate within a cap, as promote does
-// (a token bucket holding one second of rate; cap <= 0: none).
+// room admits from an endless line at a rate within an allowance, as
+// promote does (a token bucket holding one second of rate; allow < 0: none).
 type room struct {
 	tokens float64
+	allow  int64
 }
 
-func (r *room) tick(s *site, rate float64, capacity int64, dt time.Duration) {
+func (r *room) tick(s *site, rate float64, dt time.Duration) {
 	r.tokens = min(r.tokens+rate*dt.Seconds(), max(rate, 1))
 	n := int(r.tokens)
-	if capacity > 0 {
-		n = min(n, int(capacity)-len(s.admitted))
+	if r.allow >= 0 {
+		n = min(n, int(r.allow))
 	}
 	if n > 0 {
 		s.admit(n)
 		r.tokens -= float64(n)
+		if r.allow >= 0 {
+			r.allow -= int64(n)
+		}
 	}
 }
 
@@ -153,23 +157,23 @@ func (r *room) tick(s *site, rate float64, capacity int64, dt time.Duration) {
 // controller steps. capOf changes the site's capacity over time (nil: as
 // built). It returns the decisions taken and the signals, one per report.
 func (s *site) run(c *Controller, fixedRate float64, d time.Duration, capOf func(time.Duration) float64) ([]Decision, []Signal) {
-	var r room
+	r := room{allow: -1}
 	var out []Decision
 	var sigs []Signal
 	start := s.now
-	rate, capacity := fixedRate, int64(0)
+	rate := fixedRate
 	for el := time.Duration(0); el < d; el += time.Second {
 		if capOf != nil {
 			s.capacity = capOf(el)
 		}
-		r.tick(s, rate, capacity, time.Second)
+		r.tick(s, rate, time.Second)
 		s.advance(time.Second)
 		if s.now.Sub(start)%(2*time.Second) == 0 {
 			sig := s.report()
 			sigs = append(sigs, sig)
 			if c != nil {
-				dec := c.Step(s.now, &sig, Line{Admitted: int64(len(s.admitted)), AdmittedTotal: s.total})
-				rate, capacity = dec.Rate, dec.Cap
+				dec := c.Step(s.now, &sig, Line{AdmittedTotal: s.total})
+				rate, r.allow = dec.Rate, dec.Allow
 				out = append(out, dec)
 			}
 		}

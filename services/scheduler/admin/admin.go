@@ -184,7 +184,8 @@ type ItemView struct {
 type SteeringView struct {
 	Applies bool                  `json:"applies"` // promote admits within rate and cap
 	Rate    float64               `json:"rate,omitempty"`
-	Cap     int64                 `json:"cap,omitempty"`
+	// HeadLimit: nobody from the line is admitted past this seq.
+	HeadLimit int64 `json:"headLimit,omitempty"`
 	At      int64                 `json:"at"` // unix ms of the last decision
 	Last    *topics.SteerDecision `json:"last"`
 }

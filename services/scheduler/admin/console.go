@@ -237,7 +237,7 @@ func (s *Server) addCounters(ctx context.Context, v *ItemView, it topics.ItemSta
 			return err
 		}
 		if ok {
-			v.Steering = &SteeringView{Applies: sv.Applies, Rate: sv.Rate, Cap: sv.Cap, At: sv.At.UnixMilli(), Last: sv.Last}
+			v.Steering = &SteeringView{Applies: sv.Applies, Rate: sv.Rate, HeadLimit: sv.HeadLimit, At: sv.At.UnixMilli(), Last: sv.Last}
 		}
 	}
 	codes := make([]string, 0, len(c.Refused))

@@ -25,14 +25,14 @@ func TestItemViewShowsTheSteeringAndThePatchSetsIt(t *testing.T) {
 		t.Fatalf("policy after the patch: %+v", p)
 	}
 	at := time.UnixMilli(time.Now().UnixMilli())
-	d := &topics.SteerDecision{Target: 40, Cap: 52, Rate: 3.5, Reason: "grow: p95 under the band", P95Ms: 120, SiteActive: 37, ShowRatio: 0.8}
+	d := &topics.SteerDecision{Target: 40, Allow: 12, HeadLimit: 52, Rate: 3.5, Reason: "grow: p95 under the band", P95Ms: 120, SiteActive: 37, ShowRatio: 0.8}
 	if err := e.line.Steer(e.ctx(), "st", 1, d, at); err != nil {
 		t.Fatal(err)
 	}
 	if code, ed := e.do(http.MethodGet, admin.Prefix+"/items/st", "", &v); code != http.StatusOK {
 		t.Fatalf("get: %d %s", code, ed.Code)
 	}
-	if s := v.Steering; s == nil || !s.Applies || s.Rate != 3.5 || s.Cap != 52 || s.At != at.UnixMilli() || s.Last.Reason != d.Reason {
+	if s := v.Steering; s == nil || !s.Applies || s.Rate != 3.5 || s.HeadLimit != 52 || s.At != at.UnixMilli() || s.Last.Reason != d.Reason {
 		t.Fatalf("steering view %+v, want the decision", v.Steering)
 	}
 	if code, ed := e.do(http.MethodPut, admin.Prefix+"/items/st/admission", `{"steer":{"targetP95Ms":0}}`, nil); code != http.StatusBadRequest {

@@ -150,14 +150,15 @@ func (s *Scheduler) steerItems(ctx context.Context, epoch int64, items []string,
 			s.log.Warn("read the site's signal", zap.String("item", item), zap.Error(err))
 		}
 		sig := it.follow.Next(reports, now)
-		d := it.c.Step(now, sig, steer.Line{Admitted: ticks[item].Active, AdmittedTotal: it.total})
-		rec := decisionOf(d)
+		d := it.c.Step(now, sig, steer.Line{AdmittedTotal: it.total})
+		rec := decisionOf(d, ticks[item].Head)
 		st.m.observe(item, pol, d, cfg, sig != nil)
 		if it.lastAt.IsZero() || changed(it.last, rec) || now.Sub(it.lastAt) >= st.opt.Republish {
 			decided, decisions = append(decided, item), append(decisions, rec)
 			continue
 		}
-		it.last.Cap = rec.Cap // the cap follows the line between records
+		// Between records the allowance is re-based on the line's head at
+		// every step; the record keeps the last one written.
 		if err := s.line.Steer(ctx, item, epoch, &rec, now); err != nil {
 			s.log.Warn("write the effective target", zap.String("item", item), zap.Error(err))
 		}
@@ -200,7 +201,7 @@ func (s *Scheduler) recordSteering(ctx context.Context, epoch int64, now time.Ti
 		if it := s.steer.items[item]; it != nil {
 			if it.last.Reason != ds[i].Reason || it.last.Target != ds[i].Target {
 				s.log.Info("steering", zap.String("item", item), zap.Int64("target", ds[i].Target), zap.Float64("rate", ds[i].Rate),
-					zap.Int64("cap", ds[i].Cap), zap.String("reason", ds[i].Reason), zap.Float64("p95Ms", ds[i].P95Ms),
+					zap.Int64("allow", ds[i].Allow), zap.String("reason", ds[i].Reason), zap.Float64("p95Ms", ds[i].P95Ms),
 					zap.Int64("siteActive", ds[i].SiteActive), zap.Bool("advice", ds[i].Advice), zap.Bool("static", ds[i].Static))
 			}
 			it.last, it.lastAt = ds[i], now
@@ -256,21 +257,21 @@ func steerConfig(p *steerPolicy, o SteerOptions) steer.Config {
 	}
 }
 
-// decisionOf is the record of a decision.
-func decisionOf(d steer.Decision) topics.SteerDecision {
+// decisionOf is the record of a decision taken when the item's head was head.
+func decisionOf(d steer.Decision, head int64) topics.SteerDecision {
 	return topics.SteerDecision{
-		Target: d.Target, Cap: max(d.Cap, 0), Rate: math.Round(d.Rate*1000) / 1000, Static: d.Static, Advice: d.Advice,
+		Target: d.Target, Allow: max(d.Allow, 0), HeadLimit: head + max(d.Allow, 0), Rate: math.Round(d.Rate*1000) / 1000, Static: d.Static, Advice: d.Advice,
 		Reason: d.Reason, P95Ms: float64(d.P95.Microseconds()) / 1000, ErrorRatio: d.ErrorRatio, SiteActive: d.SiteActive,
 		ShowRatio: math.Round(d.ShowRatio*1000) / 1000, DelayMs: d.Delay.Milliseconds(), SignalAgeMs: d.SignalAge.Milliseconds(),
 	}
 }
 
 // changed reports a decision worth a record: the target, the reason or
-// what applies moved, or the rate or cap by more than 10%.
+// what applies moved, or the rate or allowance by more than 10%.
 func changed(a, b topics.SteerDecision) bool {
 	off := func(x, y float64) bool { return math.Abs(x-y) > 0.1*math.Max(math.Abs(x), 1) }
 	return a.Target != b.Target || a.Reason != b.Reason || a.Static != b.Static || a.Advice != b.Advice ||
-		off(a.Rate, b.Rate) || off(float64(a.Cap), float64(b.Cap))
+		off(a.Rate, b.Rate) || off(float64(a.Allow), float64(b.Allow))
 }
 
 // steerMetrics show each steered item's effective target beside the
@@ -290,7 +291,7 @@ func newSteerMetrics(reg prometheus.Registerer) *steerMetrics {
 	m := &steerMetrics{
 		target:     g("target_sessions", "The steering controller's concurrency target: sessions the site should hold."),
 		rate:       g("rate_per_second", "The effective admission rate (the ramp) the controller set."),
-		capacity:   g("cap", "The admitted sessions promote may hold (target plus no-shows)."),
+		capacity:   g("allow", "People promote may still admit until the next step (the target's headroom, no-shows counted)."),
 		minRate:    g("min_rate_per_second", "The operator's lower bound of the rate (policy.minRate)."),
 		maxRate:    g("max_rate_per_second", "The operator's upper bound of the rate (policy.maxRate)."),
 		p95:        g("site_p95_seconds", "The site's p95 latency in the last signal, from its merged histogram."),
@@ -308,7 +309,7 @@ func newSteerMetrics(reg prometheus.Registerer) *steerMetrics {
 func (m *steerMetrics) observe(item string, p *steerPolicy, d steer.Decision, c steer.Config, heard bool) {
 	m.target.WithLabelValues(item).Set(float64(d.Target))
 	m.rate.WithLabelValues(item).Set(d.Rate)
-	m.capacity.WithLabelValues(item).Set(float64(d.Cap))
+	m.capacity.WithLabelValues(item).Set(float64(d.Allow))
 	m.minRate.WithLabelValues(item).Set(p.MinRate)
 	m.maxRate.WithLabelValues(item).Set(p.MaxRate)
 	m.p95.WithLabelValues(item).Set(d.P95.Seconds())
