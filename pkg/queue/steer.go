@@ -20,8 +20,8 @@ type Steering struct {
 	Rate    float64
 	// HeadLimit: nobody from the line is admitted past this seq.
 	HeadLimit int64
-	At      time.Time             // when the controller decided the last decision
-	Last    *topics.SteerDecision // the last decision, applied or not
+	At        time.Time             // when the controller decided the last decision
+	Last      *topics.SteerDecision // the last decision, applied or not
 }
 
 // Steer stores the steering controller's decision d for item under the

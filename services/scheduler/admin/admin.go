@@ -182,12 +182,12 @@ type ItemView struct {
 
 // SteeringView is an item's steering as Redis holds it.
 type SteeringView struct {
-	Applies bool                  `json:"applies"` // promote admits within rate and cap
-	Rate    float64               `json:"rate,omitempty"`
+	Applies bool    `json:"applies"` // promote admits within rate and cap
+	Rate    float64 `json:"rate,omitempty"`
 	// HeadLimit: nobody from the line is admitted past this seq.
-	HeadLimit int64 `json:"headLimit,omitempty"`
-	At      int64                 `json:"at"` // unix ms of the last decision
-	Last    *topics.SteerDecision `json:"last"`
+	HeadLimit int64                 `json:"headLimit,omitempty"`
+	At        int64                 `json:"at"` // unix ms of the last decision
+	Last      *topics.SteerDecision `json:"last"`
 }
 
 // ItemsResponse is the answer to GET .../items.
