@@ -69,6 +69,9 @@ func itemSamples() []record {
 	policy := topics.AdmissionPolicy{RatePerSecond: 10, MaxActive: 1000, SessionTTLSeconds: 300}
 	return []record{
 		it("fifo", topics.ItemState{V: 1, ItemID: "shoe", Name: "Shoe", Stock: topics.Unlimited, Enabled: true, Policy: policy, Version: 1, UpdatedAt: 1}),
+		it("steered", topics.ItemState{V: 1, ItemID: "shoe", Stock: topics.Unlimited, Enabled: true, Version: 4, UpdatedAt: 4,
+			Policy: topics.AdmissionPolicy{RatePerSecond: 50, SessionTTLSeconds: 300, MinRate: 0.5, MaxRate: 20,
+				Steer: &topics.SteerPolicy{TargetP95Ms: 300, OnSignalLost: topics.SteerStatic, Mode: topics.SteerAdvise}}}),
 		it("paused, sold out", topics.ItemState{V: 1, ItemID: "shoe", Stock: 0, Policy: topics.AdmissionPolicy{RatePerSecond: 2.5, Paused: true}, Version: 2, UpdatedAt: 2}),
 		it("reject", topics.ItemState{V: 1, ItemID: "shoe", Stock: 5, Enabled: true, Policy: policy, Mode: topics.ModeReject, RejectMessage: "back at 9", Version: 3, UpdatedAt: 3}),
 		it("passthrough with guards", topics.ItemState{V: 1, ItemID: "shoe", Stock: 5, Enabled: true, Policy: policy, Mode: topics.ModePassthrough,
@@ -93,6 +96,10 @@ func admissionSamples() []record {
 		ad("tick before expiries", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{"T1"}, Head: 1, Epoch: 1, At: 1}),
 		ad("empty tick", topics.AdmissionEvent{V: 1, ItemID: "shoe", Admitted: []string{}, Head: 2, Waiting: 0, Active: 0, Epoch: 7, At: 2}),
 		ad("epoch claim", topics.AdmissionEvent{V: 1, Kind: topics.KindEpochClaim, ItemID: topics.EpochClaimItem, Epoch: 8, At: 3}),
+		ad("steer", topics.AdmissionEvent{V: 1, Kind: topics.KindSteer, ItemID: "shoe", Epoch: 8, At: 4, Steer: &topics.SteerDecision{
+			Target: 120, Allow: 12, HeadLimit: 4012, Rate: 3.5, Reason: "grow: p95 under the band", P95Ms: 180.5, SiteActive: 110, ShowRatio: 0.8, DelayMs: 4000, SignalAgeMs: 900}}),
+		ad("steer advice", topics.AdmissionEvent{V: 1, Kind: topics.KindSteer, ItemID: "shoe", Epoch: 8, At: 5, Steer: &topics.SteerDecision{
+			Target: 90, Allow: 0, HeadLimit: 4000, Rate: 1, Advice: true, Reason: "shrink: p95 or errors over target"}}),
 	}
 }
 

@@ -186,6 +186,57 @@ type AdmissionPolicy struct {
 	// Paused stops admission and keeps RatePerSecond for when it resumes.
 	// Omitted when false, so unpaused states read the same as before.
 	Paused bool `json:"paused,omitempty"`
+	// MinRate and MaxRate bound the ramp rate (people per second) the
+	// steering controller may set; Steer needs MaxRate > 0. The controller
+	// never admits faster than MaxRate, nor than RatePerSecond.
+	MinRate float64 `json:"minRate,omitempty"`
+	MaxRate float64 `json:"maxRate,omitempty"`
+	// Steer, when set, lets the scheduler pace the item by the protected
+	// site's health signal (pkg/steer): its effective target is published
+	// as KindSteer admission records, and promote admits within the smaller
+	// of it and this policy.
+	Steer *SteerPolicy `json:"steer,omitempty"`
+}
+
+// SteerPolicy is the operator's intent for an item's steering controller.
+type SteerPolicy struct {
+	// TargetP95Ms is the site's p95 latency to stay under.
+	TargetP95Ms int64 `json:"targetP95Ms"`
+	// MaxErrorRatio: a share of failed requests above it shrinks the
+	// target (0: 0.05).
+	MaxErrorRatio float64 `json:"maxErrorRatio,omitempty"`
+	// OnSignalLost is SteerHold (the default: keep the last effective
+	// target) or SteerStatic (this policy alone until the signal returns).
+	OnSignalLost string `json:"onSignalLost,omitempty"`
+	// Mode is SteerOn (the default), SteerAdvise (decide and publish,
+	// apply nothing) or SteerLock (hold the target where it is).
+	Mode string `json:"mode,omitempty"`
+}
+
+// Values of SteerPolicy's fields.
+const (
+	SteerHold   = "hold"
+	SteerStatic = "static"
+	SteerOn     = "steer"
+	SteerAdvise = "advise"
+	SteerLock   = "lock"
+)
+
+// validate checks a steering policy against the rates that bound it.
+func (p *SteerPolicy) validate(pol AdmissionPolicy) error {
+	switch {
+	case p.TargetP95Ms <= 0 || p.TargetP95Ms > 600_000:
+		return fmt.Errorf("%w: steer.targetP95Ms %d is not in 1..600000", ErrInvalid, p.TargetP95Ms)
+	case p.MaxErrorRatio < 0 || p.MaxErrorRatio > 1:
+		return fmt.Errorf("%w: steer.maxErrorRatio %v is not in 0..1", ErrInvalid, p.MaxErrorRatio)
+	case p.OnSignalLost != "" && p.OnSignalLost != SteerHold && p.OnSignalLost != SteerStatic:
+		return fmt.Errorf("%w: steer.onSignalLost %q is not hold or static", ErrInvalid, p.OnSignalLost)
+	case p.Mode != "" && p.Mode != SteerOn && p.Mode != SteerAdvise && p.Mode != SteerLock:
+		return fmt.Errorf("%w: steer.mode %q is not steer, advise or lock", ErrInvalid, p.Mode)
+	case pol.MaxRate <= 0:
+		return fmt.Errorf("%w: steer needs maxRate above 0", ErrInvalid)
+	}
+	return nil
 }
 
 // Admitting reports whether the policy lets anyone in: not paused, a rate above 0.
@@ -370,6 +421,10 @@ func (s *ItemState) Validate() error {
 		return fmt.Errorf("%w: maxActive %d is negative", ErrInvalid, s.Policy.MaxActive)
 	case s.Policy.SessionTTLSeconds < 0 || s.Policy.SessionTTLSeconds > 86400:
 		return fmt.Errorf("%w: sessionTTLSeconds %d is not in 0..86400", ErrInvalid, s.Policy.SessionTTLSeconds)
+	case s.Policy.MinRate < 0 || s.Policy.MaxRate < 0 || s.Policy.MaxRate > 1e6 || s.Policy.MinRate > s.Policy.MaxRate && s.Policy.MaxRate > 0:
+		return fmt.Errorf("%w: minRate %v and maxRate %v must satisfy 0 <= minRate <= maxRate <= 1000000", ErrInvalid, s.Policy.MinRate, s.Policy.MaxRate)
+	case s.Policy.Steer != nil:
+		return s.Policy.Steer.validate(s.Policy)
 	}
 	return nil
 }
@@ -392,7 +447,7 @@ func DecodeItem(b []byte) (ItemState, error) {
 // its counter.
 type AdmissionEvent struct {
 	V        int      `json:"v"`
-	Kind     string   `json:"kind,omitempty"` // "" (a tick) or KindEpochClaim
+	Kind     string   `json:"kind,omitempty"` // "" (a tick), KindEpochClaim or KindSteer
 	ItemID   string   `json:"itemId"`
 	Admitted []string `json:"admitted"` // tokenIds, in admission order
 	// ExpiresAt is the admission expiry (unix ms) of each of Admitted, same
@@ -411,7 +466,41 @@ type AdmissionEvent struct {
 	// existed (a rebuild then places them by time: the first registration
 	// of the item stamped after At comes after them).
 	Applied map[int32]int64 `json:"applied,omitempty"`
+	// Steer is the decision a KindSteer event records.
+	Steer *SteerDecision `json:"steer,omitempty"`
 }
+
+// KindSteer marks an admission event that admits nobody and records the
+// steering controller's decision for the item: its effective target, which
+// promote admits within (the smaller of it and the item's policy), and the
+// signal it followed. A rebuild of the view restores the last one.
+const KindSteer = "steer"
+
+// SteerDecision is one decision of an item's steering controller.
+type SteerDecision struct {
+	Target int64   `json:"target"` // the concurrency target: sessions the site should hold
+	Rate   float64 `json:"rate"`   // the ramp rate, people per second, within minRate..maxRate
+	// Allow is how many more people promote may admit from the line (the
+	// target's headroom, no-shows counted); HeadLimit is the item's head
+	// when it was decided plus Allow: promote admits nobody past it.
+	Allow     int64 `json:"allow"`
+	HeadLimit int64 `json:"headLimit"`
+	// Static: the signal is lost and the item runs on its policy alone;
+	// Advice: advise-only, nothing applied. Either way promote ignores it.
+	Static bool   `json:"static,omitempty"`
+	Advice bool   `json:"advice,omitempty"`
+	Reason string `json:"reason"`
+	// The signal it followed.
+	P95Ms       float64 `json:"p95Ms"`
+	ErrorRatio  float64 `json:"errorRatio"`
+	SiteActive  int64   `json:"siteActive"`
+	ShowRatio   float64 `json:"showRatio"`
+	DelayMs     int64   `json:"delayMs"`
+	SignalAgeMs int64   `json:"signalAgeMs"`
+}
+
+// Applies reports whether promote admits within the decision.
+func (d *SteerDecision) Applies() bool { return !d.Static && !d.Advice }
 
 // Validate checks the fields against the contract.
 func (a *AdmissionEvent) Validate() error {
@@ -424,8 +513,14 @@ func (a *AdmissionEvent) Validate() error {
 	if len(a.ExpiresAt) != 0 && len(a.ExpiresAt) != len(a.Admitted) {
 		return fmt.Errorf("%w: %d expiries for %d admitted", ErrInvalid, len(a.ExpiresAt), len(a.Admitted))
 	}
-	if a.Kind != "" && a.Kind != KindEpochClaim {
-		return fmt.Errorf("%w: admission kind %q is not empty or %q", ErrInvalid, a.Kind, KindEpochClaim)
+	if a.Kind != "" && a.Kind != KindEpochClaim && a.Kind != KindSteer {
+		return fmt.Errorf("%w: admission kind %q is not empty, %q or %q", ErrInvalid, a.Kind, KindEpochClaim, KindSteer)
+	}
+	if (a.Kind == KindSteer) != (a.Steer != nil) {
+		return fmt.Errorf("%w: a steer decision belongs to a %q event alone", ErrInvalid, KindSteer)
+	}
+	if d := a.Steer; d != nil && (len(a.Admitted) > 0 || d.Target < 0 || d.Allow < 0 || d.HeadLimit < 0 || d.Rate < 0 || len(d.Reason) > 200) {
+		return fmt.Errorf("%w: a steer event admits nobody; its target, allow, headLimit and rate are not negative", ErrInvalid)
 	}
 	for p, off := range a.Applied {
 		if p < 0 || off < 0 {

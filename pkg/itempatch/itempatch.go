@@ -66,6 +66,13 @@ type Policy struct {
 	MaxActive         *int64   `json:"maxActive,omitempty"`
 	SessionTTLSeconds *int64   `json:"sessionTTLSeconds,omitempty"`
 	Paused            *bool    `json:"paused,omitempty"`
+	// MinRate and MaxRate bound the steering controller's rate.
+	MinRate *float64 `json:"minRate,omitempty"`
+	MaxRate *float64 `json:"maxRate,omitempty"`
+	// Steer sets the steering policy (docs/steering.md); Unsteer true
+	// removes it (the item runs on its static policy alone).
+	Steer   *topics.SteerPolicy `json:"steer,omitempty"`
+	Unsteer *bool               `json:"unsteer,omitempty"`
 }
 
 // Patch is a change of both.
@@ -195,7 +202,8 @@ func (s *State) Apply(it topics.ItemState) topics.ItemState {
 
 // Empty reports a policy change that changes nothing.
 func (p *Policy) Empty() bool {
-	return p.RatePerSecond == nil && p.MaxActive == nil && p.SessionTTLSeconds == nil && p.Paused == nil
+	return p.RatePerSecond == nil && p.MaxActive == nil && p.SessionTTLSeconds == nil && p.Paused == nil &&
+		p.MinRate == nil && p.MaxRate == nil && p.Steer == nil && p.Unsteer == nil
 }
 
 // Check reports the first field out of bounds.
@@ -207,6 +215,12 @@ func (p *Policy) Check() *Error {
 		return fieldErr("maxActive", "%d is not in 0..%d (0 means no cap)", *p.MaxActive, MaxActiveCap)
 	case p.SessionTTLSeconds != nil && (*p.SessionTTLSeconds < 1 || *p.SessionTTLSeconds > MaxTTLSeconds):
 		return fieldErr("sessionTTLSeconds", "%d is not in 1..%d", *p.SessionTTLSeconds, MaxTTLSeconds)
+	case p.MinRate != nil && (*p.MinRate < 0 || *p.MinRate > MaxRate):
+		return fieldErr("minRate", "%v is not in 0..%d", *p.MinRate, MaxRate)
+	case p.MaxRate != nil && (*p.MaxRate < 0 || *p.MaxRate > MaxRate):
+		return fieldErr("maxRate", "%v is not in 0..%d", *p.MaxRate, MaxRate)
+	case p.Steer != nil && p.Unsteer != nil && *p.Unsteer:
+		return fieldErr("unsteer", "cannot set steer and remove it in one change")
 	}
 	return nil
 }
@@ -231,6 +245,28 @@ func (p *Policy) Apply(cur topics.AdmissionPolicy) (topics.AdmissionPolicy, *Err
 		next.Paused = *p.Paused
 		if !next.Paused && next.RatePerSecond == 0 {
 			return cur, fieldErr("ratePerSecond", "resuming at rate 0 admits nobody: give ratePerSecond above 0 with paused false")
+		}
+	}
+	if p.MinRate != nil {
+		next.MinRate = *p.MinRate
+	}
+	if p.MaxRate != nil {
+		next.MaxRate = *p.MaxRate
+	}
+	if p.Steer != nil {
+		st := *p.Steer
+		next.Steer = &st
+	}
+	if p.Unsteer != nil && *p.Unsteer {
+		next.Steer = nil
+	}
+	if next.MinRate > next.MaxRate && next.MaxRate > 0 {
+		return cur, fieldErr("minRate", "%v is above maxRate %v", next.MinRate, next.MaxRate)
+	}
+	if next.Steer != nil {
+		probe := topics.ItemState{ItemID: "x", Version: 1, Policy: next}
+		if err := probe.Validate(); err != nil {
+			return cur, fieldErr("steer", "%v", err)
 		}
 	}
 	return next, nil

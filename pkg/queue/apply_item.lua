@@ -2,7 +2,7 @@
 -- KEYS[1] wr:{item}:state  HASH item state and admission policy
 -- ARGV[1] version, ARGV[2..] field/value pairs of the state
 -- Returns 1 when applied, 0 when the stored version is the same or newer.
--- ARGV is bounded: Line.ApplyItem passes the version and at most twenty pairs, so the
+-- ARGV is bounded: Line.ApplyItem passes the version and at most thirty pairs, so the
 -- unpack below stays far under Lua's stack limit.
 local cur = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if tonumber(ARGV[1]) <= cur then

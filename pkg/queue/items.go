@@ -34,6 +34,9 @@ func StateFields(s topics.ItemState) []any {
 		"idleTimeoutSeconds", strconv.FormatInt(s.IdleTimeoutSeconds, 10),
 		"powDifficulty", strconv.Itoa(s.PowDifficulty),
 		"updatedAt", strconv.FormatInt(s.UpdatedAt, 10),
+		"minRate", strconv.FormatFloat(s.Policy.MinRate, 'f', -1, 64),
+		"maxRate", strconv.FormatFloat(s.Policy.MaxRate, 'f', -1, 64),
+		"steer", steerField(s.Policy.Steer),
 	}
 }
 
@@ -45,6 +48,15 @@ func templatesField(ts map[string]string) string {
 	}
 	b, _ := json.Marshal(ts) // strings always marshal
 	return string(b)
+}
+
+// steerField is a steering policy as the state hash keeps it: its JSON, ""
+// for none.
+func steerField(p *topics.SteerPolicy) string {
+	if p == nil {
+		return ""
+	}
+	return string(topics.Encode(p))
 }
 
 // ApplyItem stores an item's state from waitroom.items when its version is
@@ -116,6 +128,20 @@ func (l *Line) Item(ctx context.Context, item string) (s topics.ItemState, ok bo
 	}
 	if s.Policy.RatePerSecond, err = strconv.ParseFloat(m["ratePerSecond"], 64); err != nil && perr == nil {
 		perr = fmt.Errorf("field ratePerSecond: %w", err)
+	}
+	optRate := func(k string) float64 {
+		v, err := strconv.ParseFloat(m[k], 64)
+		if err != nil && m[k] != "" && perr == nil {
+			perr = fmt.Errorf("field %s: %w", k, err)
+		}
+		return v
+	}
+	s.Policy.MinRate, s.Policy.MaxRate = optRate("minRate"), optRate("maxRate")
+	if m["steer"] != "" {
+		s.Policy.Steer = new(topics.SteerPolicy)
+		if err := json.Unmarshal([]byte(m["steer"]), s.Policy.Steer); err != nil && perr == nil {
+			perr = fmt.Errorf("field steer: %w", err)
+		}
 	}
 	if perr != nil {
 		return s, false, fmt.Errorf("read item %s: %w", item, perr)

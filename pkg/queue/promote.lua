@@ -9,9 +9,13 @@
 -- KEYS[2] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[3] wr:{item}:head      STRING highest seq admitted so far
 -- KEYS[4] wr:{item}:epoch     STRING highest leader epoch seen (the fence)
--- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted;
+-- KEYS[5] wr:{item}:state     HASH item state and admission policy (paused: nobody admitted; steer set:
+--                              never above maxRate;
 --                              mode passthrough: everyone waiting, whatever the rate and maxActive)
--- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute)
+-- KEYS[6] wr:{item}:pace      HASH tokens (rate budget), last (ms), sum60 (admitted in the last minute);
+--                              steerRate and steerHead, the steering controller's effective target
+--                              (steer.lua), when one applies: admit at most that fast, and nobody from
+--                              the line past seq steerHead (an allowance: expiries free no room)
 -- KEYS[7] wr:{item}:paced     LIST "ms:n", oldest first: admissions of the last minute
 -- KEYS[8] wr:{item}:unpublished LIST admissions not yet on waitroom.admissions, one
 --                              "tokenId<TAB>expiry<TAB>applied offsets" each (prelude's admit)
@@ -53,10 +57,12 @@ local waiting = redis.call('ZCARD', KEYS[1])
 local active = redis.call('ZCARD', KEYS[2])
 local unpublished = redis.call('LLEN', KEYS[8])
 local head = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60')
+local pace = redis.call('HMGET', KEYS[6], 'tokens', 'last', 'sum60', 'steerRate', 'steerHead')
 local tokens = tonumber(pace[1] or '0') or 0
 local last = tonumber(pace[2] or '0') or 0
 local sum60 = tonumber(pace[3] or '0') or 0
+local steerRate = tonumber(pace[4] or '') -- nil: no effective target applies
+local steerHead = tonumber(pace[5] or '')
 local exCard = redis.call('ZCARD', KEYS[9])
 
 -- An idle item (nobody waiting or admitted, nothing to publish, no recent
@@ -72,9 +78,17 @@ if waiting == 0 and active == 0 and unpublished == 0 and sum60 == 0 then
   return {'OK', 0, head, 0, 0, 0, {}, 0, 0}
 end
 
-local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused', 'mode')
+local st = redis.call('HMGET', KEYS[5], 'enabled', 'ratePerSecond', 'maxActive', 'sessionTTLSeconds', 'stock', 'paused', 'mode',
+  'steer', 'maxRate')
 local enabled = st[1] == 'true'
 local rate = tonumber(st[2] or '0') or 0
+if steerRate and steerRate < rate then rate = steerRate end -- the smaller of intent and effective target
+if st[8] and st[8] ~= '' then
+  -- A steered item never goes above maxRate, whatever applies (the controller's target,
+  -- the static policy before the first signal or after a lost one, advice).
+  local maxRate = tonumber(st[9] or '0') or 0
+  if maxRate > 0 and maxRate < rate then rate = maxRate end
+end
 local maxActive = tonumber(st[3] or '0') or 0
 local ttl = tonumber(st[4] or '0') or 0
 if ttl <= 0 then ttl = 300 end
@@ -121,6 +135,7 @@ active = active - expired
 local n = math.floor(tokens)
 if not enabled or stock == 0 or halfDrawn then n = 0 end
 if maxActive > 0 and not passthrough then n = math.min(n, maxActive - active - #express) end
+if steerHead and not passthrough then n = math.min(n, steerHead - head) end
 local more = 0
 if open and exCard > taken then
   n, more = 0, 1 -- more express places than this slice takes: the next slice goes on

@@ -81,6 +81,8 @@ var (
 	applyAdmissionLua string
 	//go:embed settle.lua
 	settleLua string
+	//go:embed steer.lua
+	steerSrc string
 
 	//go:embed prelude.lua
 	prelude string
@@ -101,6 +103,7 @@ var (
 	abandonScript   = redis.NewScript(abandonSrc)
 	admitScript     = redis.NewScript(applyAdmissionSrc)
 	settleScript    = redis.NewScript(withPrelude(settleLua))
+	steerScript     = redis.NewScript(steerSrc)
 
 	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, abandonScript}
 	// opScripts are the sources Apply loads in each transaction, by kind.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,7 +46,8 @@ type replayer struct {
 	adm      map[string][]*admission    // per item: its admission events not applied yet, in topic order
 	progress map[string]map[int32]int64 // per item: the last registrations offset replayed, per partition
 	ops      []queue.Op
-	places   map[string]map[string]string // idle items: tokenId -> place key of every place a register made (the applier's)
+	places   map[string]map[string]string      // idle items: tokenId -> place key of every place a register made (the applier's)
+	steer    map[string]*topics.AdmissionEvent // per item: its last steer event, restored once the line is
 	maxEpoch int64
 	// records is how many records the replay reads (from the end offsets
 	// read at its start), replayed how many it has read.
@@ -73,7 +75,8 @@ type admission struct {
 func newReplayer(ctx context.Context, rdb redis.UniversalClient) *replayer {
 	return &replayer{ctx: ctx, rdb: rdb, line: queue.New(rdb), start: map[int32]int64{},
 		touched: map[string]bool{}, known: map[string]bool{}, idle: map[string]bool{},
-		adm: map[string][]*admission{}, snap: map[string]*snapshot.Snapshot{}, progress: map[string]map[int32]int64{}, places: map[string]map[string]string{}}
+		adm: map[string][]*admission{}, snap: map[string]*snapshot.Snapshot{}, progress: map[string]map[int32]int64{}, places: map[string]map[string]string{},
+		steer: map[string]*topics.AdmissionEvent{}}
 }
 
 func (r *replayer) wanted(item string) bool { return r.want == nil || r.want(item) }
@@ -157,6 +160,13 @@ func (r *replayer) admission(rec *kgo.Record) error {
 		return nil // followers skip it too
 	}
 	r.maxEpoch = max(r.maxEpoch, ev.Epoch)
+	if ev.Kind == topics.KindSteer && ev.ItemID == string(rec.Key) && r.wanted(ev.ItemID) {
+		if err := r.touch(ev.ItemID); err != nil {
+			return err
+		}
+		r.steer[ev.ItemID] = &ev // only the last one counts
+		return nil
+	}
 	if ev.Kind == topics.KindEpochClaim || len(ev.Admitted) == 0 || !r.wanted(ev.ItemID) {
 		return nil
 	}
@@ -301,7 +311,19 @@ func (r *replayer) rest() error {
 		}
 		delete(r.adm, item)
 	}
-	return r.sync()
+	if err := r.sync(); err != nil {
+		return err
+	}
+	// The effective targets: each item's last steering decision, as the
+	// scheduler stored it (a rebuild is not fenced).
+	for _, item := range r.order {
+		if ev := r.steer[item]; ev != nil {
+			if err := r.line.Steer(r.ctx, item, 0, ev.Steer, time.UnixMilli(ev.At)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // flush hands the pending ops to the applier, which runs them through

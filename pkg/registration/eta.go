@@ -71,6 +71,9 @@ func ETA(pos int64, p Pace, it topics.ItemState, known bool, now time.Time) (sec
 	if pos < 1 {
 		pos = 1
 	}
+	if steered(it) {
+		return steeredETA(pos, p, it, now), true
+	}
 	free, maxActive := float64(pos), it.Policy.MaxActive
 	if maxActive > 0 {
 		free = float64(max(0, maxActive-p.Active))
@@ -92,4 +95,35 @@ func ETA(pos int64, p Pace, it topics.ItemState, known bool, now time.Time) (sec
 		t += rest / freeing
 	}
 	return max(1, int64(math.Round(t))), true // a waiting person waits at least a tick
+}
+
+// steered reports an item whose admissions the steering controller paces
+// (advise-only applies nothing: the policy runs).
+func steered(it topics.ItemState) bool {
+	return it.Policy.Steer != nil && it.Policy.Steer.Mode != topics.SteerAdvise && it.Policy.MaxRate > 0
+}
+
+// steeredETA is the wait at the effective rate: the controller sets the
+// rate and the room within [minRate, maxRate] (and never above the
+// policy's rate), so the measured pace of the last minute is the rate
+// that applies; before any admission was measured, minRate, the slowest
+// the controller may go (or maxRate's tenth when minRate is 0).
+//
+//	eta = pos ÷ clamp(admitted last minute ÷ its span, minRate, min(maxRate, ratePerSecond))
+//
+// Bound: it holds while the site's health, and so the effective rate, stays
+// as it is; the controller moves the rate at most once per measured
+// arrival delay, so the estimate follows within a minute.
+func steeredETA(pos int64, p Pace, it topics.ItemState, now time.Time) int64 {
+	hi := min(it.Policy.MaxRate, it.Policy.RatePerSecond)
+	lo := min(it.Policy.MinRate, hi)
+	rate := lo
+	if rate <= 0 {
+		rate = hi / 10
+	}
+	if p.AdmittedLastMinute > 0 && !p.Since.IsZero() {
+		rate = float64(p.AdmittedLastMinute) / max(now.Sub(p.Since).Seconds(), 1)
+	}
+	rate = min(max(rate, lo, 1e-3), hi)
+	return max(1, int64(math.Round(float64(pos)/rate)))
 }

@@ -328,3 +328,27 @@ func TestSignersWithES256Admissions(t *testing.T) {
 	bad.AdmissionAlg = "RS256"
 	assert.ErrorContains(t, bad.Validate(), "WR_ADMISSION_ALG")
 }
+
+// A steered item's wait runs at the effective rate: the measured pace,
+// within [minRate, min(maxRate, ratePerSecond)], whatever maxActive says.
+func TestETAOfASteeredItemUsesTheEffectiveRate(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	it := topics.ItemState{Enabled: true, Stock: topics.Unlimited,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 50, MaxActive: 1000, SessionTTLSeconds: 300, MinRate: 1, MaxRate: 20,
+			Steer: &topics.SteerPolicy{TargetP95Ms: 300}}}
+	eta := func(pos int64, p registration.Pace) int64 {
+		t.Helper()
+		secs, ok := registration.ETA(pos, p, it, true, now)
+		require.True(t, ok)
+		return secs
+	}
+	minute := func(n int64) registration.Pace {
+		return registration.Pace{AdmittedLastMinute: n, Since: now.Add(-time.Minute)}
+	}
+	assert.Equal(t, int64(25), eta(100, minute(240)), "the controller admits 4/s: 100 ahead wait 25 s")
+	assert.Equal(t, int64(100), eta(100, registration.Pace{}), "nothing measured yet: minRate")
+	assert.Equal(t, int64(5), eta(100, minute(6000)), "never faster than maxRate")
+	assert.Equal(t, int64(100), eta(100, minute(6)), "never slower than minRate")
+	it.Policy.Steer.Mode = topics.SteerAdvise
+	assert.Equal(t, int64(2), eta(100, registration.Pace{}), "advise-only: the policy's rate and room")
+}

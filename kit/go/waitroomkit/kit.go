@@ -74,7 +74,10 @@ type Admission struct {
 	ItemID    string
 	UserID    string
 	ExpiresAt time.Time
-	Raw       string
+	// IssuedAt is when the api handed the admission out (its iat; zero when
+	// absent): the start of the arrival delay Health measures.
+	IssuedAt time.Time
+	Raw      string
 	// Unchecked says why a request went through with no checked token
 	// (UncheckedOff, UncheckedFailOpen); only ItemID is set then. "" for
 	// a verified token.
@@ -350,7 +353,11 @@ func (k *Kit) VerifyOffline(ctx context.Context, raw, item string) (Admission, e
 	case k.completed(c.ID):
 		return Admission{}, ErrEnded
 	}
-	return Admission{TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, ExpiresAt: c.ExpiresAt.Time, Raw: raw}, nil
+	a := Admission{TokenID: c.ID, ItemID: c.Item, UserID: c.Subject, ExpiresAt: c.ExpiresAt.Time, Raw: raw}
+	if c.IssuedAt != nil {
+		a.IssuedAt = c.IssuedAt.Time
+	}
+	return a, nil
 }
 
 // Verify checks raw for item offline and, with WithOnlineVerify, online too.

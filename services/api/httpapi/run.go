@@ -24,6 +24,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/pow"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/sitehealth"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/api/waitpage"
@@ -71,6 +72,9 @@ type Config struct {
 	// RefusedFlush is how often the counts of refused registrations (per
 	// item and error code, for the console) reach Redis.
 	RefusedFlush time.Duration `env:"WR_REFUSED_FLUSH" envDefault:"5s"`
+	// SignalToken is the bearer token a site posts its health signal with
+	// (POST /api/v1/items/{itemId}/signal; empty: the route is off).
+	SignalToken string `env:"WR_SIGNAL_TOKEN" secret:"true"`
 	// PprofAddr serves net/http/pprof of the api process (empty: off); for
 	// profiling under load (bench/ceiling.sh PPROF=1), never public.
 	PprofAddr string `env:"WR_PPROF_ADDR"`
@@ -238,7 +242,7 @@ func (s *service) build(ctx context.Context, rdb redis.UniversalClient, admit *t
 		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
 		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: s.seen,
-		Guard: guard, Refusals: s.refusals, AutoWait: cfg.AutoWait,
+		Guard: guard, Refusals: s.refusals, AutoWait: cfg.AutoWait, Signals: sitehealth.NewStore(rdb), SignalToken: cfg.SignalToken,
 	}, reg, log)
 	srv.now = cfg.Clock.Now
 	s.engine = httpserver.New(log, reg, s.ready)

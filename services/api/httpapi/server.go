@@ -79,6 +79,11 @@ type Options struct {
 	// an item with room waits for the scheduler to admit it (0: never
 	// waits, every auto registration is answered QUEUED).
 	AutoWait time.Duration
+	// Signals keeps the sites' health reports; SignalToken is the bearer a
+	// site posts them with (either unset: the signal route answers
+	// SIGNAL_DISABLED).
+	Signals     Signals
+	SignalToken string
 }
 
 // Server serves the registration routes.
@@ -134,6 +139,7 @@ func (s *Server) Routes(r gin.IRouter) {
 	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls(""), s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
 	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
+	r.POST("/api/v1/items/:itemId/signal", s.signal)
 	r.GET("/.well-known/jwks.json", s.jwks)
 }
 

@@ -81,6 +81,7 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	s := newAPIWith(t, func(c *httpapi.Config) {
 		c.Throttle = httpapi.ThrottleConfig{IPRate: 3, Period: time.Minute}
 		c.TrustedProxies = []string{"127.0.0.1"} // the exchanges come through a front door, each from its own address
+		c.SignalToken = "site-secret"
 	}, item("shoe"), item("other"), closed, sold, reject, pow)
 	c := newContract(t, s)
 	const reg = "/api/v1/items/shoe/registrations"
@@ -166,6 +167,13 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	c.exchange("GET", reg+"/"+carolTok, "", false, 200, "").decode(t, &st)
 	require.Equal(t, "BLOCKED", st.Status)
 	c.exchange("POST", reg, `{"userId":"carol"}`, false, 403, "BLOCKED")
+
+	// the site's health signal
+	const sig = `{"instance":"web-1","windowMs":2000,"boundsMs":[50,100],"counts":[3,2,1],"errors":1,"arrivals":2,"arrivalDelayMsSum":900,"active":4}`
+	c.exchange("POST", "/api/v1/items/shoe/signal", sig, false, 204, "", "Authorization", "Bearer site-secret")
+	c.exchange("POST", "/api/v1/items/shoe/signal", sig, false, 401, "UNAUTHORIZED")
+	c.exchange("POST", "/api/v1/items/shoe/signal", `{"instance":"web-1","windowMs":2000,"counts":[1],"errors":2}`, false, 400, "INVALID_SIGNAL", "Authorization", "Bearer site-secret")
+	c.exchange("POST", "/api/v1/items/t%7Bx%7D/signal", sig, false, 400, "INVALID_ITEM_ID", "Authorization", "Bearer site-secret")
 
 	// the keys, the pages, health
 	c.exchange("GET", "/.well-known/jwks.json", "", false, 200, "")

@@ -96,7 +96,8 @@ func exported(t *testing.T, c *http.Client, url string, into map[string]bool) {
 
 // Every metric the alert rules and the dashboard query is exported by a
 // running service: the stack runs with an item in line, admissions, a
-// completion and a dead letter, so the labelled series exist too; then the
+// completion, a dead letter and a steered item, so the labelled series
+// exist too; then the
 // /metrics of the api, the consumer, the notifier and every scheduler are
 // read. A rule on a misspelt or removed metric would never fire.
 func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
@@ -109,11 +110,15 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 	}
 	require.Contains(t, want, "waitroom_scheduler_leader", "the queries were read")
 
-	e := newEnv(t, policy("mon", 5, 10, 60))
+	// A steered item with someone in line: its controller's series exist.
+	paced := policy("paced", 5, 10, 60)
+	paced.Policy.MaxRate, paced.Policy.Steer = 5, &topics.SteerPolicy{TargetP95Ms: 300}
+	e := newEnv(t, policy("mon", 5, 10, 60), paced)
 	e.start()
 	for _, u := range []string{"m1", "m2", "m3"} {
 		e.register("mon", u)
 	}
+	e.register("paced", "p1")
 	tok := e.admit("mon", "m4")
 	a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: tok, ItemID: "mon"})
 	require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)

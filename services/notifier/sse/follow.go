@@ -55,6 +55,9 @@ func Follow(ctx context.Context, cl *kgo.Client, hub *Hub, m *Metrics, bad BadRe
 				}
 				return
 			}
+			if ev.Kind == topics.KindSteer {
+				return // a controller's decision moves nobody in the line
+			}
 			if ev.At > 0 {
 				m.lag.Observe(max(0, float64(time.Now().UnixMilli()-ev.At)/1000))
 			}

@@ -178,6 +178,19 @@ type ItemView struct {
 	DrawCommit        string `json:"drawCommit,omitempty"`
 	DrawRounds        int64  `json:"drawRounds,omitempty"`
 	DrawSalt          string `json:"drawSalt,omitempty"`
+	// Steering is the steering controller's last decision for the item
+	// (docs/steering.md): what applies beside the policy's bounds, and why.
+	Steering *SteeringView `json:"steering,omitempty"`
+}
+
+// SteeringView is an item's steering as Redis holds it.
+type SteeringView struct {
+	Applies bool    `json:"applies"` // promote admits within rate and cap
+	Rate    float64 `json:"rate,omitempty"`
+	// HeadLimit: nobody from the line is admitted past this seq.
+	HeadLimit int64                 `json:"headLimit,omitempty"`
+	At        int64                 `json:"at"` // unix ms of the last decision
+	Last      *topics.SteerDecision `json:"last"`
 }
 
 // ItemsResponse is the answer to GET .../items.

@@ -231,6 +231,15 @@ func (s *Server) addCounters(ctx context.Context, v *ItemView, it topics.ItemSta
 		return err
 	}
 	v.Abandoned, v.PreQueued = c.Counts["abandoned"], c.PreQueued
+	if it.Policy.Steer != nil {
+		sv, ok, err := s.line.Steering(ctx, it.ItemID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			v.Steering = &SteeringView{Applies: sv.Applies, Rate: sv.Rate, HeadLimit: sv.HeadLimit, At: sv.At.UnixMilli(), Last: sv.Last}
+		}
+	}
 	codes := make([]string, 0, len(c.Refused))
 	for code, n := range c.Refused {
 		v.Refused += n

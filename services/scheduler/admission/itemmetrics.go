@@ -71,6 +71,8 @@ var (
 		"An item's admission rate as set (0 while paused, disabled or sold out).", []string{"item"}, nil)
 	maxActiveDesc = prometheus.NewDesc("waitroom_item_max_active",
 		"An item's most live admissions at once, as set.", []string{"item"}, nil)
+	steeredDesc = prometheus.NewDesc("waitroom_item_steered",
+		"1 when the item's policy asks the steering controller to pace it by the site's signal.", []string{"item"}, nil)
 )
 
 type policyCollector struct {
@@ -82,6 +84,7 @@ type policyCollector struct {
 func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rateDesc
 	ch <- maxActiveDesc
+	ch <- steeredDesc
 }
 
 func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -92,5 +95,10 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, rate, id)
 		ch <- prometheus.MustNewConstMetric(maxActiveDesc, prometheus.GaugeValue, float64(st.Policy.MaxActive), id)
+		steered := 0.0
+		if st.Policy.Steer != nil {
+			steered = 1
+		}
+		ch <- prometheus.MustNewConstMetric(steeredDesc, prometheus.GaugeValue, steered, id)
 	}
 }

@@ -63,5 +63,15 @@ waitroom_item_max_active{item="open"} 50
 waitroom_item_max_active{item="paused"} 50
 waitroom_item_max_active{item="sold-out"} 50
 `
-	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "waitroom_item_rate_per_second", "waitroom_item_max_active"))
+
+	steered := p
+	steered.MaxRate, steered.Steer = 10, &topics.SteerPolicy{TargetP95Ms: 300}
+	c = PolicyCollector(itemMap{"plain": {ItemID: "plain", Policy: p}, "paced": {ItemID: "paced", Policy: steered}})
+	want = `# HELP waitroom_item_steered 1 when the item's policy asks the steering controller to pace it by the site's signal.
+# TYPE waitroom_item_steered gauge
+waitroom_item_steered{item="paced"} 1
+waitroom_item_steered{item="plain"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "waitroom_item_steered"))
 }

@@ -67,6 +67,13 @@ type Config struct {
 	// notifiers may write those signs (theirs), allowed for before a release.
 	IdleSweep time.Duration `env:"WR_IDLE_SWEEP" envDefault:"1s"`
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
+
+	// Steering of the items whose policy asks for it (docs/steering.md):
+	// how often their controllers step, the shortest time between two
+	// moves of a target, and how long a silent site keeps its signal.
+	SteerEvery         time.Duration `env:"WR_STEER_EVERY" envDefault:"1s"`
+	SteerMinStep       time.Duration `env:"WR_STEER_MIN_STEP" envDefault:"5s"`
+	SteerSignalTimeout time.Duration `env:"WR_STEER_SIGNAL_TIMEOUT" envDefault:"30s"`
 }
 
 // MinAdminToken is the shortest WR_ADMIN_TOKEN a scheduler accepts outside
@@ -91,6 +98,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_IDLE_SWEEP must not be negative (0: the default 1s), not %s", c.IdleSweep)
 	case c.SeenFlush < 0:
 		return fmt.Errorf("WR_SEEN_FLUSH must not be negative (0: the default 5s), not %s", c.SeenFlush)
+	case c.SteerEvery < 0 || c.SteerMinStep < 0 || c.SteerSignalTimeout < 0:
+		return errors.New("WR_STEER_EVERY, WR_STEER_MIN_STEP and WR_STEER_SIGNAL_TIMEOUT must not be negative (0: their defaults)")
 	case c.AdminToken != "" && len(c.AdminToken) < MinAdminToken && !c.DevKeys:
 		return fmt.Errorf("WR_ADMIN_TOKEN must be at least %d bytes, not %d (e.g. openssl rand -base64 32)", MinAdminToken, len(c.AdminToken))
 	case c.ConsoleSessionTTL <= 0:
@@ -147,7 +156,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		addr = ln.Addr().String()
 	}
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now}, reg, log)
+		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now,
+		Steer: SteerOptions{Every: cfg.SteerEvery, MinStep: cfg.SteerMinStep, SignalTimeout: cfg.SteerSignalTimeout}}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {

@@ -105,6 +105,8 @@ type Options struct {
 	// DrawKey derives the items' draw seeds (pkg/draw.Root): WR_DRAW_KEY.
 	// Without it, a pre-queue or random-mode pool is never drawn (logged).
 	DrawKey []byte
+	// Steer tunes the steering of the items whose policy asks for it.
+	Steer SteerOptions
 	// DrawCheckEvery is how often a tick also looks for due draws (the pools
 	// of every item it ticks: two reads an item, about a fifth of a tick's
 	// Redis work over 10,000 items); default 1 s, at least the tick. A draw
@@ -128,6 +130,7 @@ type Scheduler struct {
 	leading  atomic.Uint64 // bit i: leads shard i (Shards <= 64), or any for more
 	progress atomic.Int64  // unix ns of the loop's last step (stepped)
 	draws    draws
+	steer    *steering
 }
 
 // Leading reports whether this replica leads any shard right now.
@@ -170,11 +173,13 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 		opt.Shards = 8
 	}
 	opt.Shards = min(opt.Shards, 64) // Leads keeps one bit per shard
+	opt.Steer = opt.Steer.withDefaults(opt.Tick)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Scheduler{
 		rdb: rdb, ep: &epochs{rdb: rdb}, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
 		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock, id: hex.EncodeToString(b[:]),
+		steer: newSteering(rdb, opt.Steer, reg),
 	}
 }
 
@@ -456,6 +461,11 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, ite
 	// its line in Redis is empty or behind, not the line.
 	items = s.opt.View.Usable(items)
 	var due []dueItem
+	steerNow := s.steer.due(epoch, start)
+	var ticked map[string]queue.Tick
+	if steerNow {
+		ticked = make(map[string]queue.Tick, len(items))
+	}
 	for lo := 0; lo < len(items); lo += s.opt.BatchItems {
 		batch := items[lo:min(lo+s.opt.BatchItems, len(items))]
 		// Nor one lost since the watcher's last check: read its marker first.
@@ -485,6 +495,10 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, ite
 			s.m.admitted.Add(float64(tk.Admitted))
 			s.m.expired.Add(float64(tk.Expired))
 			s.m.perItem.observe(batch[i], tk.Admitted, tk.Waiting, tk.Active, seen)
+			s.steer.count(batch[i], tk.Admitted)
+			if ticked != nil {
+				ticked[batch[i]] = tk
+			}
 			if len(tk.Unpublished) == 0 && tk.Expired == 0 {
 				continue
 			}
@@ -493,6 +507,9 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, ite
 	}
 	if len(due) > 0 {
 		s.publish(ctx, epoch, start, due)
+	}
+	if steerNow {
+		s.steerItems(ctx, epoch, slices.Collect(maps.Keys(ticked)), ticked, start)
 	}
 	// Counted after the tick's writes too: a Redis restored to before them
 	// (a failover to a replica that missed them) has a lower count, and the
