@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -125,9 +124,9 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 func (s *Server) Routes(r gin.IRouter) {
 	g := r.Group("/api/v1/items/:itemId/registrations")
 	g.POST("", s.countRefusal, s.register)
-	g.GET("/:token", s.limitCalls(byStatus), s.gateItem, s.status)
-	g.DELETE("/:token", s.limitCalls(byLeave), s.leave)
-	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls(""), s.challenge)
+	g.GET("/:token", s.tokenCall(byStatus, s.gateItem, s.status))
+	g.DELETE("/:token", s.tokenCall(byLeave, nil, s.leave))
+	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls, s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
 	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
 	r.GET("/.well-known/jwks.json", s.jwks)
@@ -226,7 +225,7 @@ func (s *Server) register(c *gin.Context) {
 	if pre {
 		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, st.OpensAt
 	}
-	writeJSON(c, http.StatusAccepted, resp.appendJSON)
+	resp.write(c, http.StatusAccepted)
 }
 
 // tokenIDFor is a registration's tokenId: random, or derived from the item,
@@ -305,8 +304,8 @@ type StatusResponse struct {
 	Notice string `json:"notice,omitempty"`
 }
 
-func (s *Server) status(c *gin.Context) {
-	q, err := s.queueToken(c)
+func (s *Server) status(c *gin.Context, pq parsedQueue) {
+	q, err := pq.q, pq.err
 	if err != nil {
 		registration.Abort(c, err)
 		return
@@ -314,7 +313,7 @@ func (s *Server) status(c *gin.Context) {
 	if b, ok := s.blocks.user("status", q.UserID); ok {
 		resp := StatusResponse{Status: registration.StatusBlocked, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
 			Message: registration.BlockMessage(b)}
-		writeJSON(c, http.StatusOK, resp.appendJSON)
+		resp.write(c, http.StatusOK)
 		return
 	}
 	// Each Redis read below bounds itself by StatusTimeout: an answer from
@@ -368,9 +367,9 @@ func (s *Server) status(c *gin.Context) {
 	}
 	if d > 0 {
 		resp.PollAfterMs = d.Milliseconds()
-		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		setRetryAfter(c, int64((d+time.Second-1)/time.Second))
 	}
-	writeJSON(c, http.StatusOK, resp.appendJSON)
+	resp.write(c, http.StatusOK)
 }
 
 // readStatus reads where q's registration stands: from memory when an exact
@@ -427,8 +426,8 @@ func (s *Server) exactEvery(item string) time.Duration {
 	return 0
 }
 
-func (s *Server) leave(c *gin.Context) {
-	q, err := s.queueToken(c)
+func (s *Server) leave(c *gin.Context, pq parsedQueue) {
+	q, err := pq.q, pq.err
 	if err != nil {
 		registration.Abort(c, err)
 		return
