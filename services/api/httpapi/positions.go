@@ -48,7 +48,7 @@ type posShard struct {
 type posEntry struct {
 	exact queue.Status
 	at    time.Time
-	gen   itemGen
+	gen   view.ItemGen
 	// early is how much sooner than the item's exactEvery this entry is read
 	// exactly again, in 1/1024ths of it (below 256: up to a quarter).
 	early uint8
@@ -66,7 +66,7 @@ type motion struct {
 	mu   sync.Mutex
 	m    queue.Motion
 	at   time.Time
-	gen  itemGen
+	gen  view.ItemGen
 	next *motionRead
 }
 
@@ -74,14 +74,10 @@ type motion struct {
 // (done closed once m and err are set).
 type motionRead struct {
 	done chan struct{}
-	gen  itemGen
+	gen  view.ItemGen
 	m    queue.Motion
 	err  error
 }
-
-// itemGen names the incarnation of an item's line (positions.gen): the
-// view's generation and the item's token, compared without joining them.
-type itemGen struct{ view, item string }
 
 func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, max int, timeout time.Duration) *positions {
 	if timeout <= 0 {
@@ -99,12 +95,11 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 // view's generation and the item's token ("" without a watcher), so an
 // answer remembered before the item's node was lost and the item rebuilt is
 // never told after.
-func (p *positions) gen(item string) itemGen {
+func (p *positions) gen(item string) view.ItemGen {
 	if p.view == nil {
-		return itemGen{}
+		return view.ItemGen{}
 	}
-	st := p.view.Status()
-	return itemGen{st.Gen, st.Registry[item]}
+	return p.view.ItemGen(item)
 }
 
 func (p *positions) shard(key string) *posShard {
@@ -142,7 +137,7 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 // the background and answers from the last one: a steady stream of readers
 // never waits for Redis. Only past fresh do readers wait, for one shared
 // read (the first of them starts it).
-func (p *positions) motion(ctx context.Context, item string, gen itemGen, now time.Time) (queue.Motion, bool) {
+func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, now time.Time) (queue.Motion, bool) {
 	p.mu.Lock()
 	mo := p.items[item]
 	if mo == nil {
@@ -182,7 +177,7 @@ func (p *positions) motion(ctx context.Context, item string, gen itemGen, now ti
 }
 
 // startRead makes mo's next read, with mo.mu held.
-func startRead(mo *motion, gen itemGen) *motionRead {
+func startRead(mo *motion, gen view.ItemGen) *motionRead {
 	r := &motionRead{done: make(chan struct{}), gen: gen}
 	mo.next = r
 	return r
@@ -207,7 +202,7 @@ func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item st
 
 // remember keeps an exact waiting answer read from view generation gen (taken
 // before the read, so a rebuild racing it is never remembered as the new one).
-func (p *positions) remember(item, tokenID string, st queue.Status, gen itemGen) {
+func (p *positions) remember(item, tokenID string, st queue.Status, gen view.ItemGen) {
 	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()

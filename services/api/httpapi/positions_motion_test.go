@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/view"
 )
 
 // heldLine is a real queue.Line whose Motion reads are counted and wait
@@ -52,7 +53,7 @@ func TestMotionReadIsSharedAndNeverWaitedForWhileFresh(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, ok := p.motion(ctx, "drop", itemGen{}, t0); ok {
+			if _, ok := p.motion(ctx, "drop", view.ItemGen{}, t0); ok {
 				answered.Add(1)
 			}
 		}()
@@ -71,7 +72,7 @@ func TestMotionReadIsSharedAndNeverWaitedForWhileFresh(t *testing.T) {
 	mid := t0.Add(fresh * 3 / 4)
 	for range 5 {
 		start := time.Now()
-		_, ok := p.motion(ctx, "drop", itemGen{}, mid)
+		_, ok := p.motion(ctx, "drop", view.ItemGen{}, mid)
 		assert.True(t, ok)
 		assert.Less(t, time.Since(start), 100*time.Millisecond, "a fresh answer does not wait for Redis")
 	}
@@ -81,7 +82,7 @@ func TestMotionReadIsSharedAndNeverWaitedForWhileFresh(t *testing.T) {
 	// Past fresh while that read is still held: a reader waits for it.
 	late := make(chan bool, 1)
 	go func() {
-		_, ok := p.motion(ctx, "drop", itemGen{}, t0.Add(fresh+time.Millisecond))
+		_, ok := p.motion(ctx, "drop", view.ItemGen{}, t0.Add(fresh+time.Millisecond))
 		late <- ok
 	}()
 	select {
