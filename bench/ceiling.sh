@@ -18,7 +18,12 @@
 # OUT (where logs and profiles go: a temp dir, printed), ROUNDS (1: each
 # pair of runs repeated, ceiling and api alternating), API_ENV (more
 # environment for the api, e.g. API_ENV="WR_STATUS_EXACT_EVERY=0": every
-# status read exact).
+# status read exact), PORT_BASE (every port the script opens moved into
+# PORT_BASE..PORT_BASE+999, for a shared machine: PORT_BASE=25000 puts the
+# api on 25080), OPENLOOP (fixed-rate runs after the wrk rounds, e.g.
+# OPENLOOP="status:5000 register:3000": bench/openloop at that rate for DUR
+# against the ceiling then the api, latency counted from when each request
+# was due), WRK=0 (skip the wrk rounds: only the OPENLOOP runs).
 #
 # Redis commands per request come from INFO commandstats (every command,
 # those run inside scripts included) around each run: "gross" is all of
@@ -28,6 +33,7 @@
 #
 #   bench/ceiling.sh                 # ~1 min: build, start, 2 paths x 2 servers x 10 s
 #   DUR=5s ROUNDS=3 bench/ceiling.sh # three alternating rounds of 5 s
+#   WRK=0 DUR=20s OPENLOOP="status:5000 register:3000" bench/ceiling.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,11 +47,14 @@ ITEM=${ITEM:-ceiling-bench}
 ROUNDS=${ROUNDS:-1}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/waitroom-ceiling.XXXXXX")}
 mkdir -p "$OUT"
-API_ADDR=127.0.0.1:18080
-CEIL_ADDR=127.0.0.1:18099
-PPROF_ADDR=127.0.0.1:18060
-STACK_PPROF_ADDR=127.0.0.1:18061
-REDIS_PORT=16379
+PB=${PORT_BASE:-18000}
+API_ADDR=127.0.0.1:$((PB + 80))
+CEIL_ADDR=127.0.0.1:$((PB + 99))
+PPROF_ADDR=127.0.0.1:$((PB + 60))
+STACK_PPROF_ADDR=127.0.0.1:$((PB + 61))
+REDIS_PORT=$([ -n "${PORT_BASE:-}" ] && echo $((PB + 379)) || echo 16379)
+KAFKA_PORTS=$([ -n "${PORT_BASE:-}" ] && echo $((PB + 92)),$((PB + 93)),$((PB + 94)) || echo 19092,19093,19094)
+KAFKA_BROKERS=$(echo "$KAFKA_PORTS" | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
 
 log() { echo "ceiling: $*" >&2; }
 command -v wrk >/dev/null || { log "wrk is missing (apt-get install -y wrk)"; exit 1; }
@@ -57,6 +66,7 @@ go build -o "$OUT/bin/waitroom-dev" ./services/dev
 go build -o "$OUT/bin/waitroom-api" ./services/api
 go build -o "$OUT/bin/waitroomctl" ./services/ctl
 (cd bench/ceiling && GOWORK=off go build -o "$OUT/bin/ceiling" .)
+(cd bench/openloop && GOWORK=off go build -o "$OUT/bin/openloop" .)
 
 pids=()
 cleanup() {
@@ -84,24 +94,24 @@ TOKEN_KEY=$(openssl rand -base64 48)
 ADMISSION_KEY=$(openssl rand -base64 32)
 
 log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
-WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=19092,19093,19094 \
-  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=127.0.0.1:18180 \
-  WR_CONSUMER_ADDR=127.0.0.1:18181 WR_DEV_SCHEDULER_ADDRS=127.0.0.1:18182,127.0.0.1:18183 \
-  WR_NOTIFIER_ADDR=127.0.0.1:18190 WR_DEV_FRONT_ADDR=127.0.0.1:18100 \
+WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=$KAFKA_PORTS \
+  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=127.0.0.1:$((PB + 180)) \
+  WR_CONSUMER_ADDR=127.0.0.1:$((PB + 181)) WR_DEV_SCHEDULER_ADDRS=127.0.0.1:$((PB + 182)),127.0.0.1:$((PB + 183)) \
+  WR_NOTIFIER_ADDR=127.0.0.1:$((PB + 190)) WR_DEV_FRONT_ADDR=127.0.0.1:$((PB + 100)) \
   "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
 stack_pid=$!
 pids+=($stack_pid)
-wait_http http://127.0.0.1:18180/readyz 120
+wait_http http://127.0.0.1:$((PB + 180))/readyz 120
 redis_pid=$(redis-cli -p $REDIS_PORT info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
 
 log "an item that admits nobody during the run: $ITEM"
-WR_ADMIN_URL=http://127.0.0.1:18182 WR_ADMIN_TOKEN=dev-admin-token \
+WR_ADMIN_URL=http://127.0.0.1:$((PB + 182)) WR_ADMIN_TOKEN=dev-admin-token \
   "$OUT/bin/waitroomctl" items set "$ITEM" --enabled --stock 1000000 --rate 0.001 --max-active 1000 >"$OUT/items.log" 2>&1
 
 log "starting the api on $API_ADDR and the ceiling on $CEIL_ADDR"
 pprof_env=()
 [ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$PPROF_ADDR)
-env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094 \
+env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=$KAFKA_BROKERS \
   WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
   WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
   "$OUT/bin/waitroom-api" >"$OUT/api.log" 2>&1 &
@@ -176,6 +186,7 @@ echo "(Redis cmd/req of the api: gross/net, see the header)"
 echo "(stack/redis/wrk: CPU µs per request of the dev stack's process, kfake and the consumer among it, of redis-server and of wrk)"
 printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis/wrk" errors
 for r in $(seq "$ROUNDS"); do
+  [ "${WRK:-1}" = 0 ] && break
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
     read -r crate cp99 ccpu credis cothers cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
@@ -187,4 +198,25 @@ for r in $(seq "$ROUNDS"); do
       'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (api / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc}'
   done
 done
+# open RATE_SPEC PID URL NAME: one fixed-rate run (bench/openloop); prints
+# its line with the server's CPU µs per request appended.
+open_run() {
+  local spec=$1 pid=$2 url=$3 name=$4 path=${1%%:*} rate=${1##*:} before after out n
+  local args=(-item "$ITEM")
+  [ "$path" = status ] && args=(-tokens "$OUT/tokens.txt")
+  before=$(cpu_ticks "$pid")
+  out=$("$OUT/bin/openloop" -url "$url" -rate "$rate" -dur "$DUR" -label "$name" "${args[@]}")
+  after=$(cpu_ticks "$pid")
+  n=$(echo "$out" | sed -n 's/.* sent=\([0-9]*\) .*/\1/p')
+  echo "$out cpu=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}')us/req"
+}
+if [ -n "${OPENLOOP:-}" ]; then
+  echo "(fixed rate: latency from when each request was due; cpu: the server process's CPU µs per request sent, warm-up included; load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  for r in $(seq "$ROUNDS"); do
+    for spec in $OPENLOOP; do
+      open_run "$spec" "$ceil_pid" "http://$CEIL_ADDR" "ceiling-$r"
+      open_run "$spec" "$api_pid" "http://$API_ADDR" "api-$r"
+    done
+  done
+fi
 log "logs, wrk outputs and profiles in $OUT"

@@ -169,6 +169,10 @@ func isHex32(s string) bool {
 // DecodeRegistration decodes and validates a registrations record value.
 func DecodeRegistration(b []byte) (RegistrationEvent, error) {
 	var e RegistrationEvent
+	if decodeRegistrationFast(b, &e) && e.V == Version {
+		return e, e.Validate()
+	}
+	e = RegistrationEvent{}
 	if err := decodeStrict(b, &e, &e.V); err != nil {
 		return RegistrationEvent{}, err
 	}

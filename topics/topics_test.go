@@ -164,3 +164,83 @@ func TestEnsureAndCheck(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, td[Registrations].Partitions, 4)
 }
+
+// What the api writes takes the fast path and decodes as the library does.
+func TestDecodeRegistrationFastTakesTheApisRecords(t *testing.T) {
+	for _, e := range []RegistrationEvent{
+		{V: Version, Kind: KindRegister, TokenID: "T0KEN", ItemID: "drop", UserID: "anon-x", RequestedAt: 1800000000000,
+			Client: &ClientMeta{IP: "203.0.113.0/24", UserAgent: "Mozilla/5.0 (X11; Linux x86_64)"}, Window: 1800000060000, Holder: HolderToken},
+		{V: Version, Kind: KindLeave, TokenID: "T", ItemID: "i", UserID: "u", RequestedAt: 1, Client: &ClientMeta{}, Holder: HolderUser},
+		{V: Version, Kind: KindRegister, TokenID: "T", ItemID: "i", UserID: "u", RequestedAt: 1},
+	} {
+		b := Encode(&e)
+		var fast RegistrationEvent
+		require.True(t, decodeRegistrationFast(b, &fast), "%s", b)
+		var lib RegistrationEvent
+		require.NoError(t, decodeStrict(b, &lib, &lib.V))
+		assert.Equal(t, lib, fast)
+		got, err := DecodeRegistration(b)
+		require.NoError(t, err)
+		assert.Equal(t, e, got)
+	}
+	for _, b := range []string{
+		`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"u","requestedAt":1,"bypass":{"code":"c","count":1,"expiresAt":1}}`,
+		`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"u","requestedAt":1.5}`,
+		`{"v":1,"Kind":"register"}`, `{"v":1,"v":1}`, `{"v":1,"client":null}`, `{"v":1,"userId":"a\u0041"}`, `{"v":1} {}`,
+	} {
+		var e RegistrationEvent
+		assert.False(t, decodeRegistrationFast([]byte(b), &e), "%s goes to the library", b)
+	}
+}
+
+// FuzzDecodeRegistrationFastAgrees holds the fast path to the library: what
+// it accepts, the library accepts as the same event.
+func FuzzDecodeRegistrationFastAgrees(f *testing.F) {
+	f.Add([]byte(`{"v":1,"kind":"register","tokenId":"T","itemId":"i","userId":"u","requestedAt":1,"client":{"ip":"1.2.3.0/24","userAgent":"ua"},"window":5,"holder":"token"}`))
+	f.Add([]byte(`{"v":1,"kind":"leave","tokenId":"T","itemId":"i","userId":"u","requestedAt":-0}`))
+	f.Add([]byte(`{"v":01}`))
+	f.Add([]byte(` { "v" : 1 , "client" : { } } `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast RegistrationEvent
+		if !decodeRegistrationFast(b, &fast) {
+			return
+		}
+		var lib RegistrationEvent
+		if err := decodeStrict(b, &lib, &lib.V); err != nil && fast.V == Version {
+			t.Fatalf("fast path accepted %q, the library refused it: %v", b, err)
+		}
+		if fast.V == Version && !assert.ObjectsAreEqual(lib, fast) {
+			t.Fatalf("%q: fast %+v, library %+v", b, fast, lib)
+		}
+	})
+}
+
+// BenchmarkDecodeRegistration decodes the record the api writes for a
+// registration: "fast" is DecodeRegistration (what the consumer calls),
+// "library" the strict encoding/json path it falls back to, in the same run.
+func BenchmarkDecodeRegistration(b *testing.B) {
+	rec := Encode(&RegistrationEvent{V: Version, Kind: KindRegister, TokenID: "JBSWY3DPEHPK3PXPJBSWY3DPEH", ItemID: "concert-2026",
+		UserID: "anon-jbswy3dpehpk3pxpjbswy3dpeh", RequestedAt: 1800000000000,
+		Client: &ClientMeta{IP: "203.0.113.0/24", UserAgent: "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"},
+		Holder: HolderToken})
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeRegistration(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("library", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var e RegistrationEvent
+			if err := decodeStrict(rec, &e, &e.V); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Validate(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

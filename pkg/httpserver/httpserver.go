@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,7 +139,26 @@ func recovery(log *zap.Logger) gin.HandlerFunc {
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// children are the series resolved so far, by route, method and code: a
+	// request counts without hashing its labels or formatting its code. The
+	// map is copied on a miss (a new series: rare) and read without a lock.
+	children atomic.Pointer[map[seriesKey]series]
+	mu       sync.Mutex // serializes the copies
 }
+
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+type series struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer // nil for event streams
+}
+
+// maxSeries bounds the resolved series kept (a client's made-up methods on
+// unmatched routes are counted, not kept).
+const maxSeries = 512
 
 func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
@@ -160,11 +181,39 @@ func (m *metrics) middleware(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
-	if strings.HasSuffix(route, "/events") {
-		return // streams last minutes; their latency would drown the histogram
+	k := seriesKey{route, c.Request.Method, c.Writer.Status()}
+	sr, ok := series{}, false
+	if p := m.children.Load(); p != nil {
+		sr, ok = (*p)[k]
 	}
-	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+	if !ok {
+		sr = m.resolve(k)
+	}
+	sr.requests.Inc()
+	if sr.latency != nil {
+		sr.latency.Observe(time.Since(start).Seconds())
+	}
+}
+
+// resolve returns k's series, keeping it while fewer than maxSeries are.
+func (m *metrics) resolve(k seriesKey) series {
+	sr := series{requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.code))}
+	if !strings.HasSuffix(k.route, "/events") { // streams last minutes; their latency would drown the histogram
+		sr.latency = m.latency.WithLabelValues(k.route, k.method)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := map[seriesKey]series{}
+	if p := m.children.Load(); p != nil {
+		old = *p
+	}
+	if len(old) < maxSeries {
+		next := make(map[seriesKey]series, len(old)+1)
+		maps.Copy(next, old)
+		next[k] = sr
+		m.children.Store(&next)
+	}
+	return sr
 }
 
 // NewRegistry returns a metrics registry with the Go runtime and process

@@ -289,10 +289,14 @@ func (l LostItem) Describe() string {
 // ItemGen names the incarnation of item answers are read from: the view's
 // generation and the item's token. It changes when either is rebuilt, so a
 // cache of answers keyed by it never outlives the line it was read from.
-func (w *Watcher) ItemGen(item string) string {
+func (w *Watcher) ItemGen(item string) ItemGen {
 	s := w.Status()
-	return s.Gen + "/" + s.Registry[item]
+	return ItemGen{View: s.Gen, Item: s.Registry[item]}
 }
+
+// ItemGen is what Watcher.ItemGen names: comparable with ==, and made
+// without joining its two strings (it is read at every status read).
+type ItemGen struct{ View, Item string }
 
 // Usable returns the items of items that may be read from the view (not
 // lost), reusing items' array.

@@ -71,10 +71,51 @@ func intField(b []byte, key string, v int64) []byte {
 	return strconv.AppendInt(append(b, key...), v, 10)
 }
 
-// writeJSON answers code with what appendJSON appends.
-func writeJSON(c *gin.Context, code int, appendJSON func([]byte) []byte) {
+// write answers code with r's JSON.
+func (r *RegisterResponse) write(c *gin.Context, code int) {
 	buf := httpserver.Buffer()
-	*buf = appendJSON(*buf)
-	c.Data(code, jsonType, *buf)
+	*buf = r.appendJSON(*buf)
+	writeJSON(c, code, *buf)
 	httpserver.PutBuffer(buf)
+}
+
+// write answers code with r's JSON.
+func (r *StatusResponse) write(c *gin.Context, code int) {
+	buf := httpserver.Buffer()
+	*buf = r.appendJSON(*buf)
+	writeJSON(c, code, *buf)
+	httpserver.PutBuffer(buf)
+}
+
+// jsonTypeValue and retryAfterValues are header values shared by every
+// answer, so setting them allocates nothing. Each has cap == len: a later
+// Header().Add copies it instead of writing into the shared array, and
+// net/http copies the header map before it writes.
+var (
+	jsonTypeValue    = []string{jsonType}
+	retryAfterValues = func() [][]string {
+		v := make([][]string, 61)
+		for i := range v {
+			v[i] = []string{strconv.Itoa(i)}
+		}
+		return v
+	}()
+)
+
+// setRetryAfter sets Retry-After to secs.
+func setRetryAfter(c *gin.Context, secs int64) {
+	if secs >= 0 && secs < int64(len(retryAfterValues)) {
+		c.Writer.Header()["Retry-After"] = retryAfterValues[secs]
+		return
+	}
+	c.Writer.Header()["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
+}
+
+// writeJSON answers code with body, a JSON document, written straight to the
+// connection (gin's c.Data boxes a renderer and allocates the Content-Type
+// value per answer).
+func writeJSON(c *gin.Context, code int, body []byte) {
+	c.Writer.Header()["Content-Type"] = jsonTypeValue
+	c.Status(code)
+	_, _ = c.Writer.Write(body)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // the item's head), and later ones take the item's head and counts, read at
 // most once per fresh interval per item and shared by every token of the
 // item, and move the exact answer by how far the head moved
-// (registration.Moved). A token is read exactly again after exactEvery, when
-// the head reaches it, and whenever the view's generation changed. So a
-// steady poller costs Redis about one item read per fresh interval, not a
-// read per poll.
+// (registration.Moved). A token is read exactly again after exactEvery (less
+// up to a quarter, drawn per exact read, so tokens first read together are
+// not all read again in the same moment), when the head reaches it, and
+// whenever the view's generation changed. So a steady poller costs Redis
+// about two item reads per fresh interval, not a read per poll.
 type positions struct {
 	line       Line
 	view       *view.Watcher
@@ -46,20 +48,35 @@ type posShard struct {
 type posEntry struct {
 	exact queue.Status
 	at    time.Time
-	gen   string
+	gen   view.ItemGen
+	// early is how much sooner than the item's exactEvery this entry is read
+	// exactly again, in 1/1024ths of it (below 256: up to a quarter).
+	early uint8
 	// left: the token's place was left through this replica at at; until exactEvery
 	// later every read is exact (the leave may not be applied yet, and an
 	// exact read before it is must not be remembered).
 	left bool
 }
 
-// motion is an item's last Motion read; mu is held while it is read again,
-// so the readers of one item make one Redis read at a time.
+// motion is an item's last Motion read and the read in flight, if any. mu
+// guards the fields only, never a Redis read: the readers of one item share
+// one read at a time (next), and while the last read is fresh they answer
+// from it without waiting for the next.
 type motion struct {
-	mu  sync.Mutex
-	m   queue.Motion
-	at  time.Time
-	gen string
+	mu   sync.Mutex
+	m    queue.Motion
+	at   time.Time
+	gen  view.ItemGen
+	next *motionRead
+}
+
+// motionRead is one Motion read shared by the readers that wait for it
+// (done closed once m and err are set).
+type motionRead struct {
+	done chan struct{}
+	gen  view.ItemGen
+	m    queue.Motion
+	err  error
 }
 
 func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, max int, timeout time.Duration) *positions {
@@ -78,9 +95,9 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 // view's generation and the item's token ("" without a watcher), so an
 // answer remembered before the item's node was lost and the item rebuilt is
 // never told after.
-func (p *positions) gen(item string) string {
+func (p *positions) gen(item string) view.ItemGen {
 	if p.view == nil {
-		return ""
+		return view.ItemGen{}
 	}
 	return p.view.ItemGen(item)
 }
@@ -105,7 +122,7 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	sh.mu.Unlock()
 	now := p.now()
 	gen := p.gen(item)
-	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every {
+	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
 		return queue.Status{}, false
 	}
 	m, ok := p.motion(ctx, item, gen, now)
@@ -116,7 +133,11 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 }
 
 // motion is item's Motion read at most fresh ago from view generation gen.
-func (p *positions) motion(ctx context.Context, item, gen string, now time.Time) (queue.Motion, bool) {
+// Once half of fresh has passed, the first reader starts the next read in
+// the background and answers from the last one: a steady stream of readers
+// never waits for Redis. Only past fresh do readers wait, for one shared
+// read (the first of them starts it).
+func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, now time.Time) (queue.Motion, bool) {
 	p.mu.Lock()
 	mo := p.items[item]
 	if mo == nil {
@@ -125,24 +146,63 @@ func (p *positions) motion(ctx context.Context, item, gen string, now time.Time)
 	}
 	p.mu.Unlock()
 	mo.mu.Lock()
-	defer mo.mu.Unlock()
 	if mo.gen == gen && !mo.at.IsZero() && now.Sub(mo.at) < p.fresh {
-		return mo.m, true
+		m := mo.m
+		if mo.next == nil && now.Sub(mo.at) >= p.fresh/2 {
+			r := startRead(mo, gen)
+			go p.read(ctx, mo, r, item)
+		}
+		mo.mu.Unlock()
+		return m, true
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	m, err := p.line.Motion(ctx, item) // confirmed against the view (viewLine)
-	if err != nil {
-		mo.at = time.Time{}
+	r := mo.next
+	lead := r == nil
+	if lead {
+		r = startRead(mo, gen)
+	}
+	mo.mu.Unlock()
+	if lead {
+		p.read(ctx, mo, r, item)
+	} else {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return queue.Motion{}, false
+		}
+	}
+	if r.err != nil || r.gen != gen {
 		return queue.Motion{}, false
 	}
-	mo.m, mo.at, mo.gen = m, p.now(), gen
-	return m, true
+	return r.m, true
+}
+
+// startRead makes mo's next read, with mo.mu held.
+func startRead(mo *motion, gen view.ItemGen) *motionRead {
+	r := &motionRead{done: make(chan struct{}), gen: gen}
+	mo.next = r
+	return r
+}
+
+// read reads item's Motion for r and keeps it in mo. The read is shared, so
+// the caller's cancel does not cut it; StatusTimeout bounds it.
+func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
+	r.m, r.err = p.line.Motion(ctx, item) // confirmed against the view (viewLine)
+	cancel()
+	mo.mu.Lock()
+	mo.next = nil
+	if r.err != nil {
+		mo.at = time.Time{}
+	} else {
+		mo.m, mo.at, mo.gen = r.m, p.now(), r.gen
+	}
+	mo.mu.Unlock()
+	close(r.done)
 }
 
 // remember keeps an exact waiting answer read from view generation gen (taken
 // before the read, so a rebuild racing it is never remembered as the new one).
-func (p *positions) remember(item, tokenID string, st queue.Status, gen string) {
+func (p *positions) remember(item, tokenID string, st queue.Status, gen view.ItemGen) {
 	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
@@ -157,7 +217,7 @@ func (p *positions) remember(item, tokenID string, st queue.Status, gen string) 
 	if len(sh.m) >= p.max/len(p.shards)+1 {
 		forgetHalf(sh.m)
 	}
-	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen}
+	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen, early: uint8(rand.IntN(256))}
 }
 
 // left forgets a token's answer: its place was left through this replica, and

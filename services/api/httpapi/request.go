@@ -53,8 +53,11 @@ func DecodeRegisterRequest(body []byte) (RegisterRequest, *RequestError) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return req, nil
 	}
-	if e := httpserver.DecodeJSON(body, &req); e != nil {
-		return RegisterRequest{}, &RequestError{Code: e.Code, Message: e.Message}
+	if !decodeFlat(body, &req) {
+		req = RegisterRequest{}
+		if e := httpserver.DecodeJSON(body, &req); e != nil {
+			return RegisterRequest{}, &RequestError{Code: e.Code, Message: e.Message}
+		}
 	}
 	if req.UserID != "" && !topics.ValidID(req.UserID) {
 		return RegisterRequest{}, &RequestError{Code: "INVALID_USER_ID", Message: "userId must be " + topics.IDRule}
@@ -63,4 +66,95 @@ func DecodeRegisterRequest(body []byte) (RegisterRequest, *RequestError) {
 		return RegisterRequest{}, &RequestError{Code: "INVALID_REQUEST_ID", Message: "requestId must be at least 16 characters and " + topics.IDRule}
 	}
 	return req, nil
+}
+
+// decodeFlat decodes the common register body without reflection: one
+// object of string fields named exactly as RegisterRequest's (userId,
+// bypass, assertion, requestId), each at most once, whose strings are
+// printable ASCII without escapes. It reports false, having decoded
+// nothing reliable, for anything else (a pow object, a null, an escape,
+// other bytes, a repeated or differently cased key, an error), which
+// httpserver.DecodeJSON then decodes or refuses as before.
+// FuzzDecodeFlatAgrees holds the two to the same answer.
+func decodeFlat(b []byte, req *RegisterRequest) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	var seen uint8
+	for {
+		key, j, ok := flatString(b, i)
+		if !ok {
+			return false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		val, j, ok := flatString(b, skipSpace(b, i+1))
+		if !ok {
+			return false
+		}
+		var f *string
+		var bit uint8
+		switch string(key) { // no allocation: compared in place
+		case "userId":
+			f, bit = &req.UserID, 1
+		case "bypass":
+			f, bit = &req.Bypass, 2
+		case "assertion":
+			f, bit = &req.Assertion, 4
+		case "requestId":
+			f, bit = &req.RequestID, 8
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		*f = string(val)
+		i = skipSpace(b, j)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// flatString reads the string at b[i:] (its quotes included) when it holds
+// printable ASCII only, no escape; it returns its contents and the index
+// after its closing quote.
+func flatString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20 || c > 0x7e:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// skipSpace skips JSON's whitespace from b[i:].
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

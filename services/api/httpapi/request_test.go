@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -65,6 +66,49 @@ func FuzzDecodeRegisterRequest(f *testing.F) {
 		// Whatever is accepted is a usable id (or empty: the server makes one).
 		if req.UserID != "" && !topics.ValidID(req.UserID) {
 			t.Fatalf("accepted invalid userId %q", req.UserID)
+		}
+	})
+}
+
+// The common bodies take the fast path, and say what the library says.
+func TestDecodeFlatTakesTheCommonBodies(t *testing.T) {
+	for _, body := range []string{
+		`{}`, ` { } `, `{"userId":"alice"}`, "{ \"userId\" :\t\"alice\" ,\n\"requestId\":\"0123456789abcdef\" }\r\n",
+		`{"userId":"u","bypass":"CODE-1","assertion":"a.b.c","requestId":"r-0123456789abcdef"}`, `{"userId":""}`,
+	} {
+		var fast, lib RegisterRequest
+		if assert.True(t, decodeFlat([]byte(body), &fast), "body %q", body) {
+			assert.Nil(t, httpserver.DecodeJSON([]byte(body), &lib))
+			assert.Equal(t, lib, fast, "body %q", body)
+		}
+	}
+	for _, body := range []string{
+		`{"userid":"alice"}`, `{"userId":"a\"b"}`, `{"userId":"ü"}`, `{"userId":null}`, `{"userId":"a","userId":"b"}`,
+		`{"pow":{"challenge":"c","solution":"s"}}`, `{"userId":"a",}`, `{"userId":"a"} {}`, `{"other":"x"}`, `{"userId":1}`,
+	} {
+		var r RegisterRequest
+		assert.False(t, decodeFlat([]byte(body), &r), "body %q goes to the library", body)
+	}
+}
+
+// FuzzDecodeFlatAgrees holds the fast path to httpserver.DecodeJSON: what
+// it accepts, the library accepts with the same fields.
+func FuzzDecodeFlatAgrees(f *testing.F) {
+	for _, s := range []string{`{}`, `{"userId":"alice"}`, `{"userId":"a","requestId":"0123456789abcdef"}`,
+		`{"bypass":"x","assertion":"y"}`, `{"userId":"a","userId":"b"}`, `{"UserId":"a"}`, ` {"userId" : "a" } `, `{"userId":"a"}x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast RegisterRequest
+		if !decodeFlat(body, &fast) {
+			return
+		}
+		var lib RegisterRequest
+		if e := httpserver.DecodeJSON(body, &lib); e != nil {
+			t.Fatalf("fast path accepted %q, the library refused it: %s", body, e.Message)
+		}
+		if fast != lib {
+			t.Fatalf("body %q: fast %+v, library %+v", body, fast, lib)
 		}
 	})
 }

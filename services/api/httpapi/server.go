@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -134,9 +133,9 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 func (s *Server) Routes(r gin.IRouter) {
 	g := r.Group("/api/v1/items/:itemId/registrations")
 	g.POST("", s.countRefusal, s.register)
-	g.GET("/:token", s.limitCalls(byStatus), s.gateItem, s.status)
-	g.DELETE("/:token", s.limitCalls(byLeave), s.leave)
-	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls(""), s.challenge)
+	g.GET("/:token", s.tokenCall(byStatus, s.gateItem, s.status))
+	g.DELETE("/:token", s.tokenCall(byLeave, nil, s.leave))
+	r.GET("/api/v1/items/:itemId/challenge", s.limitCalls, s.challenge)
 	r.POST("/api/v1/admissions/verify", s.gateView, s.verify)
 	r.POST("/api/v1/admissions/complete", s.gateView, s.complete)
 	r.POST("/api/v1/items/:itemId/signal", s.signal)
@@ -247,7 +246,7 @@ func (s *Server) register(c *gin.Context) {
 		s.answerAuto(c, &resp, q, room)
 		return
 	}
-	writeJSON(c, http.StatusAccepted, resp.appendJSON)
+	resp.write(c, http.StatusAccepted)
 }
 
 // answerAuto answers an auto registration: 200 ADMITTED with the admission
@@ -256,13 +255,13 @@ func (s *Server) register(c *gin.Context) {
 func (s *Server) answerAuto(c *gin.Context, resp *RegisterResponse, q token.Queue, room bool) {
 	if !room {
 		s.m.auto.WithLabelValues(autoLine).Inc()
-		writeJSON(c, http.StatusAccepted, resp.appendJSON)
+		resp.write(c, http.StatusAccepted)
 		return
 	}
 	a, ok := s.awaitAdmission(c.Request.Context(), q)
 	if !ok {
 		s.m.auto.WithLabelValues(autoLate).Inc()
-		writeJSON(c, http.StatusAccepted, resp.appendJSON)
+		resp.write(c, http.StatusAccepted)
 		return
 	}
 	if err := s.admitted(resp, q, a); err != nil {
@@ -271,7 +270,7 @@ func (s *Server) answerAuto(c *gin.Context, resp *RegisterResponse, q token.Queu
 		return
 	}
 	s.m.auto.WithLabelValues(autoAdmitted).Inc()
-	writeJSON(c, http.StatusOK, resp.appendJSON)
+	resp.write(c, http.StatusOK)
 }
 
 // decide looks item up and refuses what it does not take now
@@ -381,8 +380,8 @@ type StatusResponse struct {
 	Notice string `json:"notice,omitempty"`
 }
 
-func (s *Server) status(c *gin.Context) {
-	q, err := s.queueToken(c)
+func (s *Server) status(c *gin.Context, pq parsedQueue) {
+	q, err := pq.q, pq.err
 	if err != nil {
 		registration.Abort(c, err)
 		return
@@ -390,7 +389,7 @@ func (s *Server) status(c *gin.Context) {
 	if b, ok := s.blocks.user("status", q.UserID); ok {
 		resp := StatusResponse{Status: registration.StatusBlocked, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
 			Message: registration.BlockMessage(b)}
-		writeJSON(c, http.StatusOK, resp.appendJSON)
+		resp.write(c, http.StatusOK)
 		return
 	}
 	// Each Redis read below bounds itself by StatusTimeout: an answer from
@@ -444,9 +443,9 @@ func (s *Server) status(c *gin.Context) {
 	}
 	if d > 0 {
 		resp.PollAfterMs = d.Milliseconds()
-		c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		setRetryAfter(c, int64((d+time.Second-1)/time.Second))
 	}
-	writeJSON(c, http.StatusOK, resp.appendJSON)
+	resp.write(c, http.StatusOK)
 }
 
 // readStatus reads where q's registration stands: from memory when an exact
@@ -503,8 +502,8 @@ func (s *Server) exactEvery(item string) time.Duration {
 	return 0
 }
 
-func (s *Server) leave(c *gin.Context) {
-	q, err := s.queueToken(c)
+func (s *Server) leave(c *gin.Context, pq parsedQueue) {
+	q, err := pq.q, pq.err
 	if err != nil {
 		registration.Abort(c, err)
 		return

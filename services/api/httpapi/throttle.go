@@ -218,6 +218,17 @@ func (t *Throttle) Allow(ctx context.Context, kind, key string) (bool, time.Dura
 	return false, res.RetryAfter
 }
 
+// addrOn reports whether the address bucket kind or wide is on, so a caller
+// reads the client's address only when a bucket will use it.
+func (t *Throttle) addrOn(kind, wide string) bool {
+	if t == nil {
+		return false
+	}
+	_, on := t.limits[kind]
+	_, wideOn := t.limits[wide]
+	return on || wideOn
+}
+
 // AllowAddr takes one token from each address bucket of the client address
 // ip (addressKeys): kind for the IPv4 address or the IPv6 /64, wide for the
 // IPv6 /48, narrow first. When one is empty it returns false, its kind, and

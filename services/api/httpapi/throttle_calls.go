@@ -9,29 +9,49 @@ import (
 	"github.com/waitroom/waitroom/pkg/token"
 )
 
-// limitCalls is the middleware of the calls besides registering: a call
-// past its client address's buckets (call-ip, call-ip48) is refused 429
-// RATE_LIMITED before any work, then, when kind names a per-token bucket
-// (status, leave), a call with a valid queue token past that token's bucket.
-// A call whose token is invalid passes on: the handler refuses it, and a
-// made-up token must not drain a real one's bucket.
-func (s *Server) limitCalls(kind string) gin.HandlerFunc {
+// limitCalls is the middleware of the calls besides registering that carry
+// no queue token (challenge): a call past its client address's buckets
+// (call-ip, call-ip48) is refused 429 RATE_LIMITED before any work.
+func (s *Server) limitCalls(c *gin.Context) {
+	s.limitAddr(c)
+}
+
+// limitAddr takes one token from the client address's call buckets, when
+// they are on (the address is not even read otherwise); past them, it has
+// answered 429 RATE_LIMITED and returns false.
+func (s *Server) limitAddr(c *gin.Context) bool {
+	if !s.opt.Throttle.addrOn(byCallIP, byCallIP48) {
+		return true
+	}
+	if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byCallIP, byCallIP48, c.ClientIP()); !ok {
+		registration.Abort(c, callLimited(by, wait))
+		return false
+	}
+	return true
+}
+
+// tokenCall is the route of a call that carries a queue token (status,
+// leave): the address's buckets, then the token, parsed once here and handed
+// to h, then, for a valid token, its bucket of kind, then gate (when not
+// nil), then h. A call whose token is invalid passes the token's bucket on to
+// h, which refuses it: a made-up token must not drain a real one's bucket.
+// One handler rather than a middleware chain, so the parsed token needs no
+// gin.Context key (a map made per request).
+func (s *Server) tokenCall(kind string, gate gin.HandlerFunc, h func(*gin.Context, parsedQueue)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if s.opt.Throttle == nil {
+		if !s.limitAddr(c) {
 			return
 		}
-		if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byCallIP, byCallIP48, c.ClientIP()); !ok {
-			registration.Abort(c, callLimited(by, wait))
+		q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+		if err == nil && s.opt.Throttle != nil && !s.allowToken(c, kind, q.TokenID) {
 			return
 		}
-		if kind == "" {
-			return
+		if gate != nil {
+			if gate(c); c.IsAborted() {
+				return
+			}
 		}
-		q, err := s.queueToken(c)
-		if err != nil {
-			return
-		}
-		s.allowToken(c, kind, q.TokenID)
+		h(c, parsedQueue{q, err})
 	}
 }
 
@@ -63,20 +83,8 @@ func callLimited(by string, wait time.Duration) *registration.Error {
 	return e
 }
 
-// queueToken is the request's queue token, verified for the item of its
-// path, parsed once per request (the middleware and the handler share it).
-func (s *Server) queueToken(c *gin.Context) (token.Queue, error) {
-	if v, ok := c.Get(queueTokenKey); ok {
-		r := v.(parsedQueue)
-		return r.q, r.err
-	}
-	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
-	c.Set(queueTokenKey, parsedQueue{q, err})
-	return q, err
-}
-
-const queueTokenKey = "waitroom.queueToken"
-
+// parsedQueue is a request's queue token, verified for the item of its
+// path, or why it is refused.
 type parsedQueue struct {
 	q   token.Queue
 	err error

@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/view"
+)
+
+// heldLine is a real queue.Line whose Motion reads are counted and wait
+// until the test opens gate: a Redis read that takes as long as the test
+// wants.
+type heldLine struct {
+	Line
+	calls atomic.Int32
+	gate  chan struct{}
+}
+
+func (l *heldLine) Motion(ctx context.Context, item string) (queue.Motion, error) {
+	l.calls.Add(1)
+	select {
+	case <-l.gate:
+	case <-ctx.Done():
+		return queue.Motion{}, ctx.Err()
+	}
+	return l.Line.Motion(ctx, item)
+}
+
+// An item's readers share one Motion read; while the last read is fresh
+// nobody waits for the next one (started in the background past half of
+// fresh); past fresh they wait for it rather than answer from the old one.
+func TestMotionReadIsSharedAndNeverWaitedForWhileFresh(t *testing.T) {
+	line := &heldLine{Line: queue.New(testenv.Redis(t)), gate: make(chan struct{})}
+	const fresh = time.Second
+	p := newPositions(line, nil, fresh, time.Minute, 1000, 5*time.Second)
+	t0 := time.Now()
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&t0)
+	p.now = func() time.Time { return *clock.Load() }
+	ctx := context.Background()
+
+	// Nothing read yet: 8 readers wait for one read.
+	var wg sync.WaitGroup
+	var answered atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ok := p.motion(ctx, "drop", view.ItemGen{}, t0); ok {
+				answered.Add(1)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return line.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the others are waiting, not reading
+	assert.Equal(t, int32(1), line.calls.Load(), "one read for every reader")
+	assert.Equal(t, int32(0), answered.Load(), "nobody answered before the first read")
+	close(line.gate)
+	wg.Wait()
+	assert.Equal(t, int32(8), answered.Load())
+
+	// Past half of fresh, with the next read held: answered at once from the
+	// last read, and one read started in the background.
+	line.gate = make(chan struct{})
+	mid := t0.Add(fresh * 3 / 4)
+	for range 5 {
+		start := time.Now()
+		_, ok := p.motion(ctx, "drop", view.ItemGen{}, mid)
+		assert.True(t, ok)
+		assert.Less(t, time.Since(start), 100*time.Millisecond, "a fresh answer does not wait for Redis")
+	}
+	require.Eventually(t, func() bool { return line.calls.Load() == 2 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, int32(2), line.calls.Load(), "one background read for the five")
+
+	// Past fresh while that read is still held: a reader waits for it.
+	late := make(chan bool, 1)
+	go func() {
+		_, ok := p.motion(ctx, "drop", view.ItemGen{}, t0.Add(fresh+time.Millisecond))
+		late <- ok
+	}()
+	select {
+	case <-late:
+		t.Fatal("a stale answer was given past fresh")
+	case <-time.After(50 * time.Millisecond):
+	}
+	after := t0.Add(fresh + time.Millisecond)
+	clock.Store(&after)
+	close(line.gate)
+	assert.True(t, <-late, "answered by the shared read")
+	assert.Equal(t, int32(2), line.calls.Load(), "the waiting reader joined the read in flight")
+}
