@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/periodic"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/retry"
 	"go.uber.org/zap"
 )
 
@@ -160,7 +160,7 @@ func (t *Tracker) Flush(ctx context.Context) error {
 // Run flushes every interval until ctx ends, then once more (briefly), so a
 // graceful stop loses no sign of life.
 func (t *Tracker) Run(ctx context.Context) {
-	periodic.Every(ctx, t.every, true, t.Flush, func(err error, last bool) {
+	retry.Every(ctx, t.every, true, t.Flush, func(err error, last bool) {
 		if last {
 			t.log.Warn("flush signs of life at stop", zap.Error(err))
 		} else {

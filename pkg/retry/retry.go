@@ -1,5 +1,6 @@
-// Package retry is the one back-off of waitroom's retry loops, on
-// github.com/cenkalti/backoff/v5: waits start at Initial and double up to Max.
+// Package retry is how waitroom tries again: the one back-off of its retry
+// loops (Do, on github.com/cenkalti/backoff/v5: waits start at Initial and
+// double up to Max) and the one loop of a job at a fixed interval (Every).
 package retry
 
 import (

@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/logging"
 	"go.uber.org/zap"
 )
 
@@ -46,7 +45,7 @@ func runMain[C any](name string, logCfg func(C) config.Log, run func(context.Con
 		return err
 	}
 	lc := logCfg(cfg)
-	log, err := logging.New(lc.Level, lc.Format, name)
+	log, err := NewLogger(lc.Level, lc.Format, name)
 	if err != nil {
 		return err
 	}

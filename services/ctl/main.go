@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/logging"
+	"github.com/waitroom/waitroom/pkg/service"
 	"github.com/waitroom/waitroom/services/ctl/cli"
 )
 
@@ -29,7 +29,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "waitroomctl:", err)
 		return cli.ExitUsage
 	}
-	log, err := logging.New(env.LogLevel, env.LogFormat, "")
+	log, err := service.NewLogger(env.LogLevel, env.LogFormat, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waitroomctl:", err)
 		return cli.ExitUsage

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/periodic"
 	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/retry"
 	"go.uber.org/zap"
 )
 
@@ -81,7 +81,7 @@ func (r *Refusals) Flush(ctx context.Context) error {
 
 // Run flushes every interval until ctx ends, then once more.
 func (r *Refusals) Run(ctx context.Context) {
-	periodic.Every(ctx, r.every, true, r.Flush, func(err error, last bool) {
+	retry.Every(ctx, r.every, true, r.Flush, func(err error, last bool) {
 		r.log.Warn("flush refusal counts; kept for the next flush", zap.Bool("stopping", last), zap.Error(err))
 	})
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/periodic"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/retry"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -50,7 +50,7 @@ func NewSweeper(s *Scheduler, items Items, every, grace time.Duration, reg prome
 
 // Run sweeps every interval until ctx ends.
 func (w *Sweeper) Run(ctx context.Context) {
-	periodic.Every(ctx, w.every, false, func(ctx context.Context) error {
+	retry.Every(ctx, w.every, false, func(ctx context.Context) error {
 		_, err := w.Sweep(ctx)
 		return err
 	}, func(err error, _ bool) {

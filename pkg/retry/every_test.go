@@ -1,4 +1,4 @@
-package periodic_test
+package retry_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/periodic"
+	"github.com/waitroom/waitroom/pkg/retry"
 )
 
 // The job runs at each interval, its errors reach onErr and it goes on; with
@@ -19,7 +19,7 @@ func TestEveryRunsUntilTheEndThenOnceMore(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			periodic.Every(ctx, 5*time.Millisecond, final, func(jctx context.Context) error {
+			retry.Every(ctx, 5*time.Millisecond, final, func(jctx context.Context) error {
 				if ctx.Err() != nil {
 					if jctx.Err() != nil {
 						t.Error("the final run got an ended context")

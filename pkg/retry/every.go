@@ -1,7 +1,4 @@
-// Package periodic runs a job at a fixed interval until its context ends:
-// the flushes of counts kept in memory (signs of life, refusals) and the
-// scheduler's idle sweep.
-package periodic
+package retry
 
 import (
 	"context"
@@ -11,7 +8,8 @@ import (
 // FinalGrace bounds the last run after the context ended.
 const FinalGrace = time.Second
 
-// Every runs job every interval until ctx ends. With final, it runs job once
+// Every runs job every interval until ctx ends (the flushes of counts kept in
+// memory, the scheduler's idle sweep). With final, it runs job once
 // more after that, with FinalGrace to finish, so a graceful stop loses
 // nothing the job would have written. A failed run is passed to onErr (with
 // last set for the final run; not when it failed because ctx ended) and

@@ -1,5 +1,4 @@
-// Package logging builds the zap logger every waitroom process uses.
-package logging
+package service
 
 import (
 	"fmt"
@@ -8,9 +7,9 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// New returns a logger at level ("debug", "info", "warn", "error") writing
+// NewLogger returns the zap logger every waitroom process uses: at level ("debug", "info", "warn", "error") writing
 // JSON, or human-readable lines when format is "console".
-func New(level, format, service string) (*zap.Logger, error) {
+func NewLogger(level, format, service string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
