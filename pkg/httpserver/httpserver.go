@@ -33,16 +33,66 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// Abort answers status with the JSON error body and stops the handler chain.
-func Abort(c *gin.Context, status int, code, message string) {
+// Refusal is an error a client is shown as it is (registration.Error, the
+// one such type): its HTTP status, stable code, message and Retry-After
+// seconds (0: none).
+type Refusal interface {
+	error
+	Answer() (status int, code, message string, retryAfter int)
+}
+
+// Abort answers err as the JSON error body and stops the handler chain: the
+// one place where errors become HTTP. An err that is no Refusal is a 500
+// INTERNAL (its text stays in the server). The code answered is left under
+// ErrorCodeKey for middleware that counts refusals.
+func Abort(c *gin.Context, err error) {
+	status, code, message, retryAfter := http.StatusInternalServerError, "INTERNAL", "internal error", 0
+	var r Refusal
+	if errors.As(err, &r) {
+		status, code, message, retryAfter = r.Answer()
+	}
+	if retryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(retryAfter))
+	}
+	c.Set(ErrorCodeKey, code)
+	answer(c, status, code, message)
+}
+
+// answer writes the error body of the shell's own answers (404, 405, a
+// panic, not ready) and stops the handler chain.
+func answer(c *gin.Context, status int, code, message string) {
 	c.AbortWithStatusJSON(status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
+
+// ErrorCodeKey is the gin context key under which Abort leaves the error
+// code it answered.
+const ErrorCodeKey = "waitroom.error-code"
 
 // Bearer returns the token of an "Authorization: Bearer …" header value, or
 // "": the one parser of bearer tokens (queue and admission tokens, the admin token).
 func Bearer(authorization string) string {
 	if len(authorization) > 7 && strings.EqualFold(authorization[:7], "bearer ") {
 		return strings.TrimSpace(authorization[7:])
+	}
+	return ""
+}
+
+// CurrentToken is the path segment that stands for the bearer's (or
+// ?token='s) queue token.
+const CurrentToken = "current"
+
+// QueueTokenOf returns a request's queue token: an Authorization bearer, else
+// ?token= (EventSource cannot set headers), else the path segment unless it is
+// CurrentToken.
+func QueueTokenOf(r *http.Request, pathToken string) string {
+	if t := Bearer(r.Header.Get("Authorization")); t != "" {
+		return t
+	}
+	if t := r.URL.Query().Get("token"); t != "" {
+		return t
+	}
+	if pathToken != CurrentToken {
+		return pathToken
 	}
 	return ""
 }
@@ -90,20 +140,20 @@ func New(log *zap.Logger, reg *prometheus.Registry, ready *Readiness) *gin.Engin
 	e.ContextWithFallback = true
 	m := newMetrics(reg)
 	e.Use(m.middleware, recovery(log))
-	e.NoRoute(func(c *gin.Context) { Abort(c, http.StatusNotFound, "NOT_FOUND", "no route "+c.Request.URL.Path) })
+	e.NoRoute(func(c *gin.Context) { answer(c, http.StatusNotFound, "NOT_FOUND", "no route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
-		Abort(c, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+		answer(c, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
 	})
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "alive"}) })
 	e.GET("/readyz", func(c *gin.Context) {
 		if !ready.Ready() {
-			Abort(c, http.StatusServiceUnavailable, "NOT_READY", "starting: waiting for Kafka, the item cache or warm-up")
+			answer(c, http.StatusServiceUnavailable, "NOT_READY", "starting: waiting for Kafka, the item cache or warm-up")
 			return
 		}
 		if f := ready.check.Load(); f != nil {
 			if ok, code, reason := (*f)(); !ok {
 				c.Header("Retry-After", "1")
-				Abort(c, http.StatusServiceUnavailable, code, reason)
+				answer(c, http.StatusServiceUnavailable, code, reason)
 				return
 			}
 		}
@@ -127,7 +177,7 @@ func recovery(log *zap.Logger) gin.HandlerFunc {
 					panic(r)
 				}
 				log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path), zap.Stack("stack"))
-				Abort(c, http.StatusInternalServerError, "INTERNAL", "internal error")
+				answer(c, http.StatusInternalServerError, "INTERNAL", "internal error")
 			}
 		}()
 		c.Next()

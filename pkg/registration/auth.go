@@ -4,33 +4,9 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/token"
 	"github.com/waitroom/waitroom/topics"
 )
-
-// Bearer returns the token of an "Authorization: Bearer …" header value, or "".
-func Bearer(authorization string) string { return httpserver.Bearer(authorization) }
-
-// CurrentToken is the path segment that stands for the bearer's (or
-// ?token='s) queue token.
-const CurrentToken = "current"
-
-// QueueTokenOf returns a request's queue token: an Authorization bearer, else
-// ?token= (EventSource cannot set headers), else the path segment unless it is
-// CurrentToken.
-func QueueTokenOf(r *http.Request, pathToken string) string {
-	if t := Bearer(r.Header.Get("Authorization")); t != "" {
-		return t
-	}
-	if t := r.URL.Query().Get("token"); t != "" {
-		return t
-	}
-	if pathToken != CurrentToken {
-		return pathToken
-	}
-	return ""
-}
 
 // CheckItemID refuses an item id that is not an id or is reserved (400
 // INVALID_ITEM_ID, the message says which: topics.ItemIDProblem).

@@ -1,19 +1,17 @@
 package registration
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/httpserver"
 )
 
 // Error is a refusal a client sees: the HTTP status, a stable code and a
-// message. Every rule of this package fails with one.
+// message (the API's contract, docs/api.md). Every rule of this package
+// fails with one; the web edge answers it (httpserver.Abort), so the rules
+// import no web framework.
 type Error struct {
 	Status  int
 	Code    string
@@ -24,9 +22,18 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-func refuse(status int, code, message string) *Error {
+// Answer is e as the web edge answers it (httpserver.Abort).
+func (e *Error) Answer() (status int, code, message string, retryAfter int) {
+	return e.Status, e.Code, e.Message, e.RetryAfter
+}
+
+// Refuse is the refusal status, code, message: the one constructor of an
+// Error with no rule of its own.
+func Refuse(status int, code, message string) *Error {
 	return &Error{Status: status, Code: code, Message: message}
 }
+
+func refuse(status int, code, message string) *Error { return Refuse(status, code, message) }
 
 // Unavailable is the answer while a dependency cannot be read or written:
 // 503 with Retry-After 1.
@@ -84,21 +91,3 @@ var ErrNoPublicKey = Disabled("JWKS_DISABLED", "admission tokens are signed with
 // ErrShuttingDown asks a client to reconnect elsewhere: this replica is
 // stopping (503, Retry-After 1).
 var ErrShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: "SHUTTING_DOWN", Message: "this replica is stopping; reconnect", RetryAfter: 1}
-
-// Abort answers err as JSON and stops the handler chain: the one place where
-// errors become HTTP. An err that is not an *Error is a 500.
-func Abort(c *gin.Context, err error) {
-	var e *Error
-	if !errors.As(err, &e) {
-		e = Internal("internal error")
-	}
-	if e.RetryAfter > 0 {
-		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
-	c.Set(ErrorCodeKey, e.Code)
-	httpserver.Abort(c, e.Status, e.Code, e.Message)
-}
-
-// ErrorCodeKey is the gin context key under which Abort leaves the error
-// code it answered, for middleware that counts refusals.
-const ErrorCodeKey = "waitroom.error-code"

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
@@ -126,13 +127,13 @@ func TestAuthorizeQueue(t *testing.T) {
 
 func TestQueueTokenOf(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/x?token=fromquery", nil)
-	assert.Equal(t, "fromquery", registration.QueueTokenOf(r, "frompath"))
+	assert.Equal(t, "fromquery", httpserver.QueueTokenOf(r, "frompath"))
 	r.Header.Set("Authorization", "bEaReR  frombearer ")
-	assert.Equal(t, "frombearer", registration.QueueTokenOf(r, "frompath"))
+	assert.Equal(t, "frombearer", httpserver.QueueTokenOf(r, "frompath"))
 	r = httptest.NewRequest(http.MethodGet, "/x", nil)
-	assert.Equal(t, "frompath", registration.QueueTokenOf(r, "frompath"))
-	assert.Equal(t, "", registration.QueueTokenOf(r, registration.CurrentToken))
-	assert.Equal(t, "", registration.Bearer("Basic abc"))
+	assert.Equal(t, "frompath", httpserver.QueueTokenOf(r, "frompath"))
+	assert.Equal(t, "", httpserver.QueueTokenOf(r, httpserver.CurrentToken))
+	assert.Equal(t, "", httpserver.Bearer("Basic abc"))
 }
 
 func TestAnswerOf(t *testing.T) {

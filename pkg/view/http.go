@@ -2,11 +2,11 @@ package view
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/registration"
 )
 
 // Config is how a service watches the view.
@@ -21,16 +21,15 @@ const Code = "VIEW_REBUILDING"
 // RetryAfter is the Retry-After (seconds) of those answers.
 const RetryAfter = 1
 
-// Abort answers 503 VIEW_REBUILDING with Retry-After and why, when w does not
-// trust the view, and reports whether it did. Handlers that read the view call
-// it first; a nil Watcher never aborts.
-func Abort(c *gin.Context, w *Watcher) bool {
+// Gate answers 503 VIEW_REBUILDING with Retry-After and why, when w does not
+// trust the view, and reports whether it did (it aborted the handler chain).
+// Handlers that read the view call it first; a nil Watcher never aborts.
+func Gate(c *gin.Context, w *Watcher) bool {
 	ok, reason := w.Trusted()
 	if ok {
 		return false
 	}
-	c.Header("Retry-After", strconv.Itoa(RetryAfter))
-	httpserver.Abort(c, http.StatusServiceUnavailable, Code, reason)
+	httpserver.Abort(c, Refusal(reason))
 	return true
 }
 
@@ -41,21 +40,20 @@ func (w *Watcher) Ready() (ok bool, code, reason string) {
 	return ok, Code, reason
 }
 
-// AbortWith answers 503 VIEW_REBUILDING with Retry-After and reason.
-func AbortWith(c *gin.Context, reason string) {
-	c.Header("Retry-After", strconv.Itoa(RetryAfter))
-	httpserver.Abort(c, http.StatusServiceUnavailable, Code, reason)
+// Refusal is the 503 VIEW_REBUILDING answer, with Retry-After and reason.
+func Refusal(reason string) *registration.Error {
+	return &registration.Error{Status: http.StatusServiceUnavailable, Code: Code, Message: reason, RetryAfter: RetryAfter}
 }
 
-// AbortItem is Abort for an answer about item: it also answers 503
+// GateItem is Gate for an answer about item: it also answers 503
 // VIEW_REBUILDING while item alone is lost (its node lost its keys), and
 // only for item. A nil Watcher never aborts.
-func AbortItem(c *gin.Context, w *Watcher, item string) bool {
+func GateItem(c *gin.Context, w *Watcher, item string) bool {
 	ok, reason := w.Item(item)
 	if ok {
 		return false
 	}
-	AbortWith(c, reason)
+	httpserver.Abort(c, Refusal(reason))
 	return true
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/retry"
 	"go.uber.org/zap"
 )
@@ -103,7 +103,7 @@ func (s *Server) countRefusal(c *gin.Context) {
 	if _, known := s.items.Get(item); !known {
 		return
 	}
-	if code := c.GetString(registration.ErrorCodeKey); code != "" {
+	if code := c.GetString(httpserver.ErrorCodeKey); code != "" {
 		s.opt.Refusals.add(item, code)
 	}
 }

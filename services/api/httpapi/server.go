@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/liveness"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/pkg/registration"
@@ -151,28 +152,28 @@ type RegisterResponse struct {
 func (s *Server) register(c *gin.Context) {
 	item := c.Param("itemId")
 	if err := registration.CheckItemID(item); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	ip := c.ClientIP() // parsed once: X-Forwarded-For against the trusted proxies
 	// The address's bucket first: a flood is refused before any work.
 	if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byIP, byIP48, ip); !ok {
-		registration.Abort(c, registration.RateLimited(by, wait))
+		httpserver.Abort(c, registration.RateLimited(by, wait))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			registration.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
+			httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
 			return
 		}
-		registration.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
+		httpserver.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
 		return
 	}
 	req, rerr := DecodeRegisterRequest(body)
 	if rerr != nil {
-		registration.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
+		httpserver.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
 		return
 	}
 	user, holder, proof, ok := s.identify(c, item, req)
@@ -184,7 +185,7 @@ func (s *Server) register(c *gin.Context) {
 	}
 	st, known := s.items.Get(item)
 	if err := registration.Decide(item, st, known); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	use, ok := s.guard(c, item, st, req)
@@ -215,7 +216,7 @@ func (s *Server) register(c *gin.Context) {
 	tok, err := s.signer.IssueQueue(token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Holder: holder, Partition: rec.Partition, Offset: rec.Offset}, s.opt.QueueTokenTTL)
 	if err != nil {
 		s.log.Error("sign queue token", zap.Error(err))
-		registration.Abort(c, registration.Internal("could not sign the queue token"))
+		httpserver.Abort(c, registration.Internal("could not sign the queue token"))
 		return
 	}
 	base := "/api/v1/items/" + item + "/registrations/" + tok
@@ -259,7 +260,7 @@ func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Rec
 	if err != nil {
 		s.m.produceErrors.Inc()
 		s.log.Warn("produce registration event", zap.String("item", ev.ItemID), zap.String("kind", ev.Kind), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the queue could not record the request; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the queue could not record the request; retry shortly"))
 		return nil, false
 	}
 	return rec, true
@@ -308,7 +309,7 @@ type StatusResponse struct {
 func (s *Server) status(c *gin.Context) {
 	q, err := s.queueToken(c)
 	if err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	if b, ok := s.blocks.user("status", q.UserID); ok {
@@ -332,7 +333,7 @@ func (s *Server) status(c *gin.Context) {
 	}
 	if err != nil {
 		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
 		return
 	}
 	it, known := s.items.Get(q.ItemID)
@@ -356,7 +357,7 @@ func (s *Server) status(c *gin.Context) {
 		tok, err := s.admit.IssueAdmission(token.Admission{TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID, Holder: q.Holder, ExpiresAt: a.ExpiresAt})
 		if err != nil {
 			s.log.Error("sign admission token", zap.Error(err))
-			registration.Abort(c, registration.Internal("could not sign the admission token"))
+			httpserver.Abort(c, registration.Internal("could not sign the admission token"))
 			return
 		}
 		resp.AdmissionToken = tok
@@ -430,7 +431,7 @@ func (s *Server) exactEvery(item string) time.Duration {
 func (s *Server) leave(c *gin.Context) {
 	q, err := s.queueToken(c)
 	if err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	ev := topics.RegistrationEvent{

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/registration"
 	"github.com/waitroom/waitroom/pkg/token"
 )
@@ -21,7 +22,7 @@ func (s *Server) limitCalls(kind string) gin.HandlerFunc {
 			return
 		}
 		if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byCallIP, byCallIP48, c.ClientIP()); !ok {
-			registration.Abort(c, callLimited(by, wait))
+			httpserver.Abort(c, callLimited(by, wait))
 			return
 		}
 		if kind == "" {
@@ -39,7 +40,7 @@ func (s *Server) limitCalls(kind string) gin.HandlerFunc {
 // answered 429 RATE_LIMITED and returns false.
 func (s *Server) allowToken(c *gin.Context, kind, tokenID string) bool {
 	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), kind, tokenID); !ok {
-		registration.Abort(c, callLimited(kind, wait))
+		httpserver.Abort(c, callLimited(kind, wait))
 		return false
 	}
 	return true
@@ -70,7 +71,7 @@ func (s *Server) queueToken(c *gin.Context) (token.Queue, error) {
 		r := v.(parsedQueue)
 		return r.q, r.err
 	}
-	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
 	c.Set(queueTokenKey, parsedQueue{q, err})
 	return q, err
 }

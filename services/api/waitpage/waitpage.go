@@ -137,7 +137,7 @@ func (p *Pages) itemTemplate(item, src string) *pagetemplate.Template {
 func (p *Pages) Wait(c *gin.Context) {
 	item := c.Param("itemId")
 	if err := registration.CheckItemID(item); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	lang := p.cat.choose(c)
@@ -153,7 +153,7 @@ func (p *Pages) Wait(c *gin.Context) {
 	d := pagetemplate.Data{Lang: lang, ItemName: name, Logo: p.logo}
 	if err := p.fill(&d, msgs, template.JS(cfg)); err != nil {
 		_ = c.Error(err)
-		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn")
+		httpserver.Abort(c, registration.Refuse(http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn"))
 		return
 	}
 	c.Header("Content-Type", "text/html; charset=utf-8")
@@ -233,7 +233,7 @@ func AdmittedHandler(items Items) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		item := c.Param("itemId")
 		if err := registration.CheckItemID(item); err != nil {
-			registration.Abort(c, err)
+			httpserver.Abort(c, err)
 			return
 		}
 		cfg := map[string]string{"itemId": item, "name": item}

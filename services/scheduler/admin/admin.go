@@ -25,6 +25,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/httpserver"
 	"github.com/waitroom/waitroom/pkg/itempatch"
 	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/registration"
 	wrview "github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -129,7 +130,7 @@ func (s *Server) auth(c *gin.Context) {
 	}
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="waitroom-admin"`)
-		httpserver.Abort(c, http.StatusUnauthorized, "UNAUTHORIZED", "a valid admin bearer token is required")
+		httpserver.Abort(c, registration.Refuse(http.StatusUnauthorized, "UNAUTHORIZED", "a valid admin bearer token is required"))
 		return
 	}
 	c.Next()
@@ -238,7 +239,7 @@ func (s *Server) getItem(c *gin.Context) {
 	case err != nil:
 		s.unavailable(c, "read item", item, err)
 	case !found:
-		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item))
 	default:
 		c.JSON(http.StatusOK, v)
 	}
@@ -307,14 +308,14 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		s.unavailable(c, "read item", item, err)
 		return
 	case !found && !create:
-		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item))
 		return
 	case !found:
 		cur = itempatch.NewItem(item)
 	}
 	next, rerr := change(cur)
 	if rerr != nil {
-		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, rerr.Code, rerr.Message))
 		return
 	}
 	next.V, next.ItemID, next.Version, next.UpdatedAt = topics.Version, item, cur.Version+1, s.now().UnixMilli()
@@ -322,11 +323,11 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	next, code, rerr := s.commit(ctx, next)
 	cancel()
 	if rerr != nil {
-		httpserver.Abort(c, code, rerr.Code, rerr.Message)
+		httpserver.Abort(c, registration.Refuse(code, rerr.Code, rerr.Message))
 		return
 	}
 	if err := next.Validate(); err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": ")))
 		return
 	}
 
@@ -336,7 +337,7 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	if err != nil {
 		s.log.Warn("admin: publish item state", zap.String("item", item), zap.Int64("version", next.Version), zap.Error(err))
 		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Items+"; nothing changed, retry shortly")
+		httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Items+"; nothing changed, retry shortly"))
 		return
 	}
 
@@ -347,16 +348,18 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	if err != nil {
 		s.log.Warn("admin: apply item state", zap.String("item", item), zap.Int64("version", next.Version), zap.Error(err))
 		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE",
-			"recorded as version "+strconv.FormatInt(next.Version, 10)+" on "+topics.Items+" but Redis did not take it yet; the consumer will apply it")
+		httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE",
+			"recorded as version "+strconv.FormatInt(next.Version, 10)+" on "+topics.Items+" but Redis did not take it yet; the consumer will apply it"))
+
 		return
 	}
 	if !applied { // the consumer got there first (fine), or another writer took this version
 		stored, _, err := s.line.Item(ctx, item)
 		if err == nil && !sameState(stored, next) {
 			s.log.Warn("admin: concurrent item update", zap.String("item", item), zap.Int64("version", next.Version), zap.Int64("stored", stored.Version))
-			httpserver.Abort(c, http.StatusConflict, "CONFLICT",
-				"the item changed concurrently (now version "+strconv.FormatInt(stored.Version, 10)+"); read it again and retry")
+			httpserver.Abort(c, registration.Refuse(http.StatusConflict, "CONFLICT",
+				"the item changed concurrently (now version "+strconv.FormatInt(stored.Version, 10)+"); read it again and retry"))
+
 			return
 		}
 	}
@@ -452,14 +455,14 @@ func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 func (s *Server) unavailable(c *gin.Context, what, item string, err error) {
 	s.log.Warn("admin: "+what, zap.String("item", item), zap.Error(err))
 	c.Header("Retry-After", "1")
-	httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "Redis cannot be read right now; retry shortly")
+	httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "Redis cannot be read right now; retry shortly"))
 }
 
 // itemID returns the path's itemId; on a bad one it has answered 400.
 func itemID(c *gin.Context) (string, bool) {
 	item := c.Param("itemId")
 	if p := topics.ItemIDProblem(item); p != "" {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", p)
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_ITEM_ID", p))
 		return "", false
 	}
 	return item, true
@@ -475,14 +478,14 @@ func decodeBodyMax(c *gin.Context, v any, max int64) bool {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.FormatInt(max, 10)+" bytes")
+			httpserver.Abort(c, registration.Refuse(http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.FormatInt(max, 10)+" bytes"))
 			return false
 		}
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error())
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error()))
 		return false
 	}
 	if rerr := decodeStrict(body, v); rerr != nil {
-		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, rerr.Code, rerr.Message))
 		return false
 	}
 	return true
