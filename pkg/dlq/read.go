@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/kclient"
 )
 
 // Errors Inspector and Replayer return; callers branch on them with errors.Is.
@@ -209,49 +210,21 @@ func listErr(topic string, l kadm.ListedOffsets, err error) error {
 // every record to fn until fn returns false for its partition or the
 // partition reaches the end of its span.
 func read(ctx context.Context, base []kgo.Opt, topic string, spans map[int32]span, fn func(*kgo.Record) bool) error {
-	at := map[int32]kgo.Offset{}
-	left := map[int32]int64{} // partition -> end of its span, while unfinished
+	ks := make(map[int32]kclient.Span, len(spans))
 	for p, s := range spans {
-		if s.from < s.to {
-			at[p] = kgo.NewOffset().At(s.from)
-			left[p] = s.to
-		}
+		ks[p] = kclient.Span{From: s.from, To: s.to}
 	}
-	if len(left) == 0 {
+	o := kclient.ReadOptions{
+		Client: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
+		Fatal: func(err error) bool { // data loss notices and retriable errors are not fatal
+			var ke *kerr.Error
+			return errors.As(err, &ke) && !ke.Retriable
+		},
+	}
+	return kclient.ReadSpans(ctx, base, topic, ks, o, func(r *kgo.Record) error {
+		if !fn(r) {
+			return kclient.SkipPartition
+		}
 		return nil
-	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: at}),
-		kgo.FetchMaxWait(100*time.Millisecond))...)
-	if err != nil {
-		return fmt.Errorf("kafka consumer: %w", err)
-	}
-	defer cl.Close()
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %d partitions unfinished: %w", topic, len(left), err)
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			var ke *kerr.Error // data loss notices and retriable errors are not fatal
-			if ferr == nil && errors.As(err, &ke) && !ke.Retriable {
-				ferr = fmt.Errorf("read %s partition %d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok {
-				return
-			}
-			if r.Offset >= end || !fn(r) || r.Offset+1 >= end {
-				delete(left, r.Partition)
-				cl.PauseFetchPartitions(map[string][]int32{topic: {r.Partition}})
-			}
-		})
-	}
-	return nil
+	})
 }

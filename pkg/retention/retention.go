@@ -7,7 +7,6 @@ package retention
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/queue"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -302,62 +302,14 @@ func (t *Topic) missing(need map[[2]string]bool) {
 // scan reads topic from the start of every partition up to its end at the
 // time of the call, calling fn on each record until fn answers true.
 func scan(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic string, fn func(*kgo.Record) (done bool)) error {
-	starts, err := adm.ListStartOffsets(ctx, topic)
+	spans, err := kclient.Spans(ctx, adm, topic)
 	if err != nil {
-		return fmt.Errorf("start offsets of %s: %w", topic, err)
+		return err
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	if err := errors.Join(starts.Error(), ends.Error()); err != nil {
-		return fmt.Errorf("offsets of %s: %w", topic, err)
-	}
-	left := map[int32]int64{} // partition -> end offset still to reach
-	from := map[int32]kgo.Offset{}
-	ends.Each(func(e kadm.ListedOffset) {
-		s, _ := starts.Lookup(topic, e.Partition)
-		if e.Offset > s.Offset {
-			left[e.Partition] = e.Offset
-			from[e.Partition] = kgo.NewOffset().At(s.Offset)
+	return kclient.ReadSpans(ctx, base, topic, spans, kclient.ReadOptions{}, func(r *kgo.Record) error {
+		if fn(r) {
+			return kclient.SkipAll
 		}
-	})
-	if len(left) == 0 {
 		return nil
-	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))...)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
-	}
-	defer cl.Close()
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) { ferr = errors.Join(ferr, fmt.Errorf("partition %d: %w", p, err)) })
-		if ferr != nil {
-			return fmt.Errorf("read %s: %w", topic, ferr)
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if done {
-				return
-			}
-			if end, ok := left[r.Partition]; ok {
-				if fn(r) {
-					done = true
-				}
-				if r.Offset+1 >= end {
-					delete(left, r.Partition)
-				}
-			}
-		})
-		if done {
-			return nil
-		}
-	}
-	return nil
+	})
 }
