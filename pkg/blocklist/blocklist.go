@@ -22,11 +22,9 @@ import (
 // List is the in-memory view of waitroom.blocks. Reads are lock-free;
 // updates swap a new index.
 type List struct {
-	r       *follow.Reader
-	log     *zap.Logger
-	now     func() time.Time
-	index   atomic.Pointer[index]
-	skipped atomic.Int64
+	t     *follow.Table[topics.BlockState]
+	now   func() time.Time
+	index atomic.Pointer[index]
 }
 
 // index is one immutable state of the list: users by id, ranges by prefix
@@ -65,13 +63,25 @@ func build(all map[string]topics.BlockState) *index {
 // built from base (seed brokers, logger...). No consumer group: every
 // replica reads the whole topic.
 func New(base []kgo.Opt, log *zap.Logger) (*List, error) {
-	r, err := follow.New(base, topics.Blocks, log)
+	l := &List{now: time.Now}
+	t, err := follow.NewTable(base, topics.Blocks, log, follow.TableOptions[topics.BlockState]{
+		Decode:  decode,
+		Swapped: func(all map[string]topics.BlockState) { l.index.Store(build(all)) },
+		Skip:    "block list skips a malformed record; it blocks nobody (publish a valid one for the subject)",
+	})
 	if err != nil {
 		return nil, err
 	}
-	l := &List{r: r, log: log, now: time.Now}
-	l.index.Store(build(map[string]topics.BlockState{}))
+	l.t = t
 	return l, nil
+}
+
+func decode(subj string, v []byte) (topics.BlockState, error) {
+	b, err := topics.DecodeBlock(v)
+	if err == nil && b.Subject != subj {
+		err = fmt.Errorf("%w: key %q differs from subject %q", topics.ErrInvalid, subj, b.Subject)
+	}
+	return b, err
 }
 
 // User returns the block on userID that holds now, if any.
@@ -131,37 +141,14 @@ func (l *List) All() []topics.BlockState {
 
 // Skipped counts records that could not be decoded; each is logged with
 // its offset and the reason.
-func (l *List) Skipped() int64 { return l.skipped.Load() }
+func (l *List) Skipped() int64 { return l.t.Skipped() }
 
 // Run reads the topic until ctx ends.
-func (l *List) Run(ctx context.Context) error { return l.r.Run(ctx, l.apply) }
+func (l *List) Run(ctx context.Context) error { return l.t.Run(ctx) }
 
 // Sync waits until the list has read everything the topic held when Sync was
 // called: after it returns, every block published before is in force.
-func (l *List) Sync(ctx context.Context) error { return l.r.Sync(ctx) }
-
-func (l *List) apply(fs kgo.Fetches) {
-	next := maps.Clone(l.index.Load().all)
-	fs.EachRecord(func(r *kgo.Record) {
-		subj := string(r.Key)
-		if r.Value == nil { // tombstone: lifted
-			delete(next, subj)
-			return
-		}
-		b, err := topics.DecodeBlock(r.Value)
-		if err == nil && b.Subject != subj {
-			err = fmt.Errorf("%w: key %q differs from subject %q", topics.ErrInvalid, subj, b.Subject)
-		}
-		if err != nil {
-			l.skipped.Add(1)
-			l.log.Warn("block list skips a malformed record; it blocks nobody (publish a valid one for the subject)",
-				zap.String("key", subj), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
-			return
-		}
-		next[subj] = b
-	})
-	l.index.Store(build(next))
-}
+func (l *List) Sync(ctx context.Context) error { return l.t.Sync(ctx) }
 
 // WithClock sets the time blocks expire on (default time.Now); tests inject
 // one. It returns l.

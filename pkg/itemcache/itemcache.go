@@ -6,8 +6,6 @@ package itemcache
 import (
 	"context"
 	"fmt"
-	"maps"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/follow"
@@ -17,71 +15,49 @@ import (
 
 // Cache is the in-memory view of waitroom.items.
 type Cache struct {
-	r       *follow.Reader
-	log     *zap.Logger
-	items   atomic.Pointer[map[string]topics.ItemState]
-	skipped atomic.Int64
+	t *follow.Table[topics.ItemState]
 }
 
 // New returns a Cache reading waitroom.items from the start with a client
 // built from base (seed brokers, logger...). No consumer group: every replica
 // reads the whole compacted topic.
 func New(base []kgo.Opt, log *zap.Logger) (*Cache, error) {
-	r, err := follow.New(base, topics.Items, log)
+	t, err := follow.NewTable(base, topics.Items, log, follow.TableOptions[topics.ItemState]{
+		Decode: decode,
+		Keep:   func(old, next topics.ItemState) bool { return next.Version > old.Version },
+		Skip:   "item cache skips a record",
+	})
 	if err != nil {
 		return nil, fmt.Errorf("item cache: %w", err)
 	}
-	c := &Cache{r: r, log: log}
-	empty := map[string]topics.ItemState{}
-	c.items.Store(&empty)
-	return c, nil
+	return &Cache{t: t}, nil
+}
+
+func decode(id string, v []byte) (topics.ItemState, error) {
+	s, err := topics.DecodeItem(v)
+	if err == nil && s.ItemID != id {
+		err = fmt.Errorf("key %q differs from itemId %q", id, s.ItemID)
+	}
+	return s, err
 }
 
 // Get returns the state of item; ok is false for an unknown (or deleted) item.
-func (c *Cache) Get(item string) (topics.ItemState, bool) {
-	s, ok := (*c.items.Load())[item]
-	return s, ok
-}
+func (c *Cache) Get(item string) (topics.ItemState, bool) { return c.t.Get(item) }
 
 // All returns a snapshot of every item.
-func (c *Cache) All() map[string]topics.ItemState { return *c.items.Load() }
+func (c *Cache) All() map[string]topics.ItemState { return c.t.All() }
 
 // Skipped counts records that could not be decoded (the consumer service
 // dead-letters them; the cache only skips them).
-func (c *Cache) Skipped() int64 { return c.skipped.Load() }
+func (c *Cache) Skipped() int64 { return c.t.Skipped() }
 
 // Run reads the topic until ctx ends, then closes the client.
-func (c *Cache) Run(ctx context.Context) error { return c.r.Run(ctx, c.apply) }
-
-func (c *Cache) apply(fs kgo.Fetches) {
-	next := maps.Clone(*c.items.Load())
-	fs.EachRecord(func(r *kgo.Record) {
-		id := string(r.Key)
-		if r.Value == nil { // tombstone: the item is gone
-			delete(next, id)
-			return
-		}
-		s, err := topics.DecodeItem(r.Value)
-		if err != nil || s.ItemID != id {
-			if err == nil {
-				err = fmt.Errorf("key %q differs from itemId %q", id, s.ItemID)
-			}
-			c.skipped.Add(1)
-			c.log.Warn("item cache skips a record", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
-			return
-		}
-		if old, ok := next[id]; ok && old.Version >= s.Version {
-			return
-		}
-		next[id] = s
-	})
-	c.items.Store(&next)
-}
+func (c *Cache) Run(ctx context.Context) error { return c.t.Run(ctx) }
 
 // Sync waits until the cache has read everything the topic held when Sync was
 // called: after it returns, every item published before is visible.
 func (c *Cache) Sync(ctx context.Context) error {
-	if err := c.r.Sync(ctx); err != nil {
+	if err := c.t.Sync(ctx); err != nil {
 		return fmt.Errorf("item cache: %w", err)
 	}
 	return nil
