@@ -18,10 +18,10 @@ import (
 	"github.com/waitroom/waitroom/pkg/itemcache"
 	"github.com/waitroom/waitroom/pkg/kclient"
 	"github.com/waitroom/waitroom/pkg/liveness"
+	"github.com/waitroom/waitroom/pkg/service"
 	"github.com/waitroom/waitroom/pkg/view"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
 // Config of the scheduler service.
@@ -120,32 +120,32 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if ready == nil {
-		ready = &httpserver.Readiness{}
-	}
-	reg := httpserver.NewRegistry()
-	rdb, err := cfg.Redis.NewClient()
+	a, err := service.Start(ctx, service.Parts{Name: "scheduler", Addr: cfg.Addr, Kafka: cfg.Kafka, Redis: cfg.Redis, HTTP: cfg.HTTP}, ln, log, ready)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-scheduler", log)
-	if err != nil {
-		return err
-	}
-	prod, err := newProducer(ctx, cfg, base)
-	if err != nil {
-		return err
-	}
-	defer prod.Close()
-	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
-	ready.Require(watch.Ready)
-	ready.Detail(watch.Detail)
-	host, _ := os.Hostname()
 	addr := cfg.Addr
 	if ln != nil {
 		addr = ln.Addr().String()
 	}
+	if err := build(ctx, cfg, a, addr); err != nil {
+		a.Close()
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// build adds the scheduler's own parts to a: its producer, the scheduler
+// itself, the item and block tables, the idle sweep and the admin API.
+func build(ctx context.Context, cfg Config, a *service.App, addr string) error {
+	reg, rdb, base, log := a.Reg, a.Redis, a.Kafka, a.Log
+	prod, err := newProducer(ctx, cfg, base)
+	if err != nil {
+		return err
+	}
+	a.OnClose(prod.Close)
+	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval})
+	host, _ := os.Hostname()
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
 		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now}, reg, log)
 
@@ -162,7 +162,6 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if cfg.AdminToken == "" {
 		log.Warn("WR_ADMIN_TOKEN not set: the admin API refuses every request")
 	}
-	engine := httpserver.New(log, reg, ready)
 	adm := admin.New(s.line, items, prod, cfg.AdminToken, log.Named("admin")).WithDrawKey([]byte(cfg.DrawKey)).WithKafka(base).WithLeader(s.Leading).
 		WithBlocks(blocks).WithOperations(admin.NewOperations(prod, []string{cfg.ConsumerGroup, cfg.ItemsGroup}, s.ShardLeaders)).WithView(watch).
 		WithConsole(rdb, admin.ConsoleOptions{SecureCookie: cfg.ConsoleSecureCookie, SessionTTL: cfg.ConsoleSessionTTL})
@@ -173,28 +172,18 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 		key, _ := bypass.ParsePrivate(cfg.BypassKey) // checked by Validate
 		adm.WithBypass(key)
 	}
-	adm.Routes(engine)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return items.Run(gctx) })
-	g.Go(func() error { return blocks.Run(gctx) })
-	g.Go(func() error { return watch.Run(gctx) })
-	g.Go(func() error { sweep.Run(gctx); return nil })
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
-		}
-	}
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
-	g.Go(func() error {
-		if err := s.line.Load(gctx); err != nil {
+	adm.Routes(a.HTTP)
+	a.Go(items.Run)
+	a.Go(blocks.Run)
+	a.Go(func(ctx context.Context) error { sweep.Run(ctx); return nil })
+	a.Go(func(ctx context.Context) error {
+		if err := s.line.Load(ctx); err != nil {
 			log.Warn("load scripts (promote reloads them by itself)", zap.Error(err))
 		}
-		ready.Set(true)
-		return s.Run(gctx)
+		a.Ready.Set(true)
+		return s.Run(ctx)
 	})
-	err = g.Wait()
-	ready.Set(false)
-	return err
+	return nil
 }
 
 // newProducer is the scheduler's producer (admission events, item states,
