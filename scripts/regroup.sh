@@ -10,8 +10,8 @@
 #   scripts/regroup.sh          both
 #
 # After a merge of a branch written against the old paths, run
-# `scripts/regroup.sh` again, then gofmt and build: nothing already moved is
-# touched twice (no new path contains an old one).
+# `scripts/regroup.sh` again (it gofmts what it changed), then build: nothing
+# already moved is touched twice (no new path contains an old one).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
@@ -75,6 +75,8 @@ paths() {
 		xargs -0 grep -lIZ -e 'pkg/' -e 'services/scheduler/admission' 2>/dev/null |
 		xargs -0 -r sed -i "${expr[@]}"
 	rename_scheduler
+	# imports sort by path: the new paths sort elsewhere
+	git ls-files -z -m -o --exclude-standard '*.go' | xargs -0 -r gofmt -w
 }
 
 # rename_scheduler renames the scheduler's package admission to promote:
