@@ -216,7 +216,7 @@ type ItemState struct {
 	// status; empty: none.
 	Notice string `json:"notice,omitempty"`
 	// Template is the item's own waiting page (HTML with placeholders,
-	// checked by pkg/pagetemplate when set); empty: the install's page.
+	// checked by pkg/domain/pagetemplate when set); empty: the install's page.
 	Template string `json:"template,omitempty"`
 	// OpensAt (unix ms, 0: open now) schedules the sale: registrations
 	// before it are pre-queued and placed by a draw at OpensAt.
@@ -230,7 +230,7 @@ type ItemState struct {
 	DrawCommit string `json:"drawCommit,omitempty"`
 	DrawRounds int64  `json:"drawRounds,omitempty"`
 	// DrawSalt is the public salt of the commitment (new with each), so a
-	// new chain never reuses an old root (pkg/draw.Root).
+	// new chain never reuses an old root (pkg/domain/draw.Root).
 	DrawSalt string `json:"drawSalt,omitempty"`
 	// IdleTimeoutSeconds (0: off) releases a waiting place whose holder
 	// neither polled nor held a stream for that long (status ABANDONED).

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
 )
 
 func TestChainVerifiesEveryRoundAndNoOther(t *testing.T) {

@@ -6,7 +6,7 @@ package itempatch
 import (
 	"fmt"
 
-	"github.com/waitroom/waitroom/pkg/pagetemplate"
+	"github.com/waitroom/waitroom/pkg/domain/pagetemplate"
 
 	"github.com/waitroom/waitroom/topics"
 )

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/topics"
 )
 

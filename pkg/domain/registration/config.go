@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/security/token"
 	"go.uber.org/zap"
 )
 

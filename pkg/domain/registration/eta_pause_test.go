@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/topics"
 )
 

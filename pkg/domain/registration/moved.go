@@ -3,7 +3,7 @@ package registration
 import (
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 // Moved answers a waiting registration's status from exact, an exact read

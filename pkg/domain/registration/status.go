@@ -3,7 +3,7 @@ package registration
 import (
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 // Statuses a client sees, in every transport (the api's "status", the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/retry"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
 )
 
 // The job runs at each interval, its errors reach onErr and it goes on; with

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 )
 
 // TestRedisEnv chooses the Redis the tests built on RedisBackend (and Redis)

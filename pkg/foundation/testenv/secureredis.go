@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 )
 
 // Credentials of SecureRedis's ACL user.

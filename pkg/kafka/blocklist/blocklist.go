@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/follow"
+	"github.com/waitroom/waitroom/pkg/kafka/follow"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/follow"
+	"github.com/waitroom/waitroom/pkg/kafka/follow"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

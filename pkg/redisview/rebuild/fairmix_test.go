@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/linesnap"
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 

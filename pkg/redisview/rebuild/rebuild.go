@@ -1,6 +1,6 @@
 // Package rebuild rebuilds the Redis view from the record: it replays
 // waitroom.items, waitroom.registrations and waitroom.admissions through the
-// same Lua scripts the consumer and the scheduler run (pkg/queue), each
+// same Lua scripts the consumer and the scheduler run (pkg/store/queue), each
 // admission right after the registrations it was decided after, so every
 // item's line is the one the services built; then it fences every item above
 // every epoch used.
@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/assertion"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
 )
 
 const secret = "a-site-secret-of-at-least-32-bytes!!"

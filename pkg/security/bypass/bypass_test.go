@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/bypass"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
 )
 
 const seed = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/waitroom/waitroom/pkg/jsonstr"
+	"github.com/waitroom/waitroom/pkg/foundation/jsonstr"
 	"github.com/waitroom/waitroom/topics"
 )
 

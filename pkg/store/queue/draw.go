@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -50,7 +50,7 @@ type DrawResult struct {
 }
 
 // Draw applies a draw record: it reads the pool's registrations of windows up
-// to op.Window, orders them by the seed (pkg/draw.Order) and gives each a seq
+// to op.Window, orders them by the seed (pkg/domain/draw.Order) and gives each a seq
 // in that order, DrawChunk per script call; then the late registrations in
 // record order, once the windows pooled before them are drawn; then it
 // records the draw and its offset. Each chunk moves only tokens still pooled, and the order of the

@@ -1,5 +1,5 @@
 -- draw: place one chunk of a draw's pooled registrations, in the draw order
--- the caller computed (pkg/draw.Order of the revealed seed).
+-- the caller computed (pkg/domain/draw.Order of the revealed seed).
 -- KEYS[1] wr:{item}:applied   HASH partition -> highest applied offset (replay guard)
 -- KEYS[2] wr:{item}:drawn     HASH window, round, commit of the last draw
 -- KEYS[3] wr:{item}:pool      ZSET tokenId scored by draw window

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 )
 
 // Under WR_TEST_REDIS=cluster the package's tests share one Redis Cluster,

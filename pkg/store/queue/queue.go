@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/bypass"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
 	"github.com/waitroom/waitroom/topics"
 )
 

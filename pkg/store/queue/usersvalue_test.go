@@ -3,7 +3,7 @@ package queue_test
 import (
 	"testing"
 
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 func TestUsersValue(t *testing.T) {

@@ -3,7 +3,7 @@ package httpserver_test
 import (
 	"testing"
 
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
 
 func TestParseTrusted(t *testing.T) {

@@ -3,7 +3,7 @@ package httpserver
 import (
 	"sync"
 
-	"github.com/waitroom/waitroom/pkg/jsonstr"
+	"github.com/waitroom/waitroom/pkg/foundation/jsonstr"
 )
 
 // AppendJSONString appends s quoted exactly as encoding/json quotes it

@@ -5,14 +5,14 @@ import (
 	"errors"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/assertion"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
-// proven checks a registration's assertion (pkg/assertion). Without one, the
+// proven checks a registration's assertion (pkg/security/assertion). Without one, the
 // registration's userId stays a label (ok, claims zero) unless the api
 // requires assertions. With one, its userId is the proven one: a different
 // userId in the body is refused, not silently replaced. On a refusal it has

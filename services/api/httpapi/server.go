@@ -20,12 +20,12 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/liveness"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/liveness"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -71,7 +71,7 @@ type Options struct {
 	// Guard holds the proof-of-work and bypass-code checks.
 	Guard Guard
 	// Seen, when set, collects the polls of places of items with an
-	// idleTimeout as signs of life (pkg/liveness; its Run flushes them).
+	// idleTimeout as signs of life (pkg/store/liveness; its Run flushes them).
 	Seen *liveness.Tracker
 	// Refusals, when set, counts refused registrations per item and code
 	// for the console (its Run flushes them).
@@ -237,7 +237,7 @@ func (s *Server) register(c *gin.Context) {
 // a random id each retry made a second place nobody holds, which the
 // scheduler admitted in turn and which then held an admission for the whole
 // session (the chaos run's collapsed line, RELIABILITY.md). The consumer
-// places a token once (pkg/queue enqueue.lua), so a retry after that place
+// places a token once (pkg/store/queue enqueue.lua), so a retry after that place
 // ended finds it ended. No secret: the tokenId alone grants nothing, and the
 // token for it is only answered to a request that carries the requestId.
 func tokenIDFor(item, user, requestID string) string {

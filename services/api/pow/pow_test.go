@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/pow"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/services/api/pow"
 )
 
 var key = []byte("0123456789abcdef0123456789abcdef")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/retry"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"go.uber.org/zap"
 )
 

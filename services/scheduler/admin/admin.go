@@ -21,12 +21,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/itempatch"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/registration"
-	wrview "github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/domain/itempatch"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	wrview "github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -170,7 +170,7 @@ type ItemView struct {
 	PreQueued          int64  `json:"preQueued"`
 	IdleTimeoutSeconds int64  `json:"idleTimeoutSeconds,omitempty"`
 	PowDifficulty      int    `json:"powDifficulty,omitempty"`
-	// The scheduled sale and random mode's draws (see pkg/draw).
+	// The scheduled sale and random mode's draws (see pkg/domain/draw).
 	OpensAt           int64  `json:"opensAt,omitempty"`
 	DrawWindowSeconds int64  `json:"drawWindowSeconds,omitempty"`
 	DrawCommit        string `json:"drawCommit,omitempty"`

@@ -10,9 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -169,7 +169,7 @@ func dlqTopic(c *gin.Context, name string) (string, bool) {
 	return t, true
 }
 
-// dlqError maps a pkg/dlq error to its answer.
+// dlqError maps a pkg/kafka/dlq error to its answer.
 func (s *Server) dlqError(c *gin.Context, what, topic string, err error) {
 	msg := err.Error()
 	switch {

@@ -1,4 +1,4 @@
-package admission
+package promote
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -28,7 +28,7 @@ import (
 // fixed count and -count 1 (the busy lines hold 150 people each, enough for
 // 100 ticks; the benchmark fails if they ran dry):
 //
-//	go test -run '^$' -bench BenchmarkTick -benchtime 50x ./services/scheduler/admission/
+//	go test -run '^$' -bench BenchmarkTick -benchtime 50x ./services/scheduler/promote/
 func BenchmarkTick(b *testing.B) {
 	const items, busy, people, shards = 10_000, 1_000, 150, 8
 	rdb := testenv.Redis(b)

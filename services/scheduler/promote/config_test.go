@@ -1,4 +1,4 @@
-package admission_test
+package promote_test
 
 import (
 	"errors"
@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/draw"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/services/scheduler/promote"
 )
 
 // A deployed scheduler refuses an admin token under 32 bytes; only the dev
 // stack (DevKeys, set in code) runs on its short built-in one.
 func TestConfigAdminToken(t *testing.T) {
-	base, err := config.Defaults[admission.Config]()
+	base, err := config.Defaults[promote.Config]()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +52,14 @@ func TestConfigAdminToken(t *testing.T) {
 // The bypass and draw keys published in the source (the dev stack's) are
 // refused outside the dev stack, pasted into the environment or not.
 func TestConfigRefusesPublishedKeys(t *testing.T) {
-	base, err := config.Defaults[admission.Config]()
+	base, err := config.Defaults[promote.Config]()
 	if err != nil {
 		t.Fatal(err)
 	}
 	base.Kafka.Brokers, base.Redis.Addr = []string{"127.0.0.1:9092"}, "127.0.0.1:6379"
-	for name, set := range map[string]func(*admission.Config){
-		"WR_BYPASS_KEY": func(c *admission.Config) { c.BypassKey = bypass.DevKey },
-		"WR_DRAW_KEY":   func(c *admission.Config) { c.DrawKey = draw.DevKey },
+	for name, set := range map[string]func(*promote.Config){
+		"WR_BYPASS_KEY": func(c *promote.Config) { c.BypassKey = bypass.DevKey },
+		"WR_DRAW_KEY":   func(c *promote.Config) { c.DrawKey = draw.DevKey },
 	} {
 		cfg := base
 		set(&cfg)

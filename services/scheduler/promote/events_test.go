@@ -1,10 +1,10 @@
-package admission
+package promote
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -1,4 +1,4 @@
-package admission
+package promote
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/retry"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -20,7 +20,7 @@ type Items interface {
 // Sweeper releases abandoned places (issue 16): on the items of the shards
 // this replica leads that have an idleTimeout, every interval, it reads the
 // places whose last sign of life (a poll through the api, an open stream on
-// a notifier: pkg/liveness) is older than the timeout plus one flush of those
+// a notifier: pkg/store/liveness) is older than the timeout plus one flush of those
 // signs, publishes an abandon record for each on waitroom.registrations (the
 // consumer releases the place: ABANDONED), and forgets them once Kafka has
 // the records. At most queue.IdleLimit places per item per pass.

@@ -1,4 +1,4 @@
-package admission
+package promote
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package admission
+package promote
 
 import (
 	"cmp"
@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/blocklist"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/draw"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/itemcache"
-	"github.com/waitroom/waitroom/pkg/kclient"
-	"github.com/waitroom/waitroom/pkg/liveness"
-	"github.com/waitroom/waitroom/pkg/service"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
+	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/store/liveness"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap"
 )

@@ -5,7 +5,7 @@
 // sets at each item's rate, then publishes what it did to
 // waitroom.admissions. A fencing epoch per leadership of a shard keeps a
 // paused ex-leader from admitting anyone.
-package admission
+package promote
 
 import (
 	"cmp"
@@ -26,8 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -102,7 +102,7 @@ type Options struct {
 	// Describe is what the replica says about itself to the console (its
 	// host and admin address); empty: nothing.
 	Describe string
-	// DrawKey derives the items' draw seeds (pkg/draw.Root): WR_DRAW_KEY.
+	// DrawKey derives the items' draw seeds (pkg/domain/draw.Root): WR_DRAW_KEY.
 	// Without it, a pre-queue or random-mode pool is never drawn (logged).
 	DrawKey []byte
 	// DrawCheckEvery is how often a tick also looks for due draws (the pools

@@ -1,4 +1,4 @@
-package admission
+package promote
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 )
 
 // A follower's failed try is the ordinary case, not a warning: isTaken must

@@ -1,4 +1,4 @@
-package admission
+package promote
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
