@@ -35,13 +35,13 @@ func Spans(ctx context.Context, adm *kadm.Client, topic string) (map[int32]Span,
 	return out, nil
 }
 
-// SkipPartition, returned by a ReadSpans callback, stops the reading of the
-// record's partition; the others go on.
-var SkipPartition = errors.New("skip the rest of this partition") //nolint:revive,staticcheck // a control value, like fs.SkipDir
+// SkipPartition (a control value, like fs.SkipDir), returned by a ReadSpans
+// callback, stops the reading of the record's partition; the others go on.
+var SkipPartition = errors.New("skip the rest of this partition")
 
 // SkipAll, returned by a ReadSpans callback, ends the read at once; ReadSpans
 // returns nil.
-var SkipAll = errors.New("skip everything left") //nolint:revive,staticcheck // a control value, like fs.SkipAll
+var SkipAll = errors.New("skip everything left")
 
 // ReadOptions tune ReadSpans.
 type ReadOptions struct {
