@@ -86,9 +86,11 @@ rename_scheduler() {
 	[ -d "$dir" ] || return 0
 	sed -i -e 's/^package admission$/package promote/' -e 's/^package admission_test$/package promote_test/' "$dir"/*.go
 	sed -i 's/^\(\t*\)"github.com\/waitroom\/waitroom\/services\/scheduler\/admission"/\1"github.com\/waitroom\/waitroom\/services\/scheduler\/promote"/' "$dir"/*.go
+	# every Go file of a folder importing it (a test's message names the type too)
 	while IFS= read -r f; do
 		sed -i -e 's/\badmission\.\([A-Z]\)/promote.\1/g' "$f"
-	done < <(git ls-files '*.go' | xargs grep -l 'waitroom/services/scheduler/promote"' || true)
+	done < <(git ls-files '*.go' | xargs grep -l 'waitroom/services/scheduler/promote"' | xargs -r -n1 dirname | sort -u |
+		while IFS= read -r d; do git ls-files "$d/*.go"; done || true)
 	sed -i 's/\badmission\.\([A-Z]\)/promote.\1/g' "$dir"/*_test.go
 }
 

@@ -24,7 +24,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// EpochKey is the scheduler's epoch counter (admission.EpochKey).
+// EpochKey is the scheduler's epoch counter (promote.EpochKey).
 const EpochKey = "wr:scheduler:epoch"
 
 // ErrNotNeeded: with Options.UnlessReady, the view was ready by the time the

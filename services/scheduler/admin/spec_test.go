@@ -21,7 +21,7 @@ import (
 )
 
 // TestServedRoutesAreTheSpecs: every route of the scheduler's engine (the
-// httpserver shell and the admin API with its console, as admission.Run
+// httpserver shell and the admin API with its console, as promote.Run
 // builds it) is in docs/openapi.yaml for the scheduler, and every route the
 // spec gives the scheduler is served.
 func TestServedRoutesAreTheSpecs(t *testing.T) {
