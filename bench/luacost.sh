@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/luacost.sh: redis-server's script time per registration and per
 # admitted person (BenchmarkLuaPerRegistration, BenchmarkLuaPerAdmission in
-# pkg/queue), on this tree and on a base commit in the same run, alternating.
+# pkg/store/queue), on this tree and on a base commit in the same run, alternating.
 # The base tree is `git archive BASE` with this tree's bench_test.go copied
 # in (the benchmarks use only queue.Line's methods, so they run on either).
 #
@@ -20,7 +20,7 @@ OUT=${OUT:-$(mktemp -d /tmp/luacost.XXXXXX)}
 base=$OUT/base
 mkdir -p "$base"
 git archive "$BASE" | tar -x -C "$base"
-cp pkg/queue/bench_test.go "$base/pkg/queue/bench_test.go"
+cp pkg/store/queue/bench_test.go "$base/pkg/store/queue/bench_test.go"
 echo "outputs in $OUT; base $BASE ($(git rev-parse --short "$BASE")), head $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 run() { # tree name round
 	(cd "$1/pkg" && go test -run '^$' -bench 'LuaPerRegistration' -benchtime "$BENCHTIME" -count 1 -v ./queue/ &&

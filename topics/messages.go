@@ -196,7 +196,7 @@ type AdmissionPolicy struct {
 	MinRate float64 `json:"minRate,omitempty"`
 	MaxRate float64 `json:"maxRate,omitempty"`
 	// Steer, when set, lets the scheduler pace the item by the protected
-	// site's health signal (pkg/steer): its effective target is published
+	// site's health signal (pkg/domain/steer): its effective target is published
 	// as KindSteer admission records, and promote admits within the smaller
 	// of it and this policy.
 	Steer *SteerPolicy `json:"steer,omitempty"`
@@ -272,7 +272,7 @@ type ItemState struct {
 	// status; empty: none.
 	Notice string `json:"notice,omitempty"`
 	// Template is the item's own waiting page (HTML with placeholders,
-	// checked by pkg/pagetemplate when set); empty: the install's page.
+	// checked by pkg/domain/pagetemplate when set); empty: the install's page.
 	Template string `json:"template,omitempty"`
 	// Templates are the item's own waiting pages by language (ko, ja…: a
 	// language the room speaks), each checked like Template: a reader in
@@ -290,7 +290,7 @@ type ItemState struct {
 	DrawCommit string `json:"drawCommit,omitempty"`
 	DrawRounds int64  `json:"drawRounds,omitempty"`
 	// DrawSalt is the public salt of the commitment (new with each), so a
-	// new chain never reuses an old root (pkg/draw.Root).
+	// new chain never reuses an old root (pkg/domain/draw.Root).
 	DrawSalt string `json:"drawSalt,omitempty"`
 	// IdleTimeoutSeconds (0: off) releases a waiting place whose holder
 	// neither polled nor held a stream for that long (status ABANDONED).

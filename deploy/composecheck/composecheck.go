@@ -35,7 +35,7 @@ import (
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/notifier/sse"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
+	"github.com/waitroom/waitroom/services/scheduler/promote"
 )
 
 // Binaries maps each binary of the image to the config it loads from the
@@ -43,7 +43,7 @@ import (
 var Binaries = map[string]any{
 	"waitroom-api":       httpapi.Config{},
 	"waitroom-consumer":  ingest.Config{},
-	"waitroom-scheduler": admission.Config{},
+	"waitroom-scheduler": promote.Config{},
 	"waitroom-notifier":  sse.Config{},
 	"waitroomctl":        ctl.Env{},
 }

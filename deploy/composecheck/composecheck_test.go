@@ -137,7 +137,7 @@ func TestCheckFindsMistakes(t *testing.T) {
 		}, "consumer: sets WR_SSE_HEARTBEAT"},
 		"a value that does not load": {func(p *types.Project, _ *FrontDoor) {
 			setEnv(p, "scheduler-2", "WR_SCHEDULER_TICK", "fast")
-		}, `scheduler-2: load admission.Config`},
+		}, `scheduler-2: load promote.Config`},
 		"a listener on loopback": {func(p *types.Project, _ *FrontDoor) {
 			setEnv(p, "consumer", "WR_CONSUMER_ADDR", "127.0.0.1:8081")
 		}, "listens on 127.0.0.1 only"},

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
-	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 )
 
 // Setting is one environment variable as the code reads it: its default per

@@ -4,8 +4,8 @@ package main
 import (
 	"context"
 
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/service"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"go.uber.org/zap"
 )

@@ -11,8 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/logging"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/services/ctl/cli"
 )
 
@@ -29,7 +29,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "waitroomctl:", err)
 		return cli.ExitUsage
 	}
-	log, err := logging.New(env.LogLevel, env.LogFormat, "")
+	log, err := service.NewLogger(env.LogLevel, env.LogFormat, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waitroomctl:", err)
 		return cli.ExitUsage

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 )
 
 // TestWrongKafkaPasswordStopsEveryService builds each service and starts it as

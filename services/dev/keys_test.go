@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
 )
 
 const seed = "dGVzdC1vbmx5LWVkMjU1MTktc2VlZC0zMi1ieXRlcyE=" // a valid Ed25519 seed, not the published one

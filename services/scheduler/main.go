@@ -5,15 +5,15 @@ package main
 import (
 	"context"
 
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/service"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/services/scheduler/promote"
 	"go.uber.org/zap"
 )
 
 func main() {
-	service.Main("scheduler", func(c admission.Config) config.Log { return c.Log },
-		func(ctx context.Context, cfg admission.Config, log *zap.Logger) error {
-			return admission.Run(ctx, cfg, nil, log, nil)
+	service.Main("scheduler", func(c promote.Config) config.Log { return c.Log },
+		func(ctx context.Context, cfg promote.Config, log *zap.Logger) error {
+			return promote.Run(ctx, cfg, nil, log, nil)
 		})
 }

@@ -26,8 +26,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 	"github.com/waitroom/waitroom/deploy/composecheck"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"

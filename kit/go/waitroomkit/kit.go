@@ -51,7 +51,7 @@ var (
 	ErrUnavailable = errors.New("waitroomkit: waitroom api unavailable")
 )
 
-// The claims waitroom's api signs admission tokens with (pkg/token).
+// The claims waitroom's api signs admission tokens with (pkg/security/token).
 const (
 	Issuer   = "waitroom"
 	Audience = "waitroom-admission"

@@ -71,7 +71,7 @@ func (is *issuer) drop(kid string) {
 	delete(is.keys, kid)
 }
 
-// claimsFor are the claims the api signs (pkg/token.IssueAdmission).
+// claimsFor are the claims the api signs (pkg/security/token.IssueAdmission).
 func claimsFor(item string, exp time.Time) jwt.MapClaims {
 	return jwt.MapClaims{"iss": Issuer, "sub": "alice", "aud": []string{Audience}, "jti": "TOK1", "itm": item,
 		"iat": time.Now().Add(-time.Second).Unix(), "exp": exp.Unix()}

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -44,34 +44,34 @@ var ErrItemIDMissing = registration.BadRequest("ITEM_ID_MISSING", `field "itemId
 func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
 	if err != nil {
-		registration.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
+		httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
 		return token.Admission{}, false
 	}
 	var req AdmissionRequest
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if e := httpserver.DecodeJSON(body, &req); e != nil {
-			registration.Abort(c, registration.BadRequest(e.Code, e.Message))
+			httpserver.Abort(c, registration.BadRequest(e.Code, e.Message))
 			return token.Admission{}, false
 		}
 	}
 	if req.ItemID == "" {
-		registration.Abort(c, ErrItemIDMissing)
+		httpserver.Abort(c, ErrItemIDMissing)
 		return token.Admission{}, false
 	}
 	raw := req.Token
 	if raw == "" {
-		raw = registration.Bearer(c.GetHeader("Authorization"))
+		raw = httpserver.Bearer(c.GetHeader("Authorization"))
 	}
 	a, err := registration.AuthorizeAdmission(s.admit, req.ItemID, raw)
 	if err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return token.Admission{}, false
 	}
 	if !s.allowToken(c, byAdmission, a.TokenID) {
 		return token.Admission{}, false
 	}
 	if b, ok := s.blocks.user("admission", a.UserID); ok {
-		registration.Abort(c, registration.Blocked(b))
+		httpserver.Abort(c, registration.Blocked(b))
 		return token.Admission{}, false
 	}
 	return a, true
@@ -81,7 +81,7 @@ func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 // unexpired. When it cannot tell or the admission ended, it has answered (503,
 // or 410 ADMISSION_ENDED) and returns false.
 func (s *Server) liveAdmission(ctx context.Context, c *gin.Context, a token.Admission) (until time.Time, ok bool) {
-	if view.AbortItem(c, s.opt.View, a.ItemID) { // its node lost its keys: until it is rebuilt
+	if view.GateItem(c, s.opt.View, a.ItemID) { // its node lost its keys: until it is rebuilt
 		s.m.viewRefused.Inc()
 		return time.Time{}, false
 	}
@@ -91,11 +91,11 @@ func (s *Server) liveAdmission(ctx context.Context, c *gin.Context, a token.Admi
 	}
 	if err != nil {
 		s.log.Warn("read admission", zap.String("item", a.ItemID), zap.String("route", c.FullPath()), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("admissions cannot be read right now; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("admissions cannot be read right now; retry shortly"))
 		return time.Time{}, false
 	}
 	if !live || !until.After(s.now()) {
-		registration.Abort(c, registration.ErrAdmissionEnded)
+		httpserver.Abort(c, registration.ErrAdmissionEnded)
 		return time.Time{}, false
 	}
 	return until, true
@@ -148,7 +148,7 @@ func (s *Server) complete(c *gin.Context) {
 func (s *Server) jwks(c *gin.Context) {
 	set, ok := s.admit.PublicJWKS()
 	if !ok {
-		registration.Abort(c, registration.ErrNoPublicKey)
+		httpserver.Abort(c, registration.ErrNoPublicKey)
 		return
 	}
 	c.Header("Cache-Control", "public, max-age=300")

@@ -5,13 +5,14 @@ import (
 	"errors"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/assertion"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
-// proven checks a registration's assertion (pkg/assertion). Without one, the
+// proven checks a registration's assertion (pkg/security/assertion). Without one, the
 // registration's userId stays a label (ok, claims zero) unless the api
 // requires assertions. With one, its userId is the proven one: a different
 // userId in the body is refused, not silently replaced. On a refusal it has
@@ -20,24 +21,24 @@ func (s *Server) proven(c *gin.Context, item string, req RegisterRequest) (asser
 	v := s.opt.Guard.Assertions
 	switch {
 	case req.Assertion == "" && v.Required():
-		registration.Abort(c, registration.Unauthorized("ASSERTION_REQUIRED", "this room admits only users the site vouches for: register through the site (its link carries an assertion)"))
+		httpserver.Abort(c, registration.Unauthorized("ASSERTION_REQUIRED", "this room admits only users the site vouches for: register through the site (its link carries an assertion)"))
 		return assertion.Claims{}, false
 	case req.Assertion == "":
 		return assertion.Claims{}, true
 	case v == nil:
-		registration.Abort(c, registration.Disabled("ASSERTIONS_DISABLED", "this room trusts no assertions (WR_ASSERTION_ISSUER is not set); register without one"))
+		httpserver.Abort(c, registration.Disabled("ASSERTIONS_DISABLED", "this room trusts no assertions (WR_ASSERTION_ISSUER is not set); register without one"))
 		return assertion.Claims{}, false
 	}
 	a, err := v.Verify(req.Assertion, item)
 	switch {
 	case errors.Is(err, assertion.ErrExpired):
-		registration.Abort(c, registration.Unauthorized("ASSERTION_EXPIRED", "the assertion has expired; get a fresh link from the site"))
+		httpserver.Abort(c, registration.Unauthorized("ASSERTION_EXPIRED", "the assertion has expired; get a fresh link from the site"))
 		return assertion.Claims{}, false
 	case err != nil:
-		registration.Abort(c, registration.Unauthorized("ASSERTION_INVALID", err.Error()))
+		httpserver.Abort(c, registration.Unauthorized("ASSERTION_INVALID", err.Error()))
 		return assertion.Claims{}, false
 	case req.UserID != "" && req.UserID != a.UserID:
-		registration.Abort(c, registration.BadRequest("ASSERTION_USER_MISMATCH", "userId differs from the assertion's user; send the assertion alone"))
+		httpserver.Abort(c, registration.BadRequest("ASSERTION_USER_MISMATCH", "userId differs from the assertion's user; send the assertion alone"))
 		return assertion.Claims{}, false
 	}
 	return a, true
@@ -56,7 +57,7 @@ func (s *Server) identify(c *gin.Context, item string, req RegisterRequest) (use
 		return req.UserID, topics.HolderToken, proof, true
 	}
 	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), byUser, proof.UserID); !ok {
-		registration.Abort(c, registration.RateLimited(byUser, wait))
+		httpserver.Abort(c, registration.RateLimited(byUser, wait))
 		return "", "", proof, false
 	}
 	return proof.UserID, topics.HolderUser, proof, true
@@ -68,11 +69,11 @@ func (s *Server) spend(ctx context.Context, c *gin.Context, a assertion.Claims) 
 	first, err := s.opt.Guard.Spent.Mark(ctx, s.opt.Guard.Assertions.SpentKey(a), a.ExpiresAt)
 	if err != nil {
 		s.log.Warn("mark assertion used", zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the assertion cannot be checked right now; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the assertion cannot be checked right now; retry shortly"))
 		return false
 	}
 	if !first {
-		registration.Abort(c, registration.Unauthorized("ASSERTION_REUSED", "this assertion was used before; each registers once: get a fresh link from the site"))
+		httpserver.Abort(c, registration.Unauthorized("ASSERTION_REUSED", "this assertion was used before; each registers once: get a fresh link from the site"))
 		return false
 	}
 	return true

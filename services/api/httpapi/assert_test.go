@@ -15,10 +15,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/assertion"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 )
 

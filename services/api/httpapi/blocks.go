@@ -3,7 +3,8 @@ package httpapi
 import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -41,7 +42,7 @@ func (g *blockGate) register(c *gin.Context, userID, ip string) bool {
 	}
 	if b, ok := g.list.Check(userID, ip); ok {
 		g.refused.WithLabelValues("register").Inc()
-		registration.Abort(c, registration.Blocked(b))
+		httpserver.Abort(c, registration.Blocked(b))
 		return false
 	}
 	return true

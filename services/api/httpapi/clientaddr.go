@@ -1,6 +1,6 @@
 package httpapi
 
-import "github.com/waitroom/waitroom/pkg/httpserver"
+import "github.com/waitroom/waitroom/pkg/web/httpserver"
 
 // addressKeys names the throttle buckets of a client address: its networks
 // (httpserver.ClientPrefixes); a string that is no address is its own

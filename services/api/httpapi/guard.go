@@ -10,11 +10,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/waitroom/waitroom/pkg/assertion"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/pow"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
+	"github.com/waitroom/waitroom/services/api/pow"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -60,12 +60,12 @@ func (s *Server) challengeOf(item string, difficulty int) ChallengeResponse {
 func (s *Server) challenge(c *gin.Context) {
 	item := c.Param("itemId")
 	if err := registration.CheckItemID(item); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	st, ok := s.items.Get(item)
 	if !ok {
-		registration.Abort(c, registration.Decide(item, st, ok))
+		httpserver.Abort(c, registration.Decide(item, st, ok))
 		return
 	}
 	c.Header("Cache-Control", "no-store")
@@ -88,14 +88,14 @@ func (s *Server) guard(c *gin.Context, item string, st topics.ItemState, req Reg
 	if req.Bypass != "" {
 		if g.BypassKey == nil {
 			s.m.guard.WithLabelValues("bypass", "disabled").Inc()
-			registration.Abort(c, guardErr(http.StatusConflict, "BYPASS_DISABLED", "this room takes no bypass codes"))
+			httpserver.Abort(c, guardErr(http.StatusConflict, "BYPASS_DISABLED", "this room takes no bypass codes"))
 			return nil, false
 		}
 		code, err := bypass.Verify(g.BypassKey, item, req.Bypass, s.now())
 		var be *bypass.Error
 		if errors.As(err, &be) {
 			s.m.guard.WithLabelValues("bypass", be.Reason).Inc()
-			registration.Abort(c, guardErr(http.StatusForbidden, "BYPASS_INVALID", be.Error()))
+			httpserver.Abort(c, guardErr(http.StatusForbidden, "BYPASS_INVALID", be.Error()))
 			return nil, false
 		}
 		ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
@@ -103,12 +103,12 @@ func (s *Server) guard(c *gin.Context, item string, st topics.ItemState, req Reg
 		used, err := g.Uses.BypassUses(ctx, item, code.ID)
 		if err != nil {
 			s.log.Warn("read bypass uses", zap.String("item", item), zap.Error(err))
-			registration.Abort(c, registration.Unavailable("the bypass code cannot be checked right now; retry shortly"))
+			httpserver.Abort(c, registration.Unavailable("the bypass code cannot be checked right now; retry shortly"))
 			return nil, false
 		}
 		if used >= code.Count {
 			s.m.guard.WithLabelValues("bypass", "exhausted").Inc()
-			registration.Abort(c, guardErr(http.StatusForbidden, "BYPASS_EXHAUSTED", "the bypass code was used its "+strconv.FormatInt(code.Count, 10)+" times"))
+			httpserver.Abort(c, guardErr(http.StatusForbidden, "BYPASS_EXHAUSTED", "the bypass code was used its "+strconv.FormatInt(code.Count, 10)+" times"))
 			return nil, false
 		}
 		s.m.guard.WithLabelValues("bypass", "ok").Inc()
@@ -129,7 +129,7 @@ func (s *Server) guard(c *gin.Context, item string, st topics.ItemState, req Reg
 	var pe *pow.Error
 	if errors.As(err, &pe) {
 		s.m.guard.WithLabelValues("pow", pe.Reason).Inc()
-		registration.Abort(c, guardErr(http.StatusForbidden, "POW_INVALID", pe.Error()))
+		httpserver.Abort(c, guardErr(http.StatusForbidden, "POW_INVALID", pe.Error()))
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.StatusTimeout)
@@ -137,12 +137,12 @@ func (s *Server) guard(c *gin.Context, item string, st topics.ItemState, req Reg
 	first, err := g.Spent.Use(ctx, ch)
 	if err != nil {
 		s.log.Warn("mark challenge used", zap.String("item", item), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the proof-of-work cannot be checked right now; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the proof-of-work cannot be checked right now; retry shortly"))
 		return nil, false
 	}
 	if !first {
 		s.m.guard.WithLabelValues("pow", "reused").Inc()
-		registration.Abort(c, guardErr(http.StatusConflict, "POW_REUSED", "this challenge was used already; get a new one"))
+		httpserver.Abort(c, guardErr(http.StatusConflict, "POW_REUSED", "this challenge was used already; get a new one"))
 		return nil, false
 	}
 	s.m.guard.WithLabelValues("pow", "ok").Inc()

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/periodic"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"go.uber.org/zap"
 )
 
@@ -81,7 +81,7 @@ func (r *Refusals) Flush(ctx context.Context) error {
 
 // Run flushes every interval until ctx ends, then once more.
 func (r *Refusals) Run(ctx context.Context) {
-	periodic.Every(ctx, r.every, true, r.Flush, func(err error, last bool) {
+	retry.Every(ctx, r.every, true, r.Flush, func(err error, last bool) {
 		r.log.Warn("flush refusal counts; kept for the next flush", zap.Bool("stopping", last), zap.Error(err))
 	})
 }
@@ -103,7 +103,7 @@ func (s *Server) countRefusal(c *gin.Context) {
 	if _, known := s.items.Get(item); !known {
 		return
 	}
-	if code := c.GetString(registration.ErrorCodeKey); code != "" {
+	if code := c.GetString(httpserver.ErrorCodeKey); code != "" {
 		s.opt.Refusals.add(item, code)
 	}
 }

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"bytes"
 
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -15,7 +15,7 @@ type RegisterRequest struct {
 	Pow *PowSolution `json:"pow,omitempty"`
 	// Bypass is an operator's bypass code.
 	Bypass string `json:"bypass,omitempty"`
-	// Assertion is the site-signed JWT that proves the userId (pkg/assertion).
+	// Assertion is the site-signed JWT that proves the userId (pkg/security/assertion).
 	Assertion string `json:"assertion,omitempty"`
 	// RequestID names the registration across the client's retries: a
 	// retry whose first answer was lost gets the same place back (see
@@ -31,7 +31,7 @@ type RegisterRequest struct {
 // the first answer arrives, so it must not be guessable.
 const MinRequestIDLen = 16
 
-// PowSolution is a challenge (GET .../challenge) and its solution (pkg/pow).
+// PowSolution is a challenge (GET .../challenge) and its solution (services/api/pow).
 type PowSolution struct {
 	Challenge string `json:"challenge"`
 	Solution  string `json:"solution"`

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 

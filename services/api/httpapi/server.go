@@ -19,11 +19,12 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/liveness"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/liveness"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -69,7 +70,7 @@ type Options struct {
 	// Guard holds the proof-of-work and bypass-code checks.
 	Guard Guard
 	// Seen, when set, collects the polls of places of items with an
-	// idleTimeout as signs of life (pkg/liveness; its Run flushes them).
+	// idleTimeout as signs of life (pkg/store/liveness; its Run flushes them).
 	Seen *liveness.Tracker
 	// Refusals, when set, counts refused registrations per item and code
 	// for the console (its Run flushes them).
@@ -164,28 +165,28 @@ type RegisterResponse struct {
 func (s *Server) register(c *gin.Context) {
 	item := c.Param("itemId")
 	if err := registration.CheckItemID(item); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	ip := c.ClientIP() // parsed once: X-Forwarded-For against the trusted proxies
 	// The address's bucket first: a flood is refused before any work.
 	if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byIP, byIP48, ip); !ok {
-		registration.Abort(c, registration.RateLimited(by, wait))
+		httpserver.Abort(c, registration.RateLimited(by, wait))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			registration.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
+			httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
 			return
 		}
-		registration.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
+		httpserver.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
 		return
 	}
 	req, rerr := DecodeRegisterRequest(body)
 	if rerr != nil {
-		registration.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
+		httpserver.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
 		return
 	}
 	user, holder, proof, ok := s.identify(c, item, req)
@@ -231,7 +232,7 @@ func (s *Server) register(c *gin.Context) {
 	tok, err := s.signer.IssueQueue(q, s.opt.QueueTokenTTL)
 	if err != nil {
 		s.log.Error("sign queue token", zap.Error(err))
-		registration.Abort(c, registration.Internal("could not sign the queue token"))
+		httpserver.Abort(c, registration.Internal("could not sign the queue token"))
 		return
 	}
 	base := "/api/v1/items/" + item + "/registrations/" + tok
@@ -266,7 +267,7 @@ func (s *Server) answerAuto(c *gin.Context, resp *RegisterResponse, q token.Queu
 	}
 	if err := s.admitted(resp, q, a); err != nil {
 		s.log.Error("sign admission token", zap.Error(err))
-		registration.Abort(c, registration.Internal("could not sign the admission token"))
+		httpserver.Abort(c, registration.Internal("could not sign the admission token"))
 		return
 	}
 	s.m.auto.WithLabelValues(autoAdmitted).Inc()
@@ -283,7 +284,7 @@ func (s *Server) decide(c *gin.Context, item string, auto bool) (st topics.ItemS
 		decide = registration.DecideAuto
 	}
 	if err := decide(item, st, known); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return st, false
 	}
 	return st, true
@@ -296,7 +297,7 @@ func (s *Server) decide(c *gin.Context, item string, auto bool) (st topics.ItemS
 // a random id each retry made a second place nobody holds, which the
 // scheduler admitted in turn and which then held an admission for the whole
 // session (the chaos run's collapsed line, RELIABILITY.md). The consumer
-// places a token once (pkg/queue enqueue.lua), so a retry after that place
+// places a token once (pkg/store/queue enqueue.lua), so a retry after that place
 // ended finds it ended. No secret: the tokenId alone grants nothing, and the
 // token for it is only answered to a request that carries the requestId.
 func tokenIDFor(item, user, requestID string) string {
@@ -334,7 +335,7 @@ func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Rec
 	if err != nil {
 		s.m.produceErrors.Inc()
 		s.log.Warn("produce registration event", zap.String("item", ev.ItemID), zap.String("kind", ev.Kind), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the queue could not record the request; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the queue could not record the request; retry shortly"))
 		return nil, false
 	}
 	return rec, true
@@ -383,7 +384,7 @@ type StatusResponse struct {
 func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	q, err := pq.q, pq.err
 	if err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	if b, ok := s.blocks.user("status", q.UserID); ok {
@@ -407,7 +408,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	}
 	if err != nil {
 		s.log.Warn("read status", zap.String("item", q.ItemID), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
 		return
 	}
 	it, known := s.items.Get(q.ItemID)
@@ -431,7 +432,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 		tok, err := s.admit.IssueAdmission(token.Admission{TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID, Holder: q.Holder, ExpiresAt: a.ExpiresAt})
 		if err != nil {
 			s.log.Error("sign admission token", zap.Error(err))
-			registration.Abort(c, registration.Internal("could not sign the admission token"))
+			httpserver.Abort(c, registration.Internal("could not sign the admission token"))
 			return
 		}
 		resp.AdmissionToken = tok
@@ -505,7 +506,7 @@ func (s *Server) exactEvery(item string) time.Duration {
 func (s *Server) leave(c *gin.Context, pq parsedQueue) {
 	q, err := pq.q, pq.err
 	if err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	ev := topics.RegistrationEvent{

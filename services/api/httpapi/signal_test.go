@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/sitehealth"
+	"github.com/waitroom/waitroom/pkg/store/sitehealth"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/docs"
-	"github.com/waitroom/waitroom/pkg/assertion"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/api/waitpage"
 	"github.com/waitroom/waitroom/topics"

@@ -5,8 +5,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
 
 // limitCalls is the middleware of the calls besides registering that carry
@@ -24,7 +25,7 @@ func (s *Server) limitAddr(c *gin.Context) bool {
 		return true
 	}
 	if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byCallIP, byCallIP48, c.ClientIP()); !ok {
-		registration.Abort(c, callLimited(by, wait))
+		httpserver.Abort(c, callLimited(by, wait))
 		return false
 	}
 	return true
@@ -42,7 +43,7 @@ func (s *Server) tokenCall(kind string, gate gin.HandlerFunc, h func(*gin.Contex
 		if !s.limitAddr(c) {
 			return
 		}
-		q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+		q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
 		if err == nil && s.opt.Throttle != nil && !s.allowToken(c, kind, q.TokenID) {
 			return
 		}
@@ -59,7 +60,7 @@ func (s *Server) tokenCall(kind string, gate gin.HandlerFunc, h func(*gin.Contex
 // answered 429 RATE_LIMITED and returns false.
 func (s *Server) allowToken(c *gin.Context, kind, tokenID string) bool {
 	if ok, wait := s.opt.Throttle.Allow(c.Request.Context(), kind, tokenID); !ok {
-		registration.Abort(c, callLimited(kind, wait))
+		httpserver.Abort(c, callLimited(kind, wait))
 		return false
 	}
 	return true

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"go.uber.org/zap"
 )
 

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
 
 // gateView answers 503 VIEW_REBUILDING (with Retry-After) on the routes that
 // read the line while the Redis view is not trusted; registrations and leaves
 // go to Kafka, the record, and are still accepted.
 func (s *Server) gateView(c *gin.Context) {
-	if view.Abort(c, s.opt.View) {
+	if view.Gate(c, s.opt.View) {
 		s.m.viewRefused.Inc()
 	}
 }
@@ -24,7 +25,7 @@ func (s *Server) gateView(c *gin.Context) {
 // answers 503 VIEW_REBUILDING while that item alone is lost (its Redis node
 // lost its keys) and until it is rebuilt; other items are answered.
 func (s *Server) gateItem(c *gin.Context) {
-	if view.AbortItem(c, s.opt.View, c.Param("itemId")) {
+	if view.GateItem(c, s.opt.View, c.Param("itemId")) {
 		s.m.viewRefused.Inc()
 	}
 }
@@ -38,7 +39,7 @@ func (s *Server) refuseView(c *gin.Context, item string, err error) bool {
 	}
 	s.m.viewRefused.Inc()
 	_, why := s.opt.View.Item(item)
-	view.AbortWith(c, cmp.Or(why, "the Redis view changed a moment ago: it is being checked"))
+	httpserver.Abort(c, view.Refusal(cmp.Or(why, "the Redis view changed a moment ago: it is being checked")))
 	return true
 }
 

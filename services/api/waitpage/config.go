@@ -6,14 +6,14 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/waitroom/waitroom/pkg/pagetemplate"
+	"github.com/waitroom/waitroom/pkg/domain/pagetemplate"
 )
 
 // Config is the install's waiting page: its own template (else the room's
 // default page), its logo and its colours.
 type Config struct {
 	// Template is a file holding the install's page: HTML with placeholders
-	// (pkg/pagetemplate, docs/waiting-page.md), checked at start. An item's
+	// (pkg/domain/pagetemplate, docs/waiting-page.md), checked at start. An item's
 	// own template (its field template) wins over it.
 	Template string `env:"WR_WAITPAGE_TEMPLATE"`
 	// LogoURL fills {{.Logo}} (an https: or a path URL).

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/pagetemplate"
+	"github.com/waitroom/waitroom/pkg/domain/pagetemplate"
 	"golang.org/x/text/language"
 )
 

@@ -4,7 +4,7 @@
  * sha256.js, fast-sha256 1.3.0 from npm, public domain, vendored unchanged).
  *
  * Message in: {challenge, difficulty}. It counts x = 0, 1, 2, ... until
- * sha256(challenge + ":" + x) has `difficulty` leading zero bits (pkg/pow's
+ * sha256(challenge + ":" + x) has `difficulty` leading zero bits (services/api/pow's
  * rule) and posts {solution: String(x), tries}. About 2^difficulty tries:
  * 2^18 is about half a second in a current browser.
  */

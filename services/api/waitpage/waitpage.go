@@ -21,9 +21,9 @@ import (
 	"sync"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/pagetemplate"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/pagetemplate"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -150,7 +150,7 @@ func (p *Pages) checked(item, src string) *pagetemplate.Template {
 func (p *Pages) Wait(c *gin.Context) {
 	item := c.Param("itemId")
 	if err := registration.CheckItemID(item); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	lang := p.cat.choose(c)
@@ -166,7 +166,7 @@ func (p *Pages) Wait(c *gin.Context) {
 	d := pagetemplate.Data{Lang: lang, ItemName: name, Logo: p.logo}
 	if err := p.fill(&d, msgs, template.JS(cfg)); err != nil {
 		_ = c.Error(err)
-		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn")
+		httpserver.Abort(c, registration.Refuse(http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn"))
 		return
 	}
 	c.Header("Content-Type", "text/html; charset=utf-8")
@@ -245,7 +245,7 @@ func PowWorker(c *gin.Context) {
 func (p *Pages) Admitted(c *gin.Context) {
 	item := c.Param("itemId")
 	if err := registration.CheckItemID(item); err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	lang := p.cat.choose(c)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/retry"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

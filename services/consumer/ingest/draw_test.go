@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/retry"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -385,7 +385,7 @@ type Retry struct {
 	Backoff time.Duration
 }
 
-// policy is r as the back-off of pkg/retry.
+// policy is r as the back-off of pkg/foundation/retry.
 func (r Retry) policy() retry.Policy {
 	return retry.Policy{Initial: r.Backoff, Attempts: r.Attempts}
 }

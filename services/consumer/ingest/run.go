@@ -13,18 +13,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/consume"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/itemcache"
-	"github.com/waitroom/waitroom/pkg/kclient"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/snapshot"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/redisview/snapshot"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
+	"github.com/waitroom/waitroom/services/consumer/consume"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
 // Config of the consumer service.
@@ -89,28 +89,28 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if ready == nil {
-		ready = &httpserver.Readiness{}
-	}
-	reg := httpserver.NewRegistry()
-	m := NewMetrics(reg)
-
-	rdb, err := cfg.Redis.NewClient()
+	a, err := service.Start(ctx, service.Parts{Name: "consumer", Addr: cfg.Addr, Kafka: cfg.Kafka, Redis: cfg.Redis, HTTP: cfg.HTTP}, ln, log, ready)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
+	if err := build(ctx, cfg, a); err != nil {
+		a.Close()
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// build adds the consumer's own parts to a: the DLQ producer, the item
+// cache, the two group members, the view's record and its rebuild, and the
+// two consuming loops.
+func build(ctx context.Context, cfg Config, a *service.App) error {
+	m, rdb, base, log := NewMetrics(a.Reg), a.Redis, a.Kafka, a.Log
 	line := queue.New(rdb)
-
-	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-consumer", log)
-	if err != nil {
-		return err
-	}
 	dlqClient, err := newDLQProducer(ctx, cfg, base)
 	if err != nil {
 		return err
 	}
-	defer dlqClient.Close()
+	a.OnClose(dlqClient.Close)
 	dl := dlq.NewWriter(dlqClient)
 	items, err := itemcache.New(base, log.Named("items"))
 	if err != nil {
@@ -121,53 +121,41 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	defer regs.Close()
-	defer itemsCl.Close()
+	a.OnClose(regs.Close)
+	a.OnClose(itemsCl.Close)
 	admCl, err := kgo.NewClient(base...)
 	if err != nil {
 		return fmt.Errorf("kafka admin client: %w", err)
 	}
-	defer admCl.Close()
+	a.OnClose(admCl.Close)
 	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0)
-	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval, Record: record}, reg, log.Named("view"))
-	ready.Require(watch.Ready)
-	ready.Detail(watch.Detail)
-
+	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval, Record: record})
 	opts := func(topic string) consume.Options { return consumeOptions(cfg, m, topic) }
-	engine := httpserver.New(log, reg, ready)
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
-		}
-	}
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
-	g.Go(func() error { return items.Run(gctx) })
-	g.Go(func() error { return watch.Run(gctx) })
-	g.Go(func() error { return AutoRebuild(gctx, rdb, watch, record, base, reg, log) })
+	a.Go(items.Run)
+	a.Go(func(ctx context.Context) error { return AutoRebuild(ctx, rdb, watch, record, base, a.Reg, log) })
 	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
 	sw, adm := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot")), kadm.NewClient(admCl)
-	g.Go(func() error { return writeSnapshots(gctx, sw, cfg.Snapshot.Interval, watch, adm, own, items) })
-	g.Go(func() error {
-		return consume.Run(gctx, itemsCl, WaitView(rdb, watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
+	a.Go(func(ctx context.Context) error {
+		return writeSnapshots(ctx, sw, cfg.Snapshot.Interval, watch, adm, own, items)
 	})
-	g.Go(func() error {
+	a.Go(func(ctx context.Context) error {
+		return consume.Run(ctx, itemsCl, WaitView(rdb, watch, NewItemStates(line, dl, m, log, retry).Handle), log.Named("items"), opts(topics.Items))
+	})
+	a.Go(func(ctx context.Context) error {
 		// Load the scripts and know the items before the first registration;
 		// both are retried by the runner later, so failures here only delay.
-		if err := line.Load(gctx); err != nil {
+		if err := line.Load(ctx); err != nil {
 			log.Warn("load scripts (will retry on first batch)", zap.Error(err))
 		}
-		if err := items.Sync(gctx); err != nil && gctx.Err() == nil {
+		if err := items.Sync(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("item cache not synced before consuming", zap.Error(err))
 		}
-		ready.Set(true)
+		a.Ready.Set(true)
 		log.Info("consumer ready", zap.String("group", cfg.Group))
-		return consume.Run(gctx, regs, Gated(rdb, watch, NewRegistrations(rdb, items, dl, m, log, retry).Handle), log.Named("registrations"), opts(topics.Registrations))
+		return consume.Run(ctx, regs, Gated(rdb, watch, NewRegistrations(rdb, items, dl, m, log, retry).Handle), log.Named("registrations"), opts(topics.Registrations))
 	})
-	err = g.Wait()
-	ready.Set(false)
-	return err
+	return nil
 }
 
 // writeSnapshots writes a snapshot of each line of the partitions own holds

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/testenv"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"go.uber.org/zap"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/consume"
-	"github.com/waitroom/waitroom/pkg/rebuild"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/rebuild"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/services/consumer/consume"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

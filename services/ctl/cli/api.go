@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	reg "github.com/waitroom/waitroom/pkg/registration"
+	reg "github.com/waitroom/waitroom/pkg/domain/registration"
 	"io"
 	"net"
 	"net/http"

@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/itemcache"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )

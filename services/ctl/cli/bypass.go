@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -214,44 +214,15 @@ func (a *app) bypassAudit(ctx context.Context, ko *kafkaOpts, ro *redisOpts, ite
 // readBypassUses reads waitroom.registrations from its start to its end now
 // and returns item's register records that carried a bypass code.
 func readBypassUses(ctx context.Context, base []kgo.Opt, item string) ([]bypassUse, error) {
-	cl, err := kgo.NewClient(base...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics.Registrations)
-	cl.Close()
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topics.Registrations, err)
-	}
-	want := map[int32]kgo.Offset{}
-	end := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition], end[o.Partition] = kgo.NewOffset().AtStart(), o.Offset
-		}
-	})
 	var out []bypassUse
-	if len(want) == 0 {
-		return out, nil
-	}
-	rd, err := kgo.NewClient(append(base, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topics.Registrations: want}))...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	defer rd.Close()
-	for len(end) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", topics.Registrations, err)
+	err := kclient.ReadToEnd(ctx, base, topics.Registrations, func(r *kgo.Record) error {
+		if u, ok := bypassUseOf(r, item); ok {
+			out = append(out, u)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if e, ok := end[r.Partition]; ok && r.Offset >= e-1 {
-				delete(end, r.Partition)
-			}
-			if u, ok := bypassUseOf(r, item); ok {
-				out = append(out, u)
-			}
-		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 	"net/url"
 
 	"github.com/spf13/cobra"
-	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"go.uber.org/zap"
 )
 

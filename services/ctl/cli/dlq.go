@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"github.com/waitroom/waitroom/pkg/dlq"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -299,7 +299,7 @@ func summary(r dlq.Report, source string) string {
 	return b.String()
 }
 
-// dlqFailure turns a pkg/dlq error into one that says what to do.
+// dlqFailure turns a pkg/kafka/dlq error into one that says what to do.
 func dlqFailure(verb, topic string, o *dlqOpts, err error) error {
 	switch {
 	case errors.Is(err, dlq.ErrBadOptions):

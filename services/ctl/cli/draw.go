@@ -7,10 +7,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/draw"
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -63,47 +63,13 @@ line disagrees.`,
 // readTopic calls fn with every record of topic up to its current end, in
 // partition order.
 func readTopic(ctx context.Context, base []kgo.Opt, topic string, fn func(*kgo.Record) error) error {
-	cl, err := kgo.NewClient(append(base, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("start offsets of %s: %w", topic, err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
-			left[o.Partition] = o.Offset
-		}
-	})
 	byPart := map[int32][]*kgo.Record{}
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
-		if ferr != nil {
-			return fmt.Errorf("read %s: %w", topic, ferr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			byPart[r.Partition] = append(byPart[r.Partition], r)
-			if r.Offset == end-1 {
-				delete(left, r.Partition)
-			}
-		})
+	err := kclient.ReadToEnd(ctx, base, topic, func(r *kgo.Record) error {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for p := int32(0); len(byPart) > 0; p++ {
 		for _, r := range byPart[p] {

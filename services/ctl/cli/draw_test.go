@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/draw"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/itemcache"
-	"github.com/waitroom/waitroom/pkg/itempatch"
+	"github.com/waitroom/waitroom/pkg/domain/itempatch"
+	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/topics"
 )
 

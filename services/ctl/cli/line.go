@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/linesnap"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
 )
 
 // ErrDifferent is returned by line diff when the snapshots differ (exit 1).

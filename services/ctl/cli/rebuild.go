@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/waitroom/waitroom/pkg/rebuild"
+	"github.com/waitroom/waitroom/pkg/redisview/rebuild"
 )
 
 type rebuildOpts struct {

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/kclient"
-	"github.com/waitroom/waitroom/pkg/retention"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/redisview/retention"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/testenv"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 // What the redis-oom step relies on, on a real redis-server with its memory
@@ -64,7 +64,7 @@ func TestAFullRedisRefusesAScriptBeforeItsFirstWriteNeverAfter(t *testing.T) {
 	}
 
 	// The line's scripts declare no flags: the rules above are theirs.
-	files, err := filepath.Glob("../../../pkg/queue/*.lua")
+	files, err := filepath.Glob("../../../pkg/store/queue/*.lua")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("the line's scripts: %v (%d files)", err, len(files))
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/config"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 )
 
 // Redis Cluster mode (Options.RedisCluster): three masters without

@@ -21,9 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -80,7 +80,7 @@ func records(t *testing.T, e *env, topic string) []*kgo.Record {
 }
 
 // audit is this test's own recomputation of an item's line from the records
-// (not the consumer's code, nor pkg/draw): registrations pooled for a window
+// (not the consumer's code, nor pkg/domain/draw): registrations pooled for a window
 // are placed by the first draw record of a window at or above theirs, in
 // ascending sha256(seed bytes || tokenId bytes); registrations without a
 // window while some are pooled queue behind the windows pooled then, in

@@ -15,9 +15,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/linesnap"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/dev/stack"
 	"go.uber.org/zap/zaptest"

@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/kit/go/waitroomkit"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/testenv"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/services/dev/stack"
 )
 

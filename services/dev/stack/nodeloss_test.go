@@ -11,12 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/testenv"
-	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/api/httpapi"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
+	"github.com/waitroom/waitroom/services/scheduler/promote"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -68,7 +68,7 @@ func TestItemsOfANodeRestartedEmptyAreRebuiltAlone(t *testing.T) {
 func TestEpochCounterNodeRestartedEmpty(t *testing.T) {
 	var before int64
 	nodeLossScenario(t, func(rc *testenv.RedisCluster, rdb *redis.ClusterClient) int {
-		n := nodeOf(t, rc, rdb, admission.EpochKey)
+		n := nodeOf(t, rc, rdb, promote.EpochKey)
 		if n == nodeOf(t, rc, rdb, view.MarkerKey) {
 			return -1
 		}
@@ -78,7 +78,7 @@ func TestEpochCounterNodeRestartedEmpty(t *testing.T) {
 		switch phase {
 		case "before":
 			var err error
-			before, err = e.rdb.Get(ctx, admission.EpochKey).Int64()
+			before, err = e.rdb.Get(ctx, promote.EpochKey).Int64()
 			require.NoError(t, err)
 			require.Positive(t, before)
 		case "after":
@@ -92,7 +92,7 @@ func TestEpochCounterNodeRestartedEmpty(t *testing.T) {
 				require.Eventually(t, func() bool { return e.status(id, rs[5].Token).Status == "ADMITTED" }, 30*time.Second, 20*time.Millisecond,
 					"%s: the next in line admitted after the counter's loss", id)
 			}
-			now, err := e.rdb.Get(ctx, admission.EpochKey).Int64()
+			now, err := e.rdb.Get(ctx, promote.EpochKey).Int64()
 			require.NoError(t, err)
 			require.Greater(t, now, before, "the epoch counter went backwards")
 		}

@@ -19,13 +19,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/linesnap"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/rebuild"
-	"github.com/waitroom/waitroom/pkg/snapshot"
-	"github.com/waitroom/waitroom/pkg/testenv"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
+	"github.com/waitroom/waitroom/pkg/redisview/rebuild"
+	"github.com/waitroom/waitroom/pkg/redisview/snapshot"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/dev/stack"
@@ -92,7 +92,7 @@ type propRun struct {
 // completions and admission expiries, applied live by the real services over
 // HTTP; then, quiet (admission paused, idle release off, every record
 // applied, no admission left that ends during the check), the line of every
-// item is snapshotted (pkg/linesnap), the view is lost (FLUSHALL, every
+// item is snapshotted (pkg/redisview/linesnap), the view is lost (FLUSHALL, every
 // master on a cluster), the services rebuild it from the topics, and the
 // rebuilt line is byte-for-byte the live one. Every line is snapshotted
 // halfway (waitroom.snapshots, as the consumer does), so the rebuild loads

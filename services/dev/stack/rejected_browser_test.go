@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/testenv"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
 )
 
 // Every service reaches Redis through a Sentinel (WR_REDIS_MODE=sentinel);

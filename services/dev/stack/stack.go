@@ -12,17 +12,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/kit/go/waitroomkit"
-	"github.com/waitroom/waitroom/pkg/assertion"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/draw"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/security/assertion"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/dev/shop"
 	"github.com/waitroom/waitroom/services/notifier/sse"
-	"github.com/waitroom/waitroom/services/scheduler/admission"
+	"github.com/waitroom/waitroom/services/scheduler/promote"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -212,7 +212,7 @@ func (s *Stack) run(ctx context.Context, o Options, cfgs serviceConfigs, lns *li
 	for i, l := range lns.schedulers {
 		name := fmt.Sprintf("scheduler-%d", i+1)
 		go func() {
-			s.done <- wrap(name, admission.Run(ctx, cfgs.scheduler, l, o.Log.Named(name), &schReady[i]))
+			s.done <- wrap(name, promote.Run(ctx, cfgs.scheduler, l, o.Log.Named(name), &schReady[i]))
 		}()
 	}
 	go func() {
@@ -252,7 +252,7 @@ func (s *Stack) waitReady(ctx context.Context, ready func() bool) error {
 type serviceConfigs struct {
 	api       httpapi.Config
 	consumer  ingest.Config
-	scheduler admission.Config
+	scheduler promote.Config
 	notifier  sse.Config
 }
 
@@ -305,12 +305,12 @@ func loadConfigs(env bool) (serviceConfigs, error) {
 	if env {
 		c.api, errs[0] = config.Load[httpapi.Config]()
 		c.consumer, errs[1] = config.Load[ingest.Config]()
-		c.scheduler, errs[2] = config.Load[admission.Config]()
+		c.scheduler, errs[2] = config.Load[promote.Config]()
 		c.notifier, errs[3] = config.Load[sse.Config]()
 	} else {
 		c.api, errs[0] = config.Defaults[httpapi.Config]()
 		c.consumer, errs[1] = config.Defaults[ingest.Config]()
-		c.scheduler, errs[2] = config.Defaults[admission.Config]()
+		c.scheduler, errs[2] = config.Defaults[promote.Config]()
 		c.notifier, errs[3] = config.Defaults[sse.Config]()
 	}
 	return c, errors.Join(errs[:]...)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/blocklist"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 

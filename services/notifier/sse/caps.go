@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"golang.org/x/time/rate"
 )
 

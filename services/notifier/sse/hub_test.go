@@ -1,7 +1,7 @@
 package sse
 
 import (
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"testing"
 	"time"
 

@@ -2,7 +2,7 @@ package sse
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
 )
 
 // Event types a stream sends.

@@ -9,11 +9,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/liveness"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/token"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/liveness"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
@@ -179,27 +180,27 @@ func (s *Server) Routes(r gin.IRouter) {
 // then opens the stream, so every refusal is a plain JSON answer. The slot
 // is given back when the stream ends, however it ends.
 func (s *Server) events(c *gin.Context) {
-	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), registration.QueueTokenOf(c.Request, c.Param("token")))
+	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
 	if err != nil {
-		registration.Abort(c, err)
+		httpserver.Abort(c, err)
 		return
 	}
 	if s.blocks != nil {
 		if b, ok := s.blocks.User(q.UserID); ok {
-			registration.Abort(c, registration.Blocked(b))
+			httpserver.Abort(c, registration.Blocked(b))
 			return
 		}
 	}
 	select {
 	case <-s.hub.Stopped():
-		registration.Abort(c, registration.ErrShuttingDown)
+		httpserver.Abort(c, registration.ErrShuttingDown)
 		return
 	default:
 	}
 	sl, why := s.caps.take(q.TokenID, addressKey(c.ClientIP()))
 	if why != "" {
 		s.m.refused[why].Inc()
-		registration.Abort(c, refusal(why, s.limitOf(why), s.opt.Retry))
+		httpserver.Abort(c, refusal(why, s.limitOf(why), s.opt.Retry))
 		return
 	}
 	defer sl.release() // nothing once a hijacked stream took it over
@@ -208,7 +209,7 @@ func (s *Server) events(c *gin.Context) {
 		return // the client left while it waited
 	} else if !ok {
 		s.m.refused[refusedOpenRate].Inc()
-		registration.Abort(c, refusal(refusedOpenRate, s.opt.OpenRate, after))
+		httpserver.Abort(c, refusal(refusedOpenRate, s.opt.OpenRate, after))
 		return
 	}
 	if !s.gateView(c, q.ItemID) {
@@ -219,7 +220,7 @@ func (s *Server) events(c *gin.Context) {
 	cancel()
 	if err != nil {
 		s.log.Warn("read status for a stream", zap.String("item", q.ItemID), zap.Error(err))
-		registration.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
+		httpserver.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
 		return
 	}
 	str := &stream{s: s, q: q, progress: lastEventID(c)}

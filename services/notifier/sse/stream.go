@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/registration"
-	"github.com/waitroom/waitroom/pkg/retry"
-	"github.com/waitroom/waitroom/pkg/token"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
+	"github.com/waitroom/waitroom/pkg/security/token"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -106,7 +106,7 @@ type stream struct {
 	admit    <-chan Admit
 	watching string
 	// alive is the sign of life this stream holds for its waiting place
-	// (pkg/liveness), released when the stream ends or the place changes.
+	// (pkg/store/liveness), released when the stream ends or the place changes.
 	alive    func()
 	aliveTok string
 	// The slices of the item's and the heartbeat's waves this stream is woken

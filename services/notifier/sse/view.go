@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
 
 // SetView gates streams on a trusted Redis view: while it is empty, older
@@ -84,11 +85,11 @@ func (s *Server) watchView(ctx context.Context) {
 // reads it (a node lost a moment ago is refused, not streamed from); false:
 // refused.
 func (s *Server) gateView(c *gin.Context, item string) bool {
-	if view.AbortItem(c, s.view, item) {
+	if view.GateItem(c, s.view, item) {
 		return false
 	}
 	if err := s.view.ConfirmItem(c.Request.Context(), item); err != nil {
-		view.AbortWith(c, "the Redis view changed a moment ago: "+err.Error())
+		httpserver.Abort(c, view.Refusal("the Redis view changed a moment ago: "+err.Error()))
 		return false
 	}
 	s.lost.regain() // trusted now: the watcher may not have seen it come back yet

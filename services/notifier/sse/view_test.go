@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
 )

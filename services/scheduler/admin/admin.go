@@ -22,11 +22,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/itempatch"
-	"github.com/waitroom/waitroom/pkg/queue"
-	wrview "github.com/waitroom/waitroom/pkg/view"
+	"github.com/waitroom/waitroom/pkg/domain/itempatch"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	wrview "github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -131,7 +132,7 @@ func (s *Server) auth(c *gin.Context) {
 	}
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="waitroom-admin"`)
-		httpserver.Abort(c, http.StatusUnauthorized, "UNAUTHORIZED", "a valid admin bearer token is required")
+		httpserver.Abort(c, registration.Refuse(http.StatusUnauthorized, "UNAUTHORIZED", "a valid admin bearer token is required"))
 		return
 	}
 	c.Next()
@@ -172,7 +173,7 @@ type ItemView struct {
 	PreQueued          int64  `json:"preQueued"`
 	IdleTimeoutSeconds int64  `json:"idleTimeoutSeconds,omitempty"`
 	PowDifficulty      int    `json:"powDifficulty,omitempty"`
-	// The scheduled sale and random mode's draws (see pkg/draw).
+	// The scheduled sale and random mode's draws (see pkg/domain/draw).
 	OpensAt           int64  `json:"opensAt,omitempty"`
 	DrawWindowSeconds int64  `json:"drawWindowSeconds,omitempty"`
 	DrawCommit        string `json:"drawCommit,omitempty"`
@@ -254,7 +255,7 @@ func (s *Server) getItem(c *gin.Context) {
 	case err != nil:
 		s.unavailable(c, "read item", item, err)
 	case !found:
-		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item))
 	default:
 		c.JSON(http.StatusOK, v)
 	}
@@ -323,14 +324,14 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 		s.unavailable(c, "read item", item, err)
 		return
 	case !found && !create:
-		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item))
 		return
 	case !found:
 		cur = itempatch.NewItem(item)
 	}
 	next, rerr := change(cur)
 	if rerr != nil {
-		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, rerr.Code, rerr.Message))
 		return
 	}
 	next.V, next.ItemID, next.Version, next.UpdatedAt = topics.Version, item, cur.Version+1, s.now().UnixMilli()
@@ -338,11 +339,11 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	next, code, rerr := s.commit(ctx, next)
 	cancel()
 	if rerr != nil {
-		httpserver.Abort(c, code, rerr.Code, rerr.Message)
+		httpserver.Abort(c, registration.Refuse(code, rerr.Code, rerr.Message))
 		return
 	}
 	if err := next.Validate(); err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_ITEM", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": ")))
 		return
 	}
 
@@ -352,7 +353,7 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	if err != nil {
 		s.log.Warn("admin: publish item state", zap.String("item", item), zap.Int64("version", next.Version), zap.Error(err))
 		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Items+"; nothing changed, retry shortly")
+		httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Items+"; nothing changed, retry shortly"))
 		return
 	}
 
@@ -363,16 +364,18 @@ func (s *Server) write(c *gin.Context, item string, create bool, change func(top
 	if err != nil {
 		s.log.Warn("admin: apply item state", zap.String("item", item), zap.Int64("version", next.Version), zap.Error(err))
 		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE",
-			"recorded as version "+strconv.FormatInt(next.Version, 10)+" on "+topics.Items+" but Redis did not take it yet; the consumer will apply it")
+		httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE",
+			"recorded as version "+strconv.FormatInt(next.Version, 10)+" on "+topics.Items+" but Redis did not take it yet; the consumer will apply it"))
+
 		return
 	}
 	if !applied { // the consumer got there first (fine), or another writer took this version
 		stored, _, err := s.line.Item(ctx, item)
 		if err == nil && !sameState(stored, next) {
 			s.log.Warn("admin: concurrent item update", zap.String("item", item), zap.Int64("version", next.Version), zap.Int64("stored", stored.Version))
-			httpserver.Abort(c, http.StatusConflict, "CONFLICT",
-				"the item changed concurrently (now version "+strconv.FormatInt(stored.Version, 10)+"); read it again and retry")
+			httpserver.Abort(c, registration.Refuse(http.StatusConflict, "CONFLICT",
+				"the item changed concurrently (now version "+strconv.FormatInt(stored.Version, 10)+"); read it again and retry"))
+
 			return
 		}
 	}
@@ -473,14 +476,14 @@ func view(it topics.ItemState, st queue.Stats, active bool) ItemView {
 func (s *Server) unavailable(c *gin.Context, what, item string, err error) {
 	s.log.Warn("admin: "+what, zap.String("item", item), zap.Error(err))
 	c.Header("Retry-After", "1")
-	httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "Redis cannot be read right now; retry shortly")
+	httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "Redis cannot be read right now; retry shortly"))
 }
 
 // itemID returns the path's itemId; on a bad one it has answered 400.
 func itemID(c *gin.Context) (string, bool) {
 	item := c.Param("itemId")
 	if p := topics.ItemIDProblem(item); p != "" {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_ITEM_ID", p)
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_ITEM_ID", p))
 		return "", false
 	}
 	return item, true
@@ -496,14 +499,14 @@ func decodeBodyMax(c *gin.Context, v any, max int64) bool {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.FormatInt(max, 10)+" bytes")
+			httpserver.Abort(c, registration.Refuse(http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "request body is larger than "+strconv.FormatInt(max, 10)+" bytes"))
 			return false
 		}
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error())
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BODY", "reading request body: "+err.Error()))
 		return false
 	}
 	if rerr := decodeStrict(body, v); rerr != nil {
-		httpserver.Abort(c, http.StatusBadRequest, rerr.Code, rerr.Message)
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, rerr.Code, rerr.Message))
 		return false
 	}
 	return true

@@ -8,8 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/blocklist"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -59,7 +60,7 @@ func (s *Server) blockRoutes(g gin.IRouter) {
 
 func (s *Server) blocksReady(c *gin.Context) bool {
 	if s.blocks == nil {
-		httpserver.Abort(c, http.StatusConflict, "BLOCKS_DISABLED", "this server does not follow "+topics.Blocks)
+		httpserver.Abort(c, registration.Refuse(http.StatusConflict, "BLOCKS_DISABLED", "this server does not follow "+topics.Blocks))
 		return false
 	}
 	return true
@@ -96,20 +97,20 @@ func (s *Server) addBlock(c *gin.Context) {
 	b := topics.BlockState{Subject: req.Subject, Reason: strings.TrimSpace(req.Reason), Until: req.Until, At: now.UnixMilli()}
 	switch {
 	case req.Until != 0 && req.ForSeconds != 0:
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BLOCK", "give until or forSeconds, not both")
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", "give until or forSeconds, not both"))
 		return
 	case req.ForSeconds < 0:
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BLOCK", "forSeconds must not be negative")
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", "forSeconds must not be negative"))
 		return
 	case req.ForSeconds > 0:
 		b.Until = now.UnixMilli() + req.ForSeconds*1000
 	case req.Until != 0 && req.Until <= now.UnixMilli():
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BLOCK", "until is in the past")
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", "until is in the past"))
 		return
 	}
 	rec, err := blocklist.Record(b)
 	if err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BLOCK", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": ")))
 		return
 	}
 	if !s.publishBlock(c, rec.Key, rec.Value) {
@@ -128,7 +129,7 @@ func (s *Server) liftBlock(c *gin.Context) {
 	}
 	rec, err := blocklist.Lift(c.Query("subject"))
 	if err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BLOCK", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": "))
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", strings.TrimPrefix(err.Error(), topics.ErrInvalid.Error()+": ")))
 		return
 	}
 	if !s.publishBlock(c, rec.Key, nil) {
@@ -147,7 +148,7 @@ func (s *Server) publishBlock(c *gin.Context, key, value []byte) bool {
 	if err := s.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		s.log.Warn("admin: publish block", zap.String("subject", string(key)), zap.Error(err))
 		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Blocks+"; nothing changed, retry shortly")
+		httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "could not publish to "+topics.Blocks+"; nothing changed, retry shortly"))
 		return false
 	}
 	if err := s.blocks.Sync(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"github.com/waitroom/waitroom/topics"
 )

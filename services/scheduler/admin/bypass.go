@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"go.uber.org/zap"
 )
 
@@ -44,7 +45,7 @@ func (s *Server) issueBypass(c *gin.Context) {
 		return
 	}
 	if s.bypassKey == nil {
-		httpserver.Abort(c, http.StatusConflict, "BYPASS_DISABLED", "no bypass key: set WR_BYPASS_KEY on the scheduler")
+		httpserver.Abort(c, registration.Refuse(http.StatusConflict, "BYPASS_DISABLED", "no bypass key: set WR_BYPASS_KEY on the scheduler"))
 		return
 	}
 	var req BypassRequest
@@ -52,12 +53,12 @@ func (s *Server) issueBypass(c *gin.Context) {
 		return
 	}
 	if _, known := s.items.Get(item); !known {
-		httpserver.Abort(c, http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item))
 		return
 	}
 	code, raw, err := bypass.Issue(s.bypassKey, item, req.Count, time.Duration(req.TTLSeconds)*time.Second, s.now())
 	if err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BYPASS", err.Error())
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BYPASS", err.Error()))
 		return
 	}
 	s.log.Info("bypass code issued", zap.String("item", item), zap.String("code", code.ID), zap.Int64("count", code.Count), zap.Time("expiresAt", code.ExpiresAt))

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/queue"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"github.com/waitroom/waitroom/topics"
 )

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/queue"
-	"github.com/waitroom/waitroom/pkg/registration"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -116,16 +116,16 @@ func (s *Server) login(c *gin.Context) {
 	case !ok:
 		s.log.Warn("console login throttled", zap.String("remote", c.RemoteIP()))
 		c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-		httpserver.Abort(c, http.StatusTooManyRequests, "RATE_LIMITED", "too many sign-in attempts from this address; retry later")
+		httpserver.Abort(c, registration.Refuse(http.StatusTooManyRequests, "RATE_LIMITED", "too many sign-in attempts from this address; retry later"))
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxLoginBytes)
 	if err := c.Request.ParseForm(); err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			httpserver.Abort(c, http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "the sign-in form is larger than "+strconv.Itoa(maxLoginBytes)+" bytes")
+			httpserver.Abort(c, registration.Refuse(http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", "the sign-in form is larger than "+strconv.Itoa(maxLoginBytes)+" bytes"))
 			return
 		}
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_BODY", "reading the sign-in form: "+err.Error())
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BODY", "reading the sign-in form: "+err.Error()))
 		return
 	}
 	// Both sides hashed first: the comparison takes the same time whatever
@@ -139,7 +139,7 @@ func (s *Server) login(c *gin.Context) {
 	}
 	_, value, err := s.sessions.issue(s.now())
 	if err != nil {
-		httpserver.Abort(c, http.StatusInternalServerError, "INTERNAL", "could not start a session")
+		httpserver.Abort(c, registration.Refuse(http.StatusInternalServerError, "INTERNAL", "could not start a session"))
 		return
 	}
 	s.setSession(c, value, int(s.sessions.ttl.Seconds()))
@@ -156,7 +156,7 @@ func (s *Server) logout(c *gin.Context) {
 			if err := s.sessions.revoke(c.Request.Context(), se, s.now()); err != nil {
 				s.log.Warn("console: sign out", zap.Error(err))
 				c.Header("Retry-After", "1")
-				httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "the session could not be ended (Redis); retry shortly")
+				httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "the session could not be ended (Redis); retry shortly"))
 				return
 			}
 		}
@@ -182,7 +182,7 @@ func (s *Server) consoleEvents(c *gin.Context) {
 		s.unavailable(c, "console events", "", err)
 		return
 	case !ok:
-		httpserver.Abort(c, http.StatusUnauthorized, "UNAUTHORIZED", "sign in to the console first")
+		httpserver.Abort(c, registration.Refuse(http.StatusUnauthorized, "UNAUTHORIZED", "sign in to the console first"))
 		return
 	}
 	c.Header("Content-Type", "text/event-stream")

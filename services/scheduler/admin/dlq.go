@@ -10,8 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/domain/registration"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -60,7 +61,7 @@ func (s *Server) listDLQ(c *gin.Context) {
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxDLQLimit {
-			httpserver.Abort(c, http.StatusBadRequest, "INVALID_QUERY", "limit must be a number in 1.."+strconv.Itoa(maxDLQLimit))
+			httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_QUERY", "limit must be a number in 1.."+strconv.Itoa(maxDLQLimit)))
 			return
 		}
 		limit = n
@@ -92,7 +93,7 @@ func (s *Server) showDLQ(c *gin.Context) {
 	}
 	p, o, err := dlq.ParseID(c.Param("partition") + "/" + c.Param("offset"))
 	if err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_PATH", err.Error())
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_PATH", err.Error()))
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), dlqReadTimeout)
@@ -125,7 +126,7 @@ func (s *Server) replayDLQ(c *gin.Context) {
 		return
 	}
 	if !s.replaying.TryLock() {
-		httpserver.Abort(c, http.StatusConflict, "REPLAY_RUNNING", "a replay is already running on this scheduler; wait for it to finish")
+		httpserver.Abort(c, registration.Refuse(http.StatusConflict, "REPLAY_RUNNING", "a replay is already running on this scheduler; wait for it to finish"))
 		return
 	}
 	defer s.replaying.Unlock()
@@ -148,7 +149,7 @@ func (s *Server) replayDLQ(c *gin.Context) {
 
 func (s *Server) dlqReady(c *gin.Context) bool {
 	if s.dlqs == nil {
-		httpserver.Abort(c, http.StatusConflict, "DLQ_DISABLED", "this scheduler was started without Kafka access for the DLQs")
+		httpserver.Abort(c, registration.Refuse(http.StatusConflict, "DLQ_DISABLED", "this scheduler was started without Kafka access for the DLQs"))
 		return false
 	}
 	return true
@@ -162,25 +163,25 @@ func dlqTopic(c *gin.Context, name string) (string, bool) {
 	}
 	t, err := dlq.Topic(name)
 	if err != nil {
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_TOPIC", err.Error())
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_TOPIC", err.Error()))
 		return "", false
 	}
 	return t, true
 }
 
-// dlqError maps a pkg/dlq error to its answer.
+// dlqError maps a pkg/kafka/dlq error to its answer.
 func (s *Server) dlqError(c *gin.Context, what, topic string, err error) {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, dlq.ErrBadOptions):
-		httpserver.Abort(c, http.StatusBadRequest, "INVALID_FILTER", strings.TrimPrefix(msg, dlq.ErrBadOptions.Error()+": "))
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_FILTER", strings.TrimPrefix(msg, dlq.ErrBadOptions.Error()+": ")))
 	case errors.Is(err, dlq.ErrNoTopic):
-		httpserver.Abort(c, http.StatusNotFound, "TOPIC_NOT_FOUND", msg)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "TOPIC_NOT_FOUND", msg))
 	case errors.Is(err, dlq.ErrNotFound):
-		httpserver.Abort(c, http.StatusNotFound, "NOT_FOUND", msg)
+		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "NOT_FOUND", msg))
 	default:
 		s.log.Warn("admin: dlq "+what, zap.String("topic", topic), zap.Error(err))
 		c.Header("Retry-After", "1")
-		httpserver.Abort(c, http.StatusServiceUnavailable, "UNAVAILABLE", "Kafka: "+msg)
+		httpserver.Abort(c, registration.Refuse(http.StatusServiceUnavailable, "UNAVAILABLE", "Kafka: "+msg))
 	}
 }

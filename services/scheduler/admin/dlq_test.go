@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/waitroom/waitroom/pkg/dlq"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 
-	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/waitroom/waitroom/pkg/draw"
+	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"github.com/waitroom/waitroom/topics"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	wrview "github.com/waitroom/waitroom/pkg/view"
+	wrview "github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/topics"
 )
 

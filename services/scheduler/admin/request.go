@@ -3,8 +3,8 @@ package admin
 import (
 	"bytes"
 
-	"github.com/waitroom/waitroom/pkg/httpserver"
-	"github.com/waitroom/waitroom/pkg/itempatch"
+	"github.com/waitroom/waitroom/pkg/domain/itempatch"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/pkg/itempatch"
+	"github.com/waitroom/waitroom/pkg/domain/itempatch"
 	"github.com/waitroom/waitroom/topics"
 )
 

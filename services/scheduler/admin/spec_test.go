@@ -12,16 +12,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/docs"
-	"github.com/waitroom/waitroom/pkg/bypass"
-	"github.com/waitroom/waitroom/pkg/dlq"
-	"github.com/waitroom/waitroom/pkg/httpserver"
+	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
 // TestServedRoutesAreTheSpecs: every route of the scheduler's engine (the
-// httpserver shell and the admin API with its console, as admission.Run
+// httpserver shell and the admin API with its console, as promote.Run
 // builds it) is in docs/openapi.yaml for the scheduler, and every route the
 // spec gives the scheduler is served.
 func TestServedRoutesAreTheSpecs(t *testing.T) {

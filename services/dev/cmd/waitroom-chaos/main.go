@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/service"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/services/dev/chaos"
 	"github.com/waitroom/waitroom/services/dev/cluster"
 	"go.uber.org/zap"

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/service"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/services/dev/cluster"
 	"go.uber.org/zap"
 )

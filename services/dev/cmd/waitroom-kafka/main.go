@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/waitroom/waitroom/pkg/config"
-	"github.com/waitroom/waitroom/pkg/service"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"go.uber.org/zap"
 )
 

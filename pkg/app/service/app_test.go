@@ -1,0 +1,72 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/app/service"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"go.uber.org/zap"
+)
+
+// An App serves health on its listener while its loops run; the first loop
+// to fail ends the others, the service turns not ready, and what was opened
+// is closed after every loop returned, the last opened first.
+func TestAppRunsLoopsThenClosesInReverseOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs := testenv.StartRedis(t)
+	p, err := config.Defaults[service.Parts]()
+	require.NoError(t, err)
+	p.Name, p.Kafka.Brokers, p.Redis.Addr = "test", testenv.Kafka(t, 1), rs.Addr
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	a, err := service.Start(ctx, p, ln, zap.NewNop(), nil)
+	require.NoError(t, err)
+	a.Watch(view.Options{Interval: 20 * time.Millisecond})
+	require.NoError(t, a.Redis.Ping(ctx).Err(), "the App's Redis client reaches the server")
+
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	a.OnClose(func() { note("close first opened") })
+	a.OnClose(func() { note("close last opened") })
+	healthy, stop := make(chan struct{}), errors.New("stop")
+	a.Go(func(ctx context.Context) error {
+		<-ctx.Done()
+		note("loop returned")
+		return nil
+	})
+	a.Go(func(ctx context.Context) error {
+		a.Ready.Set(true)
+		<-healthy
+		return stop
+	})
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+
+	require.Eventually(t, func() bool {
+		r, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+		return r.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "/healthz served while the loops run")
+	close(healthy)
+	require.ErrorIs(t, <-done, stop)
+	assert.Equal(t, []string{"loop returned", "close last opened", "close first opened"}, events)
+	assert.False(t, a.Ready.Ready(), "not ready once Run returned")
+	assert.Error(t, a.Redis.Ping(context.Background()).Err(), "the Redis client is closed last")
+}

@@ -1,0 +1,95 @@
+package rebuild_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/redisview/rebuild"
+	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap"
+)
+
+// produceAll produces every record recs yields with kc and waits for all.
+func produceAll(b *testing.B, kc *kgo.Client, recs func(yield func(*kgo.Record))) {
+	b.Helper()
+	ctx := context.Background()
+	errs := make(chan error, 1)
+	recs(func(r *kgo.Record) {
+		kc.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	})
+	if err := kc.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
+// BenchmarkRebuild rebuilds a line of WR_BENCH_REBUILD_N registrations (default
+// 100,000; BENCHMARKS.md uses 1,000,000) of one item from kfake into a real
+// redis-server and reports records/s.
+func BenchmarkRebuild(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("WR_BENCH_REBUILD_N")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	seeds := testenv.Kafka(b, 3)
+	rdb := testenv.Redis(b)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerBatchMaxBytes(4<<20), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer kc.Close()
+	it := topics.ItemState{V: 1, ItemID: "big", Name: "big", Stock: -1, Enabled: true, Version: 1, Policy: topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 600}}
+	if err := kc.ProduceSync(ctx, &kgo.Record{Topic: topics.Items, Key: []byte("big"), Value: topics.Encode(&it)}).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	produceAll(b, kc, func(yield func(*kgo.Record)) {
+		for i := range n {
+			ev := topics.RegistrationEvent{V: 1, Kind: topics.KindRegister, ItemID: "big", UserID: fmt.Sprintf("user-%07d", i),
+				TokenID: fmt.Sprintf("TOKEN%021d", i), RequestedAt: now}
+			yield(&kgo.Record{Topic: topics.Registrations, Key: []byte("big"), Value: topics.Encode(&ev)})
+		}
+	})
+	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
+	cpu0, proc0 := testenv.ReadRedisStats(b, rdb).CPU, testenv.ProcCPU(b)
+	b.ResetTimer()
+	var rep rebuild.Report
+	for range b.N {
+		if rep, err = rb.Run(ctx, rebuild.Options{Settle: time.Millisecond}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu, proc := time.Duration((testenv.ReadRedisStats(b, rdb).CPU-cpu0)*float64(time.Second)), testenv.ProcCPU(b)-proc0
+	if w, _ := queue.New(rdb).Stats(ctx, "big"); w.Waiting != int64(n) {
+		b.Fatalf("rebuilt %d waiting, want %d", w.Waiting, n)
+	}
+	b.ReportMetric(float64(rep.Records)/rep.Took.Seconds(), "records/s")
+	b.ReportMetric(rep.ReadTook.Seconds(), "read-s")
+	b.ReportMetric(rep.WriteTook.Seconds(), "write-s")
+	// redis-server's own CPU per record: what the scripts cost, whatever
+	// else shares the machine's cores.
+	b.ReportMetric(cpu.Seconds()*1e6/float64(rep.Records)/float64(b.N), "redis-µs/record")
+	// This process's CPU per record: reading and decoding the topics, kfake
+	// serving the fetches, building the script calls.
+	b.ReportMetric(proc.Seconds()*1e6/float64(rep.Records)/float64(b.N), "proc-cpu-µs/record")
+}

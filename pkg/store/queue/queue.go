@@ -1,0 +1,753 @@
+// Package queue owns an item's waiting line in Redis: the keys, and the Lua
+// scripts that change them, one script per state change so no crash can leave
+// half a move. Every write is keyed by the Kafka offset it applies, so replays
+// are no-ops.
+package queue
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/security/bypass"
+	"github.com/waitroom/waitroom/topics"
+)
+
+// Keys of one item; all share the {item} hash tag so one item lives in one
+// Redis Cluster slot and a script may touch them together.
+type Keys struct {
+	Seq, Waiting, Admitted, Users, Head, State, Applied, Epoch, Pace, Paced, Unpublished string
+	// Fairness (issue 16): Pool ZSET tokenId scored by draw window (pre-queued,
+	// not yet drawn); Late ZSET tokenId scored by offset (arrived after the
+	// window closed, placed behind the draw); Drawn HASH window/round of the
+	// last draw; Seen ZSET "tokenId userId" scored by last sign of life (ms);
+	// Express ZSET tokenId scored by seq (bypass codes: admitted at the next
+	// tick); Bypass HASH code id -> uses; Stats HASH counters the record
+	// also gives (abandoned: places released idle); Refused HASH error code
+	// -> registrations the api refused for the item (telemetry, not the
+	// view: counted since the key was made, kept by a rebuild).
+	Pool, Late, Drawn, Seen, Express, Bypass, Stats, Refused string
+}
+
+// KeysFor returns the keys of item.
+func KeysFor(item string) Keys {
+	p := "wr:{" + item + "}:"
+	return Keys{
+		Seq: p + "seq", Waiting: p + "waiting", Admitted: p + "admitted", Users: p + "users",
+		Head: p + "head", State: p + "state", Applied: p + "applied", Epoch: p + "epoch",
+		Pace: p + "pace", Paced: p + "paced", Unpublished: p + "unpublished",
+		Pool: p + "pool", Late: p + "late", Drawn: p + "drawn", Seen: p + "seen",
+		Express: p + "express", Bypass: p + "bypass", Stats: p + "stats", Refused: p + "refused",
+	}
+}
+
+// withPrelude is a script's source with the prelude's shared rules before it.
+func withPrelude(src string) string {
+	return prelude + src
+}
+
+// ActiveItems is the registry of items with a live line: the scheduler's work
+// list, so nothing ever needs KEYS or SCAN.
+const ActiveItems = "wr:items:active"
+
+var (
+	//go:embed enqueue.lua
+	enqueueLua string
+	//go:embed leave.lua
+	leaveLua string
+	//go:embed mark.lua
+	markLua string
+	//go:embed status.lua
+	statusSrc string
+	//go:embed motion.lua
+	motionSrc string
+	//go:embed rewind.lua
+	rewindSrc string
+	//go:embed apply_item.lua
+	applyItemSrc string
+	//go:embed promote.lua
+	promoteSrc string
+	//go:embed complete.lua
+	completeSrc string
+	//go:embed ack.lua
+	ackSrc string
+	//go:embed abandon.lua
+	abandonLua string
+	//go:embed apply_admission.lua
+	applyAdmissionLua string
+	//go:embed settle.lua
+	settleLua string
+	//go:embed steer.lua
+	steerSrc string
+
+	//go:embed prelude.lua
+	prelude string
+	// The sources of the scripts that share the prelude's rules.
+	enqueueSrc, leaveSrc, markSrc, abandonSrc = withPrelude(enqueueLua), withPrelude(leaveLua), withPrelude(markLua), withPrelude(abandonLua)
+	applyAdmissionSrc                         = withPrelude(applyAdmissionLua)
+
+	enqueueScript   = redis.NewScript(enqueueSrc)
+	leaveScript     = redis.NewScript(leaveSrc)
+	markScript      = redis.NewScript(markSrc)
+	statusScript    = redis.NewScript(statusSrc)
+	motionScript    = redis.NewScript(motionSrc)
+	rewindScript    = redis.NewScript(rewindSrc)
+	applyItemScript = redis.NewScript(applyItemSrc)
+	promoteScript   = redis.NewScript(withPrelude(promoteSrc))
+	completeScript  = redis.NewScript(completeSrc)
+	ackScript       = redis.NewScript(ackSrc)
+	abandonScript   = redis.NewScript(abandonSrc)
+	admitScript     = redis.NewScript(applyAdmissionSrc)
+	settleScript    = redis.NewScript(withPrelude(settleLua))
+	steerScript     = redis.NewScript(steerSrc)
+
+	writeScripts = []*redis.Script{enqueueScript, leaveScript, markScript, completeScript, abandonScript}
+	// opScripts are the sources Apply loads in each transaction, by kind.
+	opScripts = [...]string{OpRegister: enqueueSrc, OpLeave: leaveSrc, OpMark: markSrc, OpComplete: completeSrc, OpAbandon: abandonSrc,
+		OpAdmit: applyAdmissionSrc}
+)
+
+// OpKind says what an Op does to the line.
+type OpKind uint8
+
+const (
+	// OpRegister puts a user at the back of the line (unless already in it).
+	OpRegister OpKind = iota + 1
+	// OpLeave removes the user's place.
+	OpLeave
+	// OpMark records the offset as consumed without touching the line (a record sent to the DLQ).
+	OpMark
+	// OpComplete ends the user's admission (the API applied it at once; this replays it).
+	OpComplete
+	// OpAbandon releases an idle waiting place (the scheduler's sweep); an
+	// admitted token keeps its admission.
+	OpAbandon
+	// OpAdmit writes again admissions promote decided (an event of
+	// waitroom.admissions, on a rebuild): Admitted with ExpiresAt, at At.
+	// It keeps no applied offset: the rebuild applies it right after the
+	// registrations it was decided after (topics.AdmissionEvent.Applied).
+	OpAdmit
+)
+
+// Op is one registrations record to apply, identified by its Kafka position.
+type Op struct {
+	Kind    OpKind
+	ItemID  string
+	TokenID string
+	// UserID is the key of the op's place in the line (topics.PlaceKey):
+	// the registration's own tokenId, or a userId a site-signed assertion
+	// proved (then a repeat registration of it is a Duplicate).
+	UserID    string
+	Partition int32
+	Offset    int64
+	// Bypass, on a register, is the bypass code it used: the place is
+	// express (admitted at the next tick) while the code has uses left.
+	Bypass *BypassOp
+	// Window is a register's draw window (topics.RegistrationEvent.Window).
+	Window int64
+	// At is the record's timestamp (unix ms): the moment a register is
+	// judged at (an admission whose expiry is not after it is no place to
+	// keep), so that applying a record gives the same line live and on a
+	// rebuild. 0 (ops made without a record, in tests): Redis's clock.
+	// For OpAdmit, the event's time.
+	At int64
+	// Admitted and ExpiresAt are an OpAdmit's tokenIds and their expiries
+	// (unix ms; none: the event has none, see apply_admission.lua).
+	Admitted  []string
+	ExpiresAt []int64
+}
+
+// OpOf is the op that applies registration record ev (not a draw: see
+// DrawOf) found at partition and offset and stamped at (unix ms): what the
+// consumer applies and a rebuild replays alike.
+func OpOf(ev *topics.RegistrationEvent, partition int32, offset, at int64) Op {
+	var kind OpKind
+	switch ev.Kind {
+	case topics.KindRegister:
+		kind = OpRegister
+	case topics.KindLeave:
+		kind = OpLeave
+	case topics.KindComplete:
+		kind = OpComplete
+	case topics.KindAbandon:
+		kind = OpAbandon
+	}
+	op := Op{Kind: kind, ItemID: ev.ItemID, TokenID: ev.TokenID, UserID: ev.PlaceKey(), Partition: partition, Offset: offset,
+		Window: ev.Window, At: at}
+	if ev.Bypass != nil { // a bypass code's use, counted by the line
+		op.Bypass = &BypassOp{Code: ev.Bypass.Code, Count: bypass.Allowance(ev)}
+	}
+	return op
+}
+
+// BypassOp is a bypass code's use: its id and how many registrations it
+// admits (0: the code had expired when the record was made).
+type BypassOp struct {
+	Code  string
+	Count int64
+}
+
+// Outcome of applying one Op.
+type Outcome string
+
+// Outcomes.
+const (
+	Added     Outcome = "ADDED"       // a new place at the back, Seq set
+	Duplicate Outcome = "DUPLICATE"   // the user already holds a place (TokenID names it), or the token's own place ended (TokenID empty: a token is placed once)
+	Left      Outcome = "LEFT"        // the user's place was removed
+	NotInLine Outcome = "NOT_IN_LINE" // a leave for a user without a place
+	Marked    Outcome = "MARKED"      // offset recorded, line unchanged
+	Ended     Outcome = "ENDED"       // an admission was ended (or had ended already)
+	Replay    Outcome = "REPLAY"      // this offset was applied before: nothing changed
+	Exhausted Outcome = "EXHAUSTED"   // a bypass register whose code had no use left: never placed
+	Released  Outcome = "ABANDONED"   // an idle waiting place was released (abandon)
+	PooledOne Outcome = "POOLED"      // pre-queued for its window's draw (Seq: the window)
+	LateOne   Outcome = "LATE"        // queued behind a pending draw (Seq: the offset)
+)
+
+// Result of applying one Op.
+type Result struct {
+	Outcome Outcome
+	Seq     int64
+	TokenID string
+	// Err is Redis's refusal of this op alone (a corrupt key: WRONGTYPE...);
+	// retrying will not help, the record needs an operator.
+	Err error
+}
+
+// Line is the Redis view of every item's waiting line.
+type Line struct {
+	rdb redis.UniversalClient
+}
+
+// New returns a Line over rdb.
+func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
+
+// Load loads every script into Redis so pipelines can use EVALSHA. PromoteMany
+// and AckPublished call it again by themselves when Redis answers NOSCRIPT
+// (after a restart or flush); Apply loads its scripts in each transaction.
+func (l *Line) Load(ctx context.Context) error {
+	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript, ackScript, admitScript, settleScript) {
+		if err := s.Load(ctx, l.rdb).Err(); err != nil {
+			return fmt.Errorf("load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// ApplyChunk bounds the ops of one MULTI/EXEC: Redis serves nobody else
+// while it runs a transaction.
+const ApplyChunk = 1000
+
+// Apply applies ops in order and registers their items as active, in
+// transactions of at most ApplyChunk ops. Each script call is atomic (an
+// item's run of registrations is one enqueue call, see plan); a failed Apply
+// can be retried whole, since applied offsets make a second application a
+// no-op.
+//
+// A transaction of several scripts starts by loading them (SCRIPT LOAD of a
+// loaded script only hashes it), so a flushed script cache or a restarted
+// Redis cannot answer NOSCRIPT for some ops and run the others: that would
+// move the applied offsets past ops that never ran, and running those again
+// would answer REPLAY, losing them. A transaction of one script needs no
+// load (see apply).
+func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	out := make([]Result, 0, len(ops))
+	for lo := 0; lo < len(ops); lo += ApplyChunk {
+		res, err := l.apply(ctx, ops[lo:min(lo+ApplyChunk, len(ops))])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// EnqueueBatch bounds the registrations one enqueue.lua call applies (3 or 7
+// arguments each): an item's registrations of one partition in a chunk go in
+// calls of at most this many, so Redis runs the script once per item and
+// batch instead of once per record.
+const EnqueueBatch = 250
+
+// call is one script call of a chunk: a single op, or a run of one item's
+// registrations of one partition (enqueue.lua).
+type call struct {
+	ops []int // indexes into the chunk, in order
+	cmd *redis.Cmd
+}
+
+// plan groups a chunk's ops into calls. Ops of different items touch
+// different keys, so only each item's order matters: an item's registrations
+// join one call until another kind of op of that item (a leave, a mark...)
+// or a registration of another partition comes between them, or the call
+// holds EnqueueBatch.
+func plan(ops []Op) []call {
+	calls := make([]call, 0, 8)
+	open := make(map[string]int, 4) // item -> its open enqueue call
+	for i, op := range ops {
+		if op.Kind != OpRegister {
+			delete(open, op.ItemID)
+			calls = append(calls, call{ops: []int{i}})
+			continue
+		}
+		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < EnqueueBatch && ops[calls[c].ops[0]].Partition == op.Partition {
+			calls[c].ops = append(calls[c].ops, i)
+			continue
+		}
+		open[op.ItemID] = len(calls)
+		calls = append(calls, call{ops: []int{i}})
+	}
+	return calls
+}
+
+// enqueueArgs packs a call's registrations as enqueue.lua reads them: the
+// partition, then 3 arguments a record (offset, tokenId, timestamp) when
+// every record's place key is its token, with no window and no bypass code
+// (the common case), else 7 (those, then place key, window, code, count).
+func enqueueArgs(ops []Op, idx []int) []any {
+	short := true
+	for _, j := range idx {
+		r := &ops[j]
+		if r.UserID != r.TokenID || r.Window != 0 || r.Bypass != nil {
+			short = false
+			break
+		}
+	}
+	stride := 7
+	if short {
+		stride = 3
+	}
+	args := make([]any, 0, 2+stride*len(idx))
+	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride))
+	for _, j := range idx {
+		r := &ops[j]
+		args = append(args, strconv.FormatInt(r.Offset, 10), r.TokenID, strconv.FormatInt(r.At, 10))
+		if short {
+			continue
+		}
+		code, count := "", "0"
+		if r.Bypass != nil {
+			code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
+		}
+		args = append(args, r.UserID, strconv.FormatInt(r.Window, 10), code, count)
+	}
+	return args
+}
+
+// apply runs one chunk. On a Redis Cluster a MULTI cannot span the items'
+// slots (nor the registry's), so the chunk goes as a plain pipeline that
+// go-redis splits by node, each call sent with EVAL (the script's text): no
+// call can be refused NOSCRIPT while a later call of its item runs, which is
+// what the MULTI with SCRIPT LOAD guarantees on one server. The calls of one
+// item share a slot, so they reach one node on one connection, in order.
+//
+// A chunk whose ops all run one script (the common case: registrations only)
+// skips the SCRIPT LOAD, which hashes the script's text each time: inside
+// MULTI/EXEC nothing can flush or load the cache, so one script is cached for
+// every op of the transaction or for none, and a NOSCRIPT refused them all.
+// The chunk is then run again, loading its script first.
+func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
+	_, cluster := l.rdb.(*redis.ClusterClient)
+	if cluster || !oneScript(ops) {
+		return l.applyOnce(ctx, ops, true)
+	}
+	out, err := l.applyOnce(ctx, ops, false)
+	if errors.Is(err, errAllNoScript) {
+		return l.applyOnce(ctx, ops, true)
+	}
+	return out, err
+}
+
+// oneScript tells whether every op of a chunk runs the same script.
+func oneScript(ops []Op) bool {
+	for _, op := range ops[1:] {
+		if op.Kind != ops[0].Kind {
+			return false
+		}
+	}
+	return true
+}
+
+// errAllNoScript is applyOnce's answer when Redis had none of the chunk's
+// script: nothing ran.
+var errAllNoScript = errors.New("NOSCRIPT: the chunk's script was not cached")
+
+// applyOnce runs one chunk in one transaction (a pipeline on a cluster),
+// starting with SCRIPT LOAD of each script it uses when load is set.
+// Without load it answers errAllNoScript when Redis had no script cached.
+func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, error) {
+	calls := plan(ops)
+	_, cluster := l.rdb.(*redis.ClusterClient)
+	run := l.rdb.TxPipelined
+	if cluster {
+		run = l.rdb.Pipelined
+	}
+	_, err := run(ctx, func(p redis.Pipeliner) error {
+		if load && !cluster {
+			loadScripts(ctx, p, ops)
+		}
+		return sendCalls(ctx, p, cluster, ops, calls)
+	})
+	if !load {
+		missing := 0
+		for _, c := range calls {
+			if isNoScript(c.cmd.Err()) {
+				missing++
+			}
+		}
+		switch {
+		case missing == len(calls):
+			return nil, errAllNoScript
+		case missing > 0: // cannot be: one script, one transaction
+			return nil, fmt.Errorf("apply %d ops: %d of %d calls of one script refused NOSCRIPT in one transaction", len(ops), missing, len(calls))
+		}
+	}
+	if err != nil && !IsRecordError(err) {
+		return nil, fmt.Errorf("apply %d ops: %w", len(ops), err)
+	}
+	return readCalls(ops, calls)
+}
+
+// loadScripts queues a SCRIPT LOAD of each script ops use, once each.
+func loadScripts(ctx context.Context, p redis.Pipeliner, ops []Op) {
+	var loaded [len(opScripts)]bool
+	for _, op := range ops {
+		if op.Kind < OpRegister || int(op.Kind) >= len(opScripts) || loaded[op.Kind] {
+			continue
+		}
+		loaded[op.Kind] = true
+		p.ScriptLoad(ctx, opScripts[op.Kind])
+	}
+}
+
+// sendCalls queues each call's script on p (with its text on a cluster,
+// where no SCRIPT LOAD precedes it; by its SHA otherwise) and the registry
+// of active items for each item that registers.
+func sendCalls(ctx context.Context, p redis.Pipeliner, cluster bool, ops []Op, calls []call) error {
+	eval := func(s *redis.Script, keys []string, args ...any) *redis.Cmd {
+		if cluster {
+			return s.Eval(ctx, p, keys, args...)
+		}
+		return s.EvalSha(ctx, p, keys, args...)
+	}
+	seen := make(map[string]struct{}, 4)
+	for ci := range calls {
+		c := &calls[ci]
+		i := c.ops[0]
+		op := ops[i]
+		k := KeysFor(op.ItemID)
+		part, off := strconv.FormatInt(int64(op.Partition), 10), strconv.FormatInt(op.Offset, 10)
+		switch op.Kind {
+		case OpRegister:
+			if _, ok := seen[op.ItemID]; !ok {
+				seen[op.ItemID] = struct{}{}
+				p.SAdd(ctx, ActiveItems, op.ItemID)
+			}
+			c.cmd = eval(enqueueScript, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, enqueueArgs(ops, c.ops)...)
+		case OpLeave:
+			c.cmd = eval(leaveScript, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
+		case OpMark:
+			c.cmd = eval(markScript, []string{k.Applied}, part, off)
+		case OpComplete:
+			c.cmd = eval(completeScript, []string{k.Admitted, k.Users, k.Waiting}, op.TokenID, op.UserID)
+		case OpAdmit:
+			c.cmd = eval(admitScript, []string{k.Waiting, k.Admitted, k.Head, k.Paced, k.Express, k.Pace, k.State}, admitArgs(op)...)
+		case OpAbandon:
+			c.cmd = eval(abandonScript, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
+		default:
+			return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
+		}
+	}
+	return nil
+}
+
+// admitArgs packs an OpAdmit as apply_admission.lua reads it: the event's
+// time, then tokenId, expiry pairs (expiry 0 when the event has none).
+func admitArgs(op Op) []any {
+	args := make([]any, 0, 1+2*len(op.Admitted))
+	args = append(args, strconv.FormatInt(op.At, 10))
+	for j, tok := range op.Admitted {
+		exp := int64(0)
+		if len(op.ExpiresAt) == len(op.Admitted) {
+			exp = op.ExpiresAt[j]
+		}
+		args = append(args, tok, strconv.FormatInt(exp, 10))
+	}
+	return args
+}
+
+// readCalls reads the answers of calls into one Result per op; a call a
+// script refused before its first write (a record error) refuses its ops.
+func readCalls(ops []Op, calls []call) ([]Result, error) {
+	out := make([]Result, len(ops))
+	refused := func(i int, err error) {
+		out[i] = Result{Err: fmt.Errorf("apply op at offset %d of %s: %w", ops[i].Offset, ops[i].ItemID, err)}
+	}
+	for _, c := range calls {
+		i := c.ops[0]
+		if err := c.cmd.Err(); err != nil {
+			if !IsRecordError(err) {
+				return nil, fmt.Errorf("apply op %d: %w", i, err)
+			}
+			for _, j := range c.ops { // the script refused before its first write
+				refused(j, err)
+			}
+			continue
+		}
+		if ops[i].Kind == OpComplete { // complete.lua answers 0 or 1, not a triple
+			out[i] = Result{Outcome: Ended, TokenID: ops[i].TokenID}
+			continue
+		}
+		vals, err := c.cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("apply op %d: %w", i, err)
+		}
+		if ops[i].Kind == OpRegister {
+			err = parseEnqueue(vals, ops, c.ops, out, refused)
+		} else {
+			out[i], err = parseResult(vals)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("apply op %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// parseEnqueue reads enqueue.lua's flat answer for the ops idx into out: an
+// integer for a record ADDED (its seq) or a REPLAY (0), else three values,
+// outcome, seq, tokenId. A record Redis refused goes to refused.
+func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(int, error)) error {
+	v := 0
+	for _, j := range idx {
+		if v >= len(vals) {
+			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		}
+		if seq, ok := vals[v].(int64); ok {
+			out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
+			if seq == 0 {
+				out[j] = Result{Outcome: Replay}
+			}
+			v++
+			continue
+		}
+		if v+3 > len(vals) {
+			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		}
+		r, err := parseResult(vals[v : v+3])
+		if err != nil {
+			return fmt.Errorf("op %d: %w", j, err)
+		}
+		v += 3
+		if r.Outcome == refusedOne {
+			err := scriptError(r.TokenID)
+			if !IsRecordError(err) {
+				return fmt.Errorf("op %d: %w", j, err)
+			}
+			refused(j, err)
+			continue
+		}
+		out[j] = r
+	}
+	if v != len(vals) {
+		return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+	}
+	return nil
+}
+
+// refusedOne is enqueue.lua's answer for a record Redis refused (its third
+// value is the error): the record wrote nothing, the others were applied.
+const refusedOne Outcome = "ERR"
+
+// scriptError is a Redis error a script returned as a value (enqueue.lua's
+// refusal of one record of many), so IsRecordError reads it as Redis's own.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+
+// RedisError marks it as Redis's answer (go-redis's redis.Error).
+func (scriptError) RedisError() {}
+
+// IsRecordError tells a refusal of one command (a reply error such as
+// WRONGTYPE) from trouble with Redis itself (network, restart, failover,
+// memory), which must pause consumption rather than fail a record.
+func IsRecordError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, transient := range []string{"NOSCRIPT", "EXECABORT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
+		if strings.HasPrefix(msg, transient) {
+			return false
+		}
+	}
+	return true
+}
+
+func parseResult(v []any) (Result, error) {
+	if len(v) != 3 {
+		return Result{}, fmt.Errorf("script returned %d values, want 3", len(v))
+	}
+	o, _ := v[0].(string)
+	seq, _ := v[1].(int64)
+	tok, _ := v[2].(string)
+	return Result{Outcome: Outcome(o), Seq: seq, TokenID: tok}, nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "NOSCRIPT")
+}
+
+// State of a queue token, as Status reads it from Redis.
+type State string
+
+// States.
+const (
+	Pending   State = "PENDING"   // accepted by Kafka, not yet applied to the line
+	Waiting   State = "WAITING"   // in the line
+	Admitted  State = "ADMITTED"  // let through; Status.ExpiresAtMs says until when
+	LeftLine  State = "LEFT"      // the user left the line
+	Completed State = "COMPLETED" // the admission was used and ended
+	Gone      State = "GONE"      // the admission expired
+	Rejected  State = "REJECTED"  // applied but never placed (sent to the DLQ)
+	// Abandoned: the place was released after the item's idleTimeout
+	// without a sign of life (a poll or a stream).
+	Abandoned State = "ABANDONED"
+	Pooled    State = "POOLED" // pre-queued: placed by its window's draw (Status.DrawAt)
+	Late      State = "LATE"   // queued behind a pending draw, placed right after it
+	// Duplicated: applied, but another token holds the place key's place (a
+	// proven user registered again); Status.TokenID names it while it is live.
+	Duplicated State = "DUPLICATE"
+)
+
+// Status is where a token stands.
+type Status struct {
+	State        State
+	Position     int64 // 1-based, when Waiting
+	WaitingTotal int64 // when Waiting
+	ExpiresAtMs  int64 // when Admitted
+	// AdmittedLastMinute is how many of the item were admitted in the last
+	// minute (when Waiting): the measured pace the ETA is computed from.
+	AdmittedLastMinute int64
+	// PacedSinceMs is when the oldest of those was admitted (unix ms; 0: none).
+	PacedSinceMs int64
+	// Active is how many of the item are admitted (when Waiting).
+	Active int64
+	// Seq is the live token's place in the item's sequence and Head the
+	// item's head read with it (when Waiting): every waiting seq is above the
+	// head, so the head's moves tell how the line moved (registration.Moved).
+	Seq, Head int64
+	// DrawAt is the window (unix ms) of the draw that places a Pooled or
+	// Late token, InDraw how many that draw places (when Pooled or Late).
+	DrawAt, InDraw int64
+	TokenID        string // the token read; for Duplicated, the live token that holds the key's place ("" if none)
+}
+
+// Status reads where tokenID's registration, at (partition, offset) and kept
+// under the place key key (topics.PlaceKey), stands, in one round trip. Only
+// tokenID's own place is answered: when another token holds key's place (a
+// proven user's repeat registration) the state is Duplicated and TokenID
+// names that token if its place is live. An empty tokenID reads whichever
+// token holds key (operators and tests, never a client's request).
+func (l *Line) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (Status, error) {
+	k := KeysFor(item)
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express, k.Pool, k.Late},
+		key, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10), tokenID).Slice()
+	if err != nil {
+		return Status{}, fmt.Errorf("status of %s in %s: %w", key, item, err)
+	}
+	if len(v) < 4 {
+		return Status{}, fmt.Errorf("status of %s in %s: script returned %d values", key, item, len(v))
+	}
+	s := Status{}
+	st, _ := v[0].(string)
+	s.State = State(st)
+	a, _ := v[1].(int64)
+	b, _ := v[2].(int64)
+	s.TokenID, _ = v[3].(string)
+	switch s.State {
+	case Waiting:
+		s.Position, s.WaitingTotal = a, b
+		if len(v) > 4 {
+			s.AdmittedLastMinute, _ = v[4].(int64)
+		}
+		if len(v) > 6 {
+			s.Active, _ = v[5].(int64)
+			oldest, _ := v[6].(string)
+			s.PacedSinceMs = pacedMs(oldest)
+		}
+		if len(v) > 8 {
+			seq, _ := v[7].(string) // ZSCORE answers a string
+			s.Seq, _ = strconv.ParseInt(seq, 10, 64)
+			s.Head, _ = v[8].(int64)
+		}
+	case Admitted:
+		s.ExpiresAtMs = a
+	case Pooled, Late:
+		s.DrawAt, s.InDraw = a, b
+	}
+	return s, nil
+}
+
+// Motion is how an item's line stands: its head and the counts a waiting
+// registration's answer needs besides its own place.
+type Motion struct {
+	Head, WaitingTotal, AdmittedLastMinute, Active, PacedSinceMs int64
+}
+
+// Motion reads item's head and counts in one round trip (one read-only script).
+func (l *Line) Motion(ctx context.Context, item string) (Motion, error) {
+	k := KeysFor(item)
+	v, err := motionScript.Run(ctx, l.rdb, []string{k.Head, k.Waiting, k.Admitted, k.Pace, k.Paced}).Slice()
+	if err != nil {
+		return Motion{}, fmt.Errorf("motion of %s: %w", item, err)
+	}
+	if len(v) < 4 {
+		return Motion{}, fmt.Errorf("motion of %s: script returned %d values", item, len(v))
+	}
+	m := Motion{}
+	m.Head, _ = v[0].(int64)
+	m.WaitingTotal, _ = v[1].(int64)
+	m.AdmittedLastMinute, _ = v[2].(int64)
+	m.Active, _ = v[3].(int64)
+	if len(v) > 4 {
+		oldest, _ := v[4].(string)
+		m.PacedSinceMs = pacedMs(oldest)
+	}
+	return m, nil
+}
+
+// Waiting returns the tokenIds of item's line in order, from the front; at
+// most limit of them (limit <= 0: all).
+func (l *Line) Waiting(ctx context.Context, item string, limit int64) ([]string, error) {
+	stop := limit - 1
+	if limit <= 0 {
+		stop = -1
+	}
+	ids, err := l.rdb.ZRange(ctx, KeysFor(item).Waiting, 0, stop).Result()
+	if err != nil {
+		return nil, fmt.Errorf("waiting of %s: %w", item, err)
+	}
+	return ids, nil
+}
+
+// Rewind moves item's applied offset on partition back to just before from,
+// so the ops from there on run again instead of being replays: the consumer
+// retries records Redis refused this way. It changes nothing and answers false
+// when the stored offset is beyond upTo (a newer write owns it).
+func (l *Line) Rewind(ctx context.Context, item string, partition int32, from, upTo int64) (bool, error) {
+	n, err := rewindScript.Run(ctx, l.rdb, []string{KeysFor(item).Applied}, strconv.FormatInt(int64(partition), 10),
+		strconv.FormatInt(from, 10), strconv.FormatInt(upTo, 10), strconv.FormatInt(from-1, 10)).Int()
+	if err != nil {
+		return false, fmt.Errorf("rewind %s partition %d to %d: %w", item, partition, from, err)
+	}
+	return n == 1, nil
+}
