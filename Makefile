@@ -84,7 +84,7 @@ unit:
 # The packages whose tests reach Redis through testenv.Redis / RedisBackend:
 # the line's scripts, the view, the rebuild, the consumer, the schedulers and
 # the end-to-end stack suite.
-CLUSTER_PKGS := ./pkg/store/queue/... ./pkg/redisview/view/... ./pkg/redisview/rebuild/... ./pkg/redisview/linesnap/... ./pkg/redisview/retention/... \
+CLUSTER_PKGS := ./pkg/store/queue/... ./pkg/redisview/view/... ./pkg/redisview/rebuild/... ./pkg/redisview/linesnap/... ./pkg/redisview/retention/... ./pkg/store/sitehealth/... \
 	./services/consumer/... ./services/scheduler/... ./services/dev/stack/...
 
 unit-cluster: ## the Redis-touching tests again, against a 3-master Redis Cluster (WR_TEST_REDIS=cluster: each test's own, or its package's, emptied for it); not the browser tests

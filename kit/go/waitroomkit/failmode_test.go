@@ -73,8 +73,8 @@ func TestFailOpenAndFailClosedWithTheAPIUnreachable(t *testing.T) {
 	t.Cleanup(func() { _ = open.Close() })
 	shopClosed, shopOpen := shopOf(t, closed, "gig"), shopOf(t, open, "gig")
 
-	if code, _ := shopOpen(""); code != http.StatusSeeOther {
-		t.Fatalf("fail open, no token, room not known down: %d, want 303 to the waiting page", code)
+	if code, body := shopOpen(""); code != http.StatusOK || body != "unchecked fail-open" {
+		t.Fatalf("fail open, no token, room unreachable: %d %q, want through (the kit asks the room first)", code, body)
 	}
 	if code, _ := shopClosed(tok); code != http.StatusServiceUnavailable {
 		t.Fatalf("fail closed, a token the kit cannot check: %d, want 503", code)
@@ -111,6 +111,37 @@ func TestFailOpenAndFailClosedWithTheAPIUnreachable(t *testing.T) {
 	forged := sign(t, other, jwt.SigningMethodEdDSA, "a1", claimsFor("gig", time.Now().Add(time.Hour)))
 	if code, _ := shop2(forged); code != http.StatusSeeOther {
 		t.Fatalf("a forged token while failing open: %d, want 303 (refused, not passed)", code)
+	}
+}
+
+// A visitor without a token on an item that fails open: while the room was
+// heard from less than minRefresh ago the kit sends them to the waiting page
+// without asking; once that long has passed it asks again, and a room gone
+// since lets them through at once, not only when the keys reach maxAge.
+func TestFailOpenWithoutATokenAsksTheRoomAfterMinRefresh(t *testing.T) {
+	is := newIssuer(t, "a1")
+	api := newStubAPI(t, is)
+	const minRefresh = 2 * time.Second
+	kit, err := New(api.srv.URL, WithFailMode(FailOpen), WithKeyRefreshTimeout(300*time.Millisecond),
+		WithKeyRefresh(minRefresh, time.Hour), WithWaitURL("https://queue.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kit.Close() })
+	if err := kit.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	shop := shopOf(t, kit, "gig")
+	if code, _ := shop(""); code != http.StatusSeeOther {
+		t.Fatalf("room up, no token: %d, want 303 to the waiting page", code)
+	}
+	api.down.Store(true)
+	if code, _ := shop(""); code != http.StatusSeeOther {
+		t.Fatalf("room just heard from, no token: %d, want 303 (not asked again within minRefresh)", code)
+	}
+	time.Sleep(minRefresh + 100*time.Millisecond)
+	if code, body := shop(""); code != http.StatusOK || body != "unchecked fail-open" {
+		t.Fatalf("room down for longer than minRefresh, no token: %d %q, want through unchecked", code, body)
 	}
 }
 

@@ -393,6 +393,29 @@ func (s *keySet) down() bool {
 	return s.lastErr != nil
 }
 
+// downNow is down for a visitor with no token on an item that fails open:
+// when the room was last heard from (or tried) at least minRefresh ago, it
+// asks again first (one fetch for every caller, bounded by the fetch's
+// timeout and ctx), so such a visitor fails open within about minRefresh of
+// the room going down, not only once the keys reach maxAge. A fetch already
+// under way is not waited for: its answer decides the next visitors.
+func (s *keySet) downNow(ctx context.Context) bool {
+	s.mu.Lock()
+	if s.lastErr != nil || s.inflight != nil || s.closed || s.now().Sub(s.tried) < s.minRefresh {
+		down := s.lastErr != nil
+		s.mu.Unlock()
+		return down
+	}
+	done := s.startFetchLocked()
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false // the visitor left: the fetch still decides the next ones
+	}
+	return s.down()
+}
+
 func pausedPage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Retry-After", "30")
 	w.Header().Set("Cache-Control", "no-store")

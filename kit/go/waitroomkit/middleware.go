@@ -77,8 +77,9 @@ func (k *Kit) Protect(itemOf func(*http.Request) string) func(http.Handler) http
 			if err != nil {
 				a, err = k.Verify(r.Context(), raw, item)
 				// The room cannot answer: a token it cannot check, or a
-				// visitor with none while its api is known to be down.
-				if flag.FailMode == FailOpen && (errors.Is(err, ErrUnavailable) || (errors.Is(err, ErrNoToken) && k.keys.down())) {
+				// visitor with none while its api is down (asked again when
+				// it was last heard from minRefresh ago or more).
+				if flag.FailMode == FailOpen && (errors.Is(err, ErrUnavailable) || (errors.Is(err, ErrNoToken) && k.keys.downNow(r.Context()))) {
 					k.pass(w, r, next, item, UncheckedFailOpen)
 					return
 				}
