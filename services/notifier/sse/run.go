@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/app/service"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
@@ -111,18 +112,37 @@ type Notifier struct {
 	log    *zap.Logger
 }
 
-// New builds a notifier from cfg; metrics go to reg. It creates the clients
-// and asks Kafka once whether it accepts our credentials (kclient.Check);
-// Run starts it and closes them when it returns.
+// New builds a notifier from cfg with its own Redis client and view
+// watcher; metrics go to reg. It creates the clients and asks Kafka once
+// whether it accepts our credentials (kclient.Check); Run starts it and
+// closes them when it returns. The service's Run builds the same notifier on
+// a service.App instead.
 func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	signers, err := cfg.Signers(log)
+	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-notifier", log)
 	if err != nil {
 		return nil, err
 	}
-	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-notifier", log)
+	rdb, err := cfg.Redis.NewClient()
+	if err != nil {
+		return nil, err
+	}
+	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
+	n, err := newNotifier(ctx, cfg, rdb, base, watch, reg, log)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// newNotifier builds the notifier's own parts on rdb, the Kafka options base
+// and the view watch (run by the caller): the admissions follower (checked
+// against the cluster), the item and block tables, the hub and the server.
+func newNotifier(ctx context.Context, cfg Config, rdb redis.UniversalClient, base []kgo.Opt, watch *view.Watcher, reg prometheus.Registerer, log *zap.Logger) (*Notifier, error) {
+	signers, err := cfg.Signers(log)
 	if err != nil {
 		return nil, err
 	}
@@ -144,27 +164,11 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 		follow.Close()
 		return nil, err
 	}
-	rdb, err := cfg.Redis.NewClient()
-	if err != nil {
-		follow.Close()
-		return nil, err
-	}
 	hub := NewHub(items)
 	hub.SetPositionEvery(cfg.PositionEvery) // negative (unpaced): every event wakes
 	m := NewMetrics(reg, hub)
-	noCap := func(n int) int { // 0 is "no cap" here, the default in Options
-		if n == 0 {
-			return -1
-		}
-		return n
-	}
-	opt := Options{Heartbeat: cfg.Heartbeat, Retry: cfg.Retry, WriteTimeout: cfg.WriteTimeout, Refresh: cfg.Refresh, IdleRefresh: cfg.IdleRefresh,
-		PositionEvery: cfg.PositionEvery, RefreshRate: cfg.RefreshRate,
-		StreamsPerToken: noCap(cfg.StreamsPerToken), StreamsPerAddress: noCap(cfg.StreamsPerAddress), MaxStreams: noCap(cfg.MaxStreams),
-		OpenRate: noCap(cfg.OpenRate), OpenWait: cfg.OpenWait}
-	srv := NewServer(hub, rdb, items, signers.Queue.WithClock(cfg.Clock.Now), signers.Admission.WithClock(cfg.Clock.Now), opt, m, log)
+	srv := NewServer(hub, rdb, items, signers.Queue.WithClock(cfg.Clock.Now), signers.Admission.WithClock(cfg.Clock.Now), cfg.options(), m, log)
 	srv.now = cfg.Clock.Now
-	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	srv.SetView(watch)
 	srv.SetBlocks(blocks)
 	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, func(item string) bool {
@@ -175,16 +179,29 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, seen: seen, m: m, opt: srv.Options(), log: log}, nil
 }
 
+// options are the server's Options from cfg.
+func (c Config) options() Options {
+	noCap := func(n int) int { // 0 is "no cap" here, the default in Options
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	return Options{Heartbeat: c.Heartbeat, Retry: c.Retry, WriteTimeout: c.WriteTimeout, Refresh: c.Refresh, IdleRefresh: c.IdleRefresh,
+		PositionEvery: c.PositionEvery, RefreshRate: c.RefreshRate,
+		StreamsPerToken: noCap(c.StreamsPerToken), StreamsPerAddress: noCap(c.StreamsPerAddress), MaxStreams: noCap(c.MaxStreams),
+		OpenRate: noCap(c.OpenRate), OpenWait: c.OpenWait}
+}
+
 // Routes adds the event stream route to r.
 func (n *Notifier) Routes(r gin.IRouter) { n.srv.Routes(r) }
 
 // Hub is the notifier's hub (streams, feeds, heartbeat).
 func (n *Notifier) Hub() *Hub { return n.hub }
 
-// Run follows the admissions and items topics and beats the heartbeat until
-// ctx ends; ready is set once the item cache caught up (before that every item
-// would look closed). When ctx ends every stream is ended (EventSource
-// reconnects, to another replica), then the clients are closed.
+// Run runs the view watcher and the notifier's loops (serve) until ctx ends;
+// ready requires a trusted view. When it returns the clients New made are
+// closed.
 func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	if ready == nil {
 		ready = &httpserver.Readiness{}
@@ -194,9 +211,19 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	ready.Require(n.view.Ready)
 	ready.Detail(n.view.Detail)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.view.Run(gctx) })
+	g.Go(func() error { return n.serve(gctx, ready) })
+	return g.Wait()
+}
+
+// serve follows the admissions and items topics and beats the heartbeat
+// until ctx ends; ready is set once the item cache caught up (before that
+// every item would look closed). When ctx ends every stream is ended
+// (EventSource reconnects, to another replica) before serve returns.
+func (n *Notifier) serve(ctx context.Context, ready *httpserver.Readiness) error {
+	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.items.Run(gctx) })
 	g.Go(func() error { return n.blocks.Run(gctx) })
-	g.Go(func() error { return n.view.Run(gctx) })
 	g.Go(func() error { n.srv.watchView(gctx); return nil })
 	g.Go(func() error { n.seen.Run(gctx); return nil })
 	g.Go(func() error {
@@ -207,26 +234,7 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 		n.hub.Run(gctx, n.opt.Heartbeat, n.opt.ItemPoll)
 		return nil
 	})
-	g.Go(func() error {
-		wctx, cancel := context.WithTimeout(gctx, 60*time.Second)
-		defer cancel()
-		err := n.items.Sync(wctx)
-		if err == nil {
-			err = n.blocks.Sync(wctx)
-		}
-		if err != nil {
-			if gctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("notifier warm-up: %w", err)
-		}
-		if err := n.rdb.Ping(wctx).Err(); err != nil {
-			n.log.Warn("redis does not answer yet; streams answer 503 until it does", zap.Error(err))
-		}
-		ready.Set(true)
-		n.log.Info("notifier ready", zap.Int("items", len(n.items.All())))
-		return nil
-	})
+	g.Go(func() error { return n.warmUp(gctx, ready) })
 	err := g.Wait()
 	ready.Set(false)
 	n.hub.Stop()
@@ -240,34 +248,60 @@ func (n *Notifier) Run(ctx context.Context, ready *httpserver.Readiness) error {
 	return err
 }
 
+// warmUp waits for the item and block tables to catch up, then says the
+// notifier is ready.
+func (n *Notifier) warmUp(ctx context.Context, ready *httpserver.Readiness) error {
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	err := n.items.Sync(wctx)
+	if err == nil {
+		err = n.blocks.Sync(wctx)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("notifier warm-up: %w", err)
+	}
+	if err := n.rdb.Ping(wctx).Err(); err != nil {
+		n.log.Warn("redis does not answer yet; streams answer 503 until it does", zap.Error(err))
+	}
+	ready.Set(true)
+	n.log.Info("notifier ready", zap.Int("items", len(n.items.All())))
+	return nil
+}
+
 // Run serves the notifier until ctx ends. ln, when not nil, is used instead of
 // listening on cfg.Addr (tests and the dev stack pass one). ready, when not
 // nil, is set once the service is ready.
 func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
-	if ready == nil {
-		ready = &httpserver.Readiness{}
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
-	reg := httpserver.NewRegistry()
-	n, err := New(ctx, cfg, log, reg)
+	a, err := service.Start(ctx, service.Parts{Name: "notifier", Addr: cfg.Addr, Kafka: cfg.Kafka, Redis: cfg.Redis, HTTP: cfg.HTTP}, ln, log, ready)
 	if err != nil {
 		return err
 	}
-	engine := httpserver.New(log, reg, ready)
-	if err := httpserver.TrustProxies(engine, cfg.TrustedProxies); err != nil {
-		n.rdb.Close()
-		n.follow.Close()
+	if err := build(ctx, cfg, a); err != nil {
+		a.Close()
 		return err
 	}
-	n.Routes(engine)
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			n.rdb.Close()
-			n.follow.Close()
-			return fmt.Errorf("listen %s: %w", cfg.Addr, err)
-		}
+	return a.Run(ctx)
+}
+
+// build adds the notifier's own parts to a: its proxies, the view watcher,
+// the notifier with its stream route, and its loops.
+func build(ctx context.Context, cfg Config, a *service.App) error {
+	if err := httpserver.TrustProxies(a.HTTP, cfg.TrustedProxies); err != nil {
+		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return n.Run(gctx, ready) })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
-	return g.Wait()
+	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval})
+	n, err := newNotifier(ctx, cfg, a.Redis, a.Kafka, watch, a.Reg, a.Log)
+	if err != nil {
+		return err
+	}
+	a.OnClose(n.follow.Close)
+	n.Routes(a.HTTP)
+	a.Go(func(ctx context.Context) error { return n.serve(ctx, a.Ready) })
+	return nil
 }
