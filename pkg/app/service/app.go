@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,6 +100,21 @@ func (a *App) Close() {
 		a.closers[i]()
 	}
 	a.closers = nil
+}
+
+// Listen serves h on addr besides the App's engine, with the same HTTP
+// settings and shutdown, from Run on (a second port such as pprof's, kept
+// off the public one). The listener is bound now, so a taken port fails the
+// start; Close closes it when Run never ran. It returns the bound address
+// (addr may name port 0).
+func (a *App) Listen(addr string, h http.Handler) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	a.OnClose(func() { _ = ln.Close() }) // after Serve returned: already closed, a no-op
+	a.Go(func(ctx context.Context) error { return httpserver.Serve(ctx, ln, h, a.p.HTTP, a.Log) })
+	return ln.Addr(), nil
 }
 
 // Run serves HTTP and runs every loop until ctx ends or one fails, then

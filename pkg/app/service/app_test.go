@@ -70,3 +70,41 @@ func TestAppRunsLoopsThenClosesInReverseOrder(t *testing.T) {
 	assert.False(t, a.Ready.Ready(), "not ready once Run returned")
 	assert.Error(t, a.Redis.Ping(context.Background()).Err(), "the Redis client is closed last")
 }
+
+// A second port added with Listen is bound at once, served while Run runs
+// beside the App's engine, and closed once Run returned.
+func TestAppListenServesASecondPortUntilRunReturns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs := testenv.StartRedis(t)
+	p, err := config.Defaults[service.Parts]()
+	require.NoError(t, err)
+	p.Name, p.Kafka.Brokers, p.Redis.Addr, p.Addr = "test", testenv.Kafka(t, 1), rs.Addr, "127.0.0.1:0"
+	a, err := service.Start(ctx, p, nil, zap.NewNop(), nil)
+	require.NoError(t, err)
+	addr, err := a.Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "second")
+	}))
+	require.NoError(t, err)
+	_, err = a.Listen(addr.String(), http.NotFoundHandler())
+	require.Error(t, err, "a taken port fails at Listen, before Run")
+
+	get := func() (string, error) {
+		r, err := http.Get("http://" + addr.String() + "/")
+		if err != nil {
+			return "", err
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		return string(b), err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	require.Eventually(t, func() bool { b, err := get(); return err == nil && b == "second" }, 10*time.Second, 20*time.Millisecond,
+		"the second port is served while Run runs")
+	stop()
+	require.NoError(t, <-done)
+	_, err = get()
+	assert.Error(t, err, "the second port is closed once Run returned")
+}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/app/service"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
@@ -30,7 +30,6 @@ import (
 	"github.com/waitroom/waitroom/services/api/waitpage"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
 // Config of the API service.
@@ -140,9 +139,6 @@ func (c Config) Validate() error {
 // listening on cfg.Addr (tests and the dev stack pass one). ready, when not
 // nil, is set once the service is ready.
 func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, ready *httpserver.Readiness) error {
-	if ready == nil {
-		ready = &httpserver.Readiness{}
-	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -150,40 +146,49 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err != nil {
 		return err
 	}
-	signer, admit := signers.Queue.WithClock(cfg.Clock.Now), signers.Admission.WithClock(cfg.Clock.Now)
-	base, err := kclient.Opts(ctx, cfg.Kafka, cfg.Kafka.ClientID+"-api", log)
+	a, err := service.Start(ctx, service.Parts{Name: "api", Addr: cfg.Addr, Kafka: cfg.Kafka, Redis: cfg.Redis, HTTP: cfg.HTTP}, ln, log, ready)
 	if err != nil {
 		return err
 	}
-	prod, err := newProducer(ctx, cfg, base)
+	if err := build(ctx, cfg, a, signers); err != nil {
+		a.Close()
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// build adds the api's own parts to a: its producer, the item and block
+// tables, the server and its pages on a's engine, the pprof port, and the
+// loops beside them.
+func build(ctx context.Context, cfg Config, a *service.App, signers registration.Signers) error {
+	prod, err := newProducer(ctx, cfg, a.Kafka)
 	if err != nil {
 		return err
 	}
-	defer prod.Close()
-	items, err := itemcache.New(base, log.Named("items"))
+	a.OnClose(prod.Close)
+	items, err := itemcache.New(a.Kafka, a.Log.Named("items"))
 	if err != nil {
 		return err
 	}
-	blocks, err := blocklist.New(base, log.Named("blocks"))
+	blocks, err := blocklist.New(a.Kafka, a.Log.Named("blocks"))
 	if err != nil {
 		return err
 	}
-	rdb, err := cfg.Redis.NewClient()
-	if err != nil {
+	s := &api{cfg: cfg, log: a.Log, ready: a.Ready, prod: prod, signer: signers.Queue.WithClock(cfg.Clock.Now), items: items, blocks: blocks}
+	if err := s.build(ctx, a, signers.Admission.WithClock(cfg.Clock.Now)); err != nil {
 		return err
 	}
-	defer rdb.Close()
-	s := &service{cfg: cfg, log: log, ready: ready, prod: prod, signer: signer, items: items, blocks: blocks}
-	if err := s.build(ctx, rdb, admit); err != nil {
-		return err
+	if cfg.PprofAddr != "" {
+		if _, err := a.Listen(cfg.PprofAddr, pprofMux()); err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
 	}
-	ln, pln, err := listen(cfg, ln)
-	if err != nil {
-		return err
-	}
-	err = s.serve(ctx, ln, pln)
-	ready.Set(false)
-	return err
+	a.Go(items.Run)
+	a.Go(blocks.Run)
+	a.Go(func(ctx context.Context) error { s.seen.Run(ctx); return nil })
+	a.Go(func(ctx context.Context) error { s.refusals.Run(ctx); return nil })
+	a.Go(s.becomeReady)
+	return nil
 }
 
 // newProducer is the api's producer of registrations, checked against the
@@ -197,8 +202,9 @@ func newProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, 
 	)...)
 }
 
-// service is what Run serves: the HTTP engine and the loops beside it.
-type service struct {
+// api is the api's own parts that becomeReady and the loops beside the
+// engine use.
+type api struct {
 	cfg      Config
 	log      *zap.Logger
 	ready    *httpserver.Readiness
@@ -206,23 +212,18 @@ type service struct {
 	signer   *token.Signer
 	items    *itemcache.Cache
 	blocks   *blocklist.List
-	watch    *view.Watcher
 	seen     *liveness.Tracker
 	refusals *Refusals
-	engine   *gin.Engine
 }
 
-// build makes the server on rdb (the line, the view, the guard's stores) and
-// the engine that serves it and the pages.
-func (s *service) build(ctx context.Context, rdb redis.UniversalClient, admit *token.Signer) error {
-	cfg, log, items, blocks := s.cfg, s.log, s.items, s.blocks
-	reg := httpserver.NewRegistry()
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_api_block_records_skipped_total",
+// build makes the server on a's Redis client (the line, the view, the
+// guard's stores) and mounts it and the pages on a's engine.
+func (s *api) build(ctx context.Context, a *service.App, admit *token.Signer) error {
+	cfg, log, items, blocks, rdb := s.cfg, s.log, s.items, s.blocks, a.Redis
+	a.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "waitroom_api_block_records_skipped_total",
 		Help: "Malformed records on waitroom.blocks this replica skipped (each blocks nobody; logged with its offset and reason)."},
 		func() float64 { return float64(blocks.Skipped()) }))
-	s.watch = view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
-	s.ready.Require(s.watch.Ready)
-	s.ready.Detail(s.watch.Detail)
+	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval})
 	guard, err := cfg.guardKeys()
 	if err != nil {
 		return err
@@ -238,65 +239,27 @@ func (s *service) build(ctx context.Context, rdb redis.UniversalClient, admit *t
 	}, log.Named("seen"))
 	s.refusals = NewRefusals(line, cfg.RefusedFlush, log.Named("refusals"))
 	srv := NewServer(items, s.prod, line, s.signer, admit, Options{
-		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: s.watch,
-		Throttle:         NewThrottle(rdb, cfg.Throttle, reg, log.Named("throttle")),
+		MaxBodyBytes: cfg.MaxBodyBytes, QueueTokenTTL: cfg.QueueTokenTTL, ProduceTimeout: cfg.ProduceTimeout, View: watch,
+		Throttle:         NewThrottle(rdb, cfg.Throttle, a.Reg, log.Named("throttle")),
 		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: s.seen,
 		Guard: guard, Refusals: s.refusals, AutoWait: cfg.AutoWait, Signals: sitehealth.NewStore(rdb), SignalToken: cfg.SignalToken,
-	}, reg, log)
+	}, a.Reg, log)
 	srv.now = cfg.Clock.Now
-	s.engine = httpserver.New(log, reg, s.ready)
-	if err := httpserver.TrustProxies(s.engine, cfg.TrustedProxies); err != nil {
+	if err := httpserver.TrustProxies(a.HTTP, cfg.TrustedProxies); err != nil {
 		return err
 	}
 	pages, err := waitpage.New(cfg.Page, cfg.PageTarget, items, log.Named("waitpage"))
 	if err != nil {
 		return fmt.Errorf("waiting page: %w", err)
 	}
-	mount(s.engine, srv, pages)
+	mount(a.HTTP, srv, pages)
 	return nil
-}
-
-// listen is the api's listener (ln when not nil, else one on cfg.Addr) and
-// the pprof one (nil without cfg.PprofAddr).
-func listen(cfg Config, ln net.Listener) (net.Listener, net.Listener, error) {
-	var err error
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return nil, nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
-		}
-	}
-	var pln net.Listener
-	if cfg.PprofAddr != "" {
-		if pln, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
-			ln.Close()
-			return nil, nil, fmt.Errorf("listen pprof %s: %w", cfg.PprofAddr, err)
-		}
-	}
-	return ln, pln, nil
-}
-
-// serve runs the engine on ln (and pprof on pln, when not nil) and the loops
-// beside it until ctx ends or one fails.
-func (s *service) serve(ctx context.Context, ln, pln net.Listener) error {
-	cfg, log := s.cfg, s.log
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.items.Run(gctx) })
-	g.Go(func() error { return s.blocks.Run(gctx) })
-	g.Go(func() error { return s.watch.Run(gctx) })
-	g.Go(func() error { s.seen.Run(gctx); return nil })
-	g.Go(func() error { s.refusals.Run(gctx); return nil })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, s.engine, cfg.HTTP, log) })
-	if pln != nil {
-		g.Go(func() error { return httpserver.Serve(gctx, pln, pprofMux(), cfg.HTTP, log) })
-	}
-	g.Go(func() error { return s.becomeReady(gctx) })
-	return g.Wait()
 }
 
 // becomeReady warms up, waits for every block in the record to be in force,
 // then says the api is ready.
-func (s *service) becomeReady(ctx context.Context) error {
+func (s *api) becomeReady(ctx context.Context) error {
 	err := warmUp(ctx, s.prod, s.items, s.signer)
 	if err == nil { // ready only once every block in the record is in force
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
