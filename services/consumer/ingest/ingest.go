@@ -18,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"github.com/waitroom/waitroom/pkg/kafka/dlq"
 	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/services/consumer/consume"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -42,6 +43,7 @@ type Registrations struct {
 	log   *zap.Logger
 	m     *Metrics
 	retry Retry
+	chain consume.BatchHandler // compose's
 
 	mu sync.Mutex
 	// refused remembers ops Redis refused that are not dead-lettered yet, by
@@ -62,8 +64,10 @@ type refusal struct {
 // NewRegistrations returns the registrations handler, applying to the lines
 // in rdb.
 func NewRegistrations(rdb redis.UniversalClient, items Items, dl DeadLetters, m *Metrics, log *zap.Logger, retry Retry) *Registrations {
-	return &Registrations{line: queue.New(rdb), items: items, dlq: dl, log: log, m: m,
+	h := &Registrations{line: queue.New(rdb), items: items, dlq: dl, log: log, m: m,
 		retry: retry.withDefaults(), refused: map[int32]map[int64]refusal{}}
+	h.chain = h.compose()
+	return h
 }
 
 // Handle applies one partition's records in order. Records that are not
@@ -93,65 +97,13 @@ func (h *Registrations) Handle(ctx context.Context, partition int32, recs []*kgo
 	return nil
 }
 
-// handle applies records none of which is a draw.
+// handle applies records none of which is a draw, through the
+// registrations' middleware (chain.go).
 func (h *Registrations) handle(ctx context.Context, partition int32, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	h.forgetBefore(partition, recs[0].Offset)
-	ops, opRecord, letters, err := h.judge(ctx, recs)
-	if err != nil {
-		return err
-	}
-	res, err := h.line.Apply(ctx, ops)
-	if err != nil {
-		return fmt.Errorf("apply partition %d batch of %d: %w", partition, len(ops), err)
-	}
-	st := make([]refusal, len(ops)) // per op: its refusal, if any, and tries so far
-	for i := range ops {
-		if opRecord[i] == nil { // a mark of a record dead-lettered above
-			continue
-		}
-		prev, ok := h.lookup(partition, ops[i].Offset)
-		switch {
-		case ok && prev.tries >= h.retry.Attempts && (res[i].Err != nil || res[i].Outcome == queue.Replay):
-			st[i] = prev // given up on by an earlier attempt at this batch, whose letters were not written
-		case res[i].Err != nil:
-			st[i] = refusal{err: res[i].Err, tries: prev.tries + 1}
-		case ok && res[i].Outcome == queue.Replay:
-			st[i] = prev // refused by an earlier attempt at this batch, not applied
-		}
-	}
-	// Until the letters are written, remember the refusals for the next attempt.
-	sent := false
-	defer func() { h.remember(partition, ops, st, sent) }()
-	if err := h.retryRefused(ctx, partition, ops, opRecord, res, st); err != nil {
-		return err
-	}
-	for i, r := range res {
-		if st[i].err != nil {
-			letters = append(letters, dlq.Letter{Record: opRecord[i], Err: st[i].err, Attempts: st[i].tries})
-			continue
-		}
-		h.m.applied.WithLabelValues(string(r.Outcome)).Inc()
-		if r.Outcome == queue.Released {
-			h.m.abandoned.Inc()
-		}
-	}
-	if err := h.dlq.Send(ctx, letters...); err != nil {
-		return err
-	}
-	sent = true
-	if err := h.markNew(ctx, ops, opRecord, res); err != nil {
-		return err
-	}
-	h.m.batch.Observe(float64(len(ops)))
-	for _, l := range letters {
-		h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(l.Err)).Inc()
-		h.log.Warn("registration dead-lettered", zap.Int32("partition", l.Record.Partition), zap.Int64("offset", l.Record.Offset),
-			zap.Int("attempts", max(l.Attempts, 1)), zap.Error(l.Err))
-	}
-	return nil
+	return h.chain(ctx, partition, recs)
 }
 
 // judge decodes and checks recs: the ops to apply (with the record of each,

@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -101,7 +100,7 @@ func TestDecodedMarksWhatDoesNotDecodeBad(t *testing.T) {
 // attempts are spent (then it is bad), and returns a failed call at once.
 func TestRetriedRetriesARefusalButNotAFailedCall(t *testing.T) {
 	ctx := context.Background()
-	rdb := testenv.StartRedis(t).Client()
+	rdb := testenv.Redis(t)
 	require.NoError(t, rdb.Set(ctx, "k", "a string", 0).Err())
 	p := retry.Policy{Initial: time.Millisecond, Attempts: 3}
 	push := func(c redis.UniversalClient, calls *int) applyFunc[string] {
@@ -127,12 +126,7 @@ func TestRetriedRetriesARefusalButNotAFailedCall(t *testing.T) {
 	assert.Equal(t, 2, calls, "passes on the retry")
 	assert.Equal(t, 1, retries)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	gone := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	t.Cleanup(func() { _ = gone.Close() })
+	gone := goneRedis(t)
 	calls, retries = 0, 0
 	err = retried(p, queue.IsRecordError, func() { retries++ }, push(gone, &calls))(ctx, "k")
 	require.Error(t, err)
