@@ -19,16 +19,22 @@ import (
 	"go.uber.org/zap"
 )
 
+// testParts are the default Parts on a redis-server and a kfake cluster of
+// the test's own.
+func testParts(t *testing.T) service.Parts {
+	p, err := config.Defaults[service.Parts]()
+	require.NoError(t, err)
+	p.Name, p.Kafka.Brokers, p.Redis.Addr = "test", testenv.Kafka(t, 1), testenv.StartRedis(t).Addr
+	return p
+}
+
 // An App serves health on its listener while its loops run; the first loop
 // to fail ends the others, the service turns not ready, and what was opened
 // is closed after every loop returned, the last opened first.
 func TestAppRunsLoopsThenClosesInReverseOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rs := testenv.StartRedis(t)
-	p, err := config.Defaults[service.Parts]()
-	require.NoError(t, err)
-	p.Name, p.Kafka.Brokers, p.Redis.Addr = "test", testenv.Kafka(t, 1), rs.Addr
+	p := testParts(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	a, err := service.Start(ctx, p, ln, zap.NewNop(), nil)
@@ -76,10 +82,8 @@ func TestAppRunsLoopsThenClosesInReverseOrder(t *testing.T) {
 func TestAppListenServesASecondPortUntilRunReturns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rs := testenv.StartRedis(t)
-	p, err := config.Defaults[service.Parts]()
-	require.NoError(t, err)
-	p.Name, p.Kafka.Brokers, p.Redis.Addr, p.Addr = "test", testenv.Kafka(t, 1), rs.Addr, "127.0.0.1:0"
+	p := testParts(t)
+	p.Addr = "127.0.0.1:0"
 	a, err := service.Start(ctx, p, nil, zap.NewNop(), nil)
 	require.NoError(t, err)
 	addr, err := a.Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
