@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -167,6 +168,10 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	watch := view.NewWatcher(rdb, view.Options{Interval: cfg.View.CheckInterval}, reg, log.Named("view"))
 	srv.SetView(watch)
 	srv.SetBlocks(blocks)
+	// Cursors are signed with a key derived from the admission key, which
+	// every replica holds (the dev key when it is unset: Signers refused
+	// that unless DevKeys).
+	srv.SetCursorKey(cursorKeyOf(cmp.Or(cfg.AdmissionKey, registration.DevAdmissionKey)))
 	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, func(item string) bool {
 		it, ok := items.Get(item)
 		return ok && it.IdleTimeoutSeconds > 0

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,6 +117,11 @@ type stream struct {
 	gate, beatGate *gate
 	snap           *Snapshot // the item's snapshot the stream acted on last
 	wokeAt         time.Time // when the wave being acted on woke the stream (zero: not woken by one)
+	// cur is the cursor of the last exact read, sent in every event's id
+	// ("": none); resume, the checked cursor the stream opened with (nil:
+	// it opened from a Redis read), dropped once acted on.
+	cur    string
+	resume *cursor
 }
 
 // leave ends the stream's waits on its wave gates.
@@ -133,17 +139,19 @@ func (st *stream) leave() {
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // lastEventID parses Last-Event-ID (or ?lastEventId= for clients that cannot
-// set it); anything but a non-negative number is ignored.
-func lastEventID(c *gin.Context) int64 {
+// set it): the progress, and the cursor after it ("": none). A progress
+// that is not a non-negative number is ignored, and its cursor with it.
+func lastEventID(c *gin.Context) (progress int64, cur string) {
 	v := c.GetHeader("Last-Event-ID")
 	if v == "" {
 		v = c.Query("lastEventId")
 	}
+	v, cur, _ = strings.Cut(v, ".")
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0
+		return 0, ""
 	}
-	return n
+	return n, cur
 }
 
 func retryLine(d time.Duration) []byte {
@@ -171,6 +179,10 @@ func (st *stream) send(event string, data []byte, at int64) error {
 	bp := bufs.Get().(*[]byte)
 	b := append((*bp)[:0], "id: "...)
 	b = strconv.AppendInt(b, st.progress, 10)
+	if st.cur != "" {
+		b = append(b, '.')
+		b = append(b, st.cur...)
+	}
 	b = append(b, "\nevent: "...)
 	b = append(b, event...)
 	b = append(b, "\ndata: "...)
@@ -253,7 +265,33 @@ func (st *stream) start(ctx context.Context, status queue.Status) bool {
 	if st.notify(st.snap) {
 		return true
 	}
+	if st.resume != nil {
+		return st.resumed(ctx, st.snap)
+	}
 	return st.settle(ctx, status, st.snap, 0)
+}
+
+// resumed acts on the cursor the stream opened with, without reading Redis:
+// the place it names waits, unless the item is no longer open or the head
+// this notifier saw passed it (then the status is read as without one).
+// What the cursor cannot say (the place left, a pace for the ETA) comes
+// with the next exact read: at the first heartbeat or admission event that
+// finds the RefreshRate budget; true ends the stream.
+func (st *stream) resumed(ctx context.Context, snap *Snapshot) bool {
+	c := *st.resume
+	st.resume = nil
+	if snap.Verdict != registration.Open || snap.Head >= c.seq {
+		return st.full(ctx, snap)
+	}
+	st.tok = st.q.TokenID
+	if st.progress > 0 && st.progress < c.seq {
+		st.ceiling = c.seq - st.progress
+	}
+	st.seq, st.refHead, st.refPos = c.seq, c.refHead, c.refPos
+	st.total, st.totalAt = snap.Waiting, snap.At
+	st.cur = st.s.issueCursor(st.q.ItemID, st.q.TokenID, c)
+	st.nextRead = st.s.now().Add(jitter(st.s.opt.Refresh)) // lastRead stays zero: read at the first heartbeat
+	return st.position(snap, 0)
 }
 
 // end releases what the stream holds.
@@ -504,6 +542,10 @@ func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth i
 		st.ceiling = p.Seq - st.progress // what Last-Event-ID says this client saw
 	}
 	st.seq, st.refHead, st.refPos = p.Seq, p.Head, p.Position
+	st.cur = ""
+	if st.tok == st.q.TokenID { // a repeat registration's line token is not the one presented: no cursor
+		st.cur = st.s.issueCursor(st.q.ItemID, st.tok, cursor{seq: p.Seq, refHead: p.Head, refPos: p.Position})
+	}
 	st.total, st.totalAt, st.pace = p.Total, now.UnixMilli(), registration.PaceOfPlace(p)
 	st.lastRead = now
 	st.nextRead = now.Add(jitter(st.s.opt.Refresh))
@@ -646,6 +688,7 @@ func (st *stream) admitted(until time.Time, at int64) bool {
 		return true // the client reconnects and tries again
 	}
 	st.progress = max(st.progress, st.seq)
+	st.cur = "" // nothing to resume once admitted
 	_ = st.send(EventAdmitted, mustJSON(Admitted{AdmissionToken: raw, ExpiresAt: until.UTC().Format(time.RFC3339Nano)}), at)
 	return true
 }
@@ -662,6 +705,7 @@ func (st *stream) notify(snap *Snapshot) bool {
 
 // final sends the terminal event of status; the stream ends.
 func (st *stream) final(status string) bool {
+	st.cur = ""
 	t := Terminal{Status: status}
 	if status == registration.StatusRejected {
 		t.Message = st.s.hub.rejectMessage(st.q.ItemID)
