@@ -172,10 +172,7 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	// every replica holds (the dev key when it is unset: Signers refused
 	// that unless DevKeys).
 	srv.SetCursorKey(cursorKeyOf(cmp.Or(cfg.AdmissionKey, registration.DevAdmissionKey)))
-	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, func(item string) bool {
-		it, ok := items.Get(item)
-		return ok && it.IdleTimeoutSeconds > 0
-	}, log.Named("seen"))
+	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, srv.wantsSeen, log.Named("seen"))
 	srv.SetSeen(seen)
 	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, seen: seen, m: m, opt: srv.Options(), log: log}, nil
 }
