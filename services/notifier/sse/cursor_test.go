@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -96,4 +97,42 @@ func TestAStreamReopensFromItsCursorWithoutRedis(t *testing.T) {
 		assert.GreaterOrEqual(t, calls, int64(2), "a forged cursor %q is ignored", forged)
 	}
 	assert.Equal(t, 1.0, w.metric(n, "waitroom_notifier_cursor_opens_total"), "only the valid cursor opened without Redis")
+}
+
+// A cursor from a view generation rebuilt since is stale: the open reads
+// Redis and hands on a cursor of the generation now trusted, which opens
+// without Redis again.
+func TestACursorFromAnEarlierViewIsIgnored(t *testing.T) {
+	w := newWorld(t)
+	w.setItem("gen", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	regs := w.register("gen", 3)
+	n := w.notifierWith(time.Hour, -1, func(c *sse.Config) {
+		c.View.CheckInterval = 50 * time.Millisecond
+		c.StreamsPerToken = 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := func(lastID string) event {
+		t.Helper()
+		c, err := w.open(ctx, n.eventsURL("gen", regs[1].Token), map[string]string{"Last-Event-ID": lastID})
+		require.NoError(t, err)
+		defer c.close()
+		require.Equal(t, 200, c.Resp.StatusCode)
+		ev, err := c.next()
+		require.NoError(t, err)
+		require.Equal(t, sse.EventPosition, ev.Type, ev.Data)
+		require.Equal(t, int64(2), ev.position(t).Position)
+		return ev
+	}
+	old := first("0")
+	require.Equal(t, old.ID, first(old.ID).ID)
+	require.Equal(t, 1.0, w.metric(n, "waitroom_notifier_cursor_opens_total"), "valid before the view changes")
+
+	require.NoError(t, view.SetReady(ctx, w.rdb, "test-2", nil, time.Now()))
+	var fresh event
+	require.Eventually(t, func() bool { fresh = first(old.ID); return fresh.ID != old.ID }, 10*time.Second, 100*time.Millisecond,
+		"once the notifier trusts the new generation, the old cursor is read from Redis and replaced")
+	opens := w.metric(n, "waitroom_notifier_cursor_opens_total")
+	assert.Equal(t, fresh.ID, first(fresh.ID).ID)
+	assert.Equal(t, opens+1, w.metric(n, "waitroom_notifier_cursor_opens_total"), "the new generation's cursor opens from memory")
 }
