@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -154,7 +155,16 @@ func envDur(name string, def time.Duration) time.Duration {
 //     position-p99-ms the same for position events (paced to one a second per
 //     stream), while the real scheduler admits WR_BENCH_RATE per second
 //     (default 100; tick 200 ms) for WR_BENCH_SECONDS (default 5): every tick
-//     moves every stream.
+//     moves every stream;
+//   - with WR_BENCH_RECONNECT=1, reconnect-redis-cmds/stream: every stream
+//     closed and opened again with its last event id (its cursor), timed,
+//     with the Redis commands that cost (=plain: the progress alone, without
+//     the cursor, for comparison).
+//
+// The clients dial from the loopback addresses in WR_BENCH_CLIENT_ADDRS
+// (default 127.0.0.2-127.0.0.9), past one address's ephemeral ports. Each
+// stream holds a file descriptor in the notifier and one here: the hard
+// RLIMIT_NOFILE (raised to it in both processes) bounds WR_BENCH_STREAMS.
 //
 // b.N is ignored; run it once:
 //
@@ -165,10 +175,15 @@ func BenchmarkStreams(b *testing.B) {
 	admitFor := envDur("WR_BENCH_SECONDS", 5*time.Second)
 	idle := envDur("WR_BENCH_IDLE", 16*time.Second)
 	if lim := raiseNoFile(); uint64(streams)+200 > lim {
-		b.Fatalf("%d streams need %d open files in this process; the limit is %d (each side of a stream is a socket)", streams, streams+200, lim)
+		b.Fatalf("%d streams need %d open files in the notifier (and as many in this process, its clients); the limit is %d and this process cannot raise its hard limit (ulimit -Hn)", streams, streams+200, lim)
 	}
 	w := newWorld(b)
 	w.http.Transport.(*http.Transport).MaxIdleConnsPerHost = 10
+	// The streams' connections come from several loopback addresses: one
+	// address runs out of ephemeral ports near 28,000 connections to the
+	// notifier's one address and port.
+	srcs := spreadSources(w.http.Transport.(*http.Transport), os.Getenv("WR_BENCH_CLIENT_ADDRS"))
+	b.Logf("clients dial from %d loopback addresses; open-file limit %d", srcs, raiseNoFile())
 	// Paused while the streams open; more registered than streams, so the
 	// line does not run dry during the admission window.
 	w.setItem("bench", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 600})
@@ -225,6 +240,7 @@ func BenchmarkStreams(b *testing.B) {
 		pos int64 // 0: admitted
 	}
 	got := make([][]seen, streams)
+	lastID := make([]string, streams) // each stream's last event id, for the reconnect
 	opened := make(chan error, streams)
 	dials := make(chan struct{}, 256)
 	var wg sync.WaitGroup
@@ -239,6 +255,7 @@ func BenchmarkStreams(b *testing.B) {
 				if ev, err = c.next(); err == nil && ev.Type != sse.EventPosition {
 					err = fmt.Errorf("first event %s", ev.Type)
 				}
+				lastID[i] = ev.ID
 			}
 			<-dials
 			opened <- err
@@ -250,6 +267,7 @@ func BenchmarkStreams(b *testing.B) {
 				if err != nil {
 					return
 				}
+				lastID[i] = ev.ID
 				switch ev.Type {
 				case sse.EventPosition:
 					got[i] = append(got[i], seen{at: ev.At, pos: positionOf(ev.Data)})
@@ -309,6 +327,14 @@ func BenchmarkStreams(b *testing.B) {
 	lagP50, lagP99 := histogramQuantiles(metrics, "waitroom_notifier_admission_lag_seconds", "")
 	cancel()
 	wg.Wait()
+	if how := os.Getenv("WR_BENCH_RECONNECT"); how == "1" || how == "plain" {
+		if how == "plain" { // the progress alone, as before cursors: every open reads Redis
+			for i, id := range lastID {
+				lastID[i], _, _ = strings.Cut(id, ".")
+			}
+		}
+		reconnect(b, w, base, regs, lastID)
+	}
 
 	// Heads and times of every admission event, and the event that admitted each token.
 	headAt, tokenAt := w.readAdmissions("bench")
@@ -347,6 +373,78 @@ func BenchmarkStreams(b *testing.B) {
 	b.ReportMetric(q(pos, .99), "position-p99-ms")
 	b.Logf("notifier's own histograms (bucket bounds): event time -> read by the notifier p50 <= %s, p99 <= %s; -> admitted written p50 <= %s, p99 <= %s; -> position written p50 <= %s, p99 <= %s",
 		lagP50, lagP99, srvP50, srvP99, posP50, posP99)
+}
+
+// reconnect waits until the notifier saw every stream close, then opens
+// them all again with the last event id each had (as EventSource does) and
+// reports how long that took and the Redis commands it cost: a stream that
+// had a cursor opens without a Redis read and without the open rate's turn.
+func reconnect(b *testing.B, w *world, base string, regs []reg, lastID []string) {
+	deadline := time.Now().Add(40 * time.Second) // the heartbeat finds the closed ones
+	for w.metricAt(base, "waitroom_notifier_open_streams") > 0 {
+		require.True(b, time.Now().Before(deadline), "the notifier still holds closed streams")
+		time.Sleep(200 * time.Millisecond)
+	}
+	cursors0, calls0, start := w.metricAt(base, "waitroom_notifier_cursor_opens_total"), w.redisCalls(), time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dials := make(chan struct{}, 256)
+	errs := make(chan error, len(regs))
+	for i, r := range regs {
+		go func() {
+			dials <- struct{}{}
+			defer func() { <-dials }()
+			c, err := w.open(ctx, base+"/api/v1/items/bench/registrations/"+r.Token+"/events", map[string]string{"Last-Event-ID": lastID[i]})
+			if err == nil {
+				_, err = c.next()
+				c.close()
+			}
+			errs <- err
+		}()
+	}
+	for range regs {
+		require.NoError(b, <-errs)
+	}
+	took, calls := time.Since(start), w.redisCalls()-calls0
+	cursors := w.metricAt(base, "waitroom_notifier_cursor_opens_total") - cursors0
+	b.Logf("reconnect: %d streams open again in %s (%.0f/s), %.0f of them from their cursor; Redis commands meanwhile %d (%.2f per stream, the notifier's background included)",
+		len(regs), took.Round(time.Millisecond), float64(len(regs))/took.Seconds(), cursors, calls, float64(calls)/float64(len(regs)))
+	b.ReportMetric(float64(calls)/float64(len(regs)), "reconnect-redis-cmds/stream")
+}
+
+// metricAt reads one un-labelled sample from the notifier's /metrics at base.
+func (w *world) metricAt(base, name string) float64 {
+	return w.metric(&notifier{URL: base}, name)
+}
+
+// spreadSources makes tr dial from the loopback addresses in list (comma
+// separated; default 127.0.0.2-127.0.0.9) in turn, those that can be bound;
+// it returns how many.
+func spreadSources(tr *http.Transport, list string) int {
+	if list == "" {
+		list = "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7,127.0.0.8,127.0.0.9"
+	}
+	var ips []net.IP
+	for _, a := range strings.Split(list, ",") {
+		ip := net.ParseIP(strings.TrimSpace(a))
+		if ip == nil {
+			continue
+		}
+		if ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0")); err == nil {
+			ln.Close()
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		return 1
+	}
+	var next atomic.Uint64
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ip := ips[next.Add(1)%uint64(len(ips))]
+		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: ip}}
+		return d.DialContext(ctx, network, addr)
+	}
+	return len(ips)
 }
 
 // fetch saves what url answers to path (a profile of the notifier child).

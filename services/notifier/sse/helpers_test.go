@@ -317,7 +317,11 @@ type event struct {
 	Retry string
 }
 
-func (e event) idNum() int64 { n, _ := strconv.ParseInt(e.ID, 10, 64); return n }
+// idNum is the progress in the event's id (before its cursor, if any).
+func (e event) idNum() int64 { n, _ := strconv.ParseInt(e.progress(), 10, 64); return n }
+
+// progress is the id without its cursor.
+func (e event) progress() string { p, _, _ := strings.Cut(e.ID, "."); return p }
 
 func (e event) position(t testing.TB) sse.Position {
 	t.Helper()

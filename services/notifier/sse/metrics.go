@@ -52,9 +52,11 @@ type Metrics struct {
 	lag        prometheus.Histogram
 	replaced   prometheus.Counter
 	writeFails prometheus.Counter
-	records    prometheus.Counter
-	badRecords prometheus.Counter
-	stale      prometheus.CounterFunc
+	// cursorOpens counts the streams opened from a valid cursor (no Redis read).
+	cursorOpens prometheus.Counter
+	records     prometheus.Counter
+	badRecords  prometheus.Counter
+	stale       prometheus.CounterFunc
 }
 
 // NewMetrics registers the notifier's metrics on reg; hub feeds the stale
@@ -86,6 +88,9 @@ func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
 		writeFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waitroom_notifier_write_errors_total", Help: "Streams ended by a failed or timed-out write (dead or stuck clients).",
 		}),
+		cursorOpens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_notifier_cursor_opens_total", Help: "Streams opened from the cursor in Last-Event-ID, without a Redis read (the others read the status).",
+		}),
 		records: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waitroom_notifier_admission_records_total", Help: "Records read from waitroom.admissions.",
 		}),
@@ -108,6 +113,6 @@ func NewMetrics(reg prometheus.Registerer, hub *Hub) *Metrics {
 	for _, r := range refusedReasons {
 		m.refused[r] = refused.WithLabelValues(r)
 	}
-	reg.MustRegister(m.streams, refused, delivered, latency, m.lag, m.replaced, m.writeFails, m.records, m.badRecords, m.stale)
+	reg.MustRegister(m.streams, refused, delivered, latency, m.lag, m.replaced, m.writeFails, m.cursorOpens, m.records, m.badRecords, m.stale)
 	return m
 }

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,10 +172,11 @@ func newNotifier(ctx context.Context, cfg Config, rdb redis.UniversalClient, bas
 	srv.now = cfg.Clock.Now
 	srv.SetView(watch)
 	srv.SetBlocks(blocks)
-	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, func(item string) bool {
-		it, ok := items.Get(item)
-		return ok && it.IdleTimeoutSeconds > 0
-	}, log.Named("seen"))
+	// Cursors are signed with a key derived from the admission key, which
+	// every replica holds (the dev key when it is unset: Signers refused
+	// that unless DevKeys).
+	srv.SetCursorKey(cursorKeyOf(cmp.Or(cfg.AdmissionKey, registration.DevAdmissionKey)))
+	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, srv.wantsSeen, log.Named("seen"))
 	srv.SetSeen(seen)
 	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, seen: seen, m: m, opt: srv.Options(), log: log}, nil
 }
