@@ -230,18 +230,22 @@ func Skipped(ctx context.Context, rdb redis.Scripter, item string, partition int
 }
 
 // probe is what the items' own slots say: per item, its marker's token ("":
-// missing), its seq (the places ever given) and its head (the highest FIFO
-// seq admitted). Both only grow, so a lower one than seen before is a node
-// rolled back, such as a replica that was behind when it took over: behind
-// by registrations (seq) or by admissions (head; those people would be
-// admitted again). Items whose node did not answer are left out.
+// missing), its seq (the places ever given), its head (the highest FIFO seq
+// admitted) and its changes (the calls of the line's scripts that wrote it,
+// queue.Keys.Changes). All three only grow, so a lower one than seen before
+// is a node rolled back, such as a replica that was behind when it took
+// over: behind by registrations (seq), by admissions (head; those people
+// would be admitted again), or by any write at all (changes: a leave, a
+// completion or an abandon moves neither seq nor head). Items whose node did
+// not answer are left out.
 type probe struct {
-	token     string
-	seq, head int64
+	token              string
+	seq, head, changes int64
 }
 
-// probeItems reads the marker, seq and head of items in pipelines of
-// bounded size (a Redis Cluster client splits each by node).
+// probeItems reads the marker, seq, head and changes of items in pipelines
+// of bounded size (a Redis Cluster client splits each by node): one round
+// trip per node and chunk, four GETs an item.
 func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[string]probe {
 	const chunk = 500
 	out := make(map[string]probe, len(items))
@@ -250,12 +254,14 @@ func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[stri
 		gets := make([]*redis.StringCmd, len(part))
 		seqs := make([]*redis.StringCmd, len(part))
 		heads := make([]*redis.StringCmd, len(part))
+		changes := make([]*redis.StringCmd, len(part))
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, it := range part {
 				k := queue.KeysFor(it)
 				gets[i] = p.Get(ctx, ItemKey(it))
 				seqs[i] = p.Get(ctx, k.Seq)
 				heads[i] = p.Get(ctx, k.Head)
+				changes[i] = p.Get(ctx, k.Changes)
 			}
 			return nil
 		})
@@ -272,7 +278,13 @@ func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[stri
 			if err != nil && !errors.Is(err, redis.Nil) {
 				continue
 			}
-			out[it] = probe{token: tok, seq: seq, head: head}
+			// A count that is not a number (corrupt: the next change resets
+			// it to 1) reads 0, so that a count seen before finds it lower.
+			if err := changes[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
+				continue
+			}
+			ch, _ := changes[i].Int64()
+			out[it] = probe{token: tok, seq: seq, head: head, changes: ch}
 		}
 	}
 	return out
