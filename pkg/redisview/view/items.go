@@ -245,47 +245,47 @@ type probe struct {
 
 // probeItems reads the marker, seq, head and changes of items in pipelines
 // of bounded size (a Redis Cluster client splits each by node): one round
-// trip per node and chunk, four GETs an item.
+// trip per node and chunk, one MGET an item (its four keys share its slot).
 func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[string]probe {
 	const chunk = 500
 	out := make(map[string]probe, len(items))
 	for lo := 0; lo < len(items); lo += chunk {
 		part := items[lo:min(lo+chunk, len(items))]
-		gets := make([]*redis.StringCmd, len(part))
-		seqs := make([]*redis.StringCmd, len(part))
-		heads := make([]*redis.StringCmd, len(part))
-		changes := make([]*redis.StringCmd, len(part))
+		gets := make([]*redis.SliceCmd, len(part))
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, it := range part {
 				k := queue.KeysFor(it)
-				gets[i] = p.Get(ctx, ItemKey(it))
-				seqs[i] = p.Get(ctx, k.Seq)
-				heads[i] = p.Get(ctx, k.Head)
-				changes[i] = p.Get(ctx, k.Changes)
+				gets[i] = p.MGet(ctx, ItemKey(it), k.Seq, k.Head, k.Changes)
 			}
 			return nil
 		})
 		for i, it := range part {
-			tok, err := gets[i].Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			v, err := gets[i].Result()
+			if err != nil || len(v) != 4 {
 				continue // the node did not answer: no verdict on this item
 			}
-			seq, err := seqs[i].Int64()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			tok, _ := v[0].(string)
+			seq, ok1 := count(v[1])
+			head, ok2 := count(v[2])
+			if !ok1 || !ok2 {
 				continue
 			}
-			head, err := heads[i].Int64()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				continue
-			}
-			// A count that is not a number (corrupt: the next change resets
-			// it to 1) reads 0, so that a count seen before finds it lower.
-			if err := changes[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
-				continue
-			}
-			ch, _ := changes[i].Int64()
+			// A count of changes that is not a number (corrupt: the next
+			// change resets it to 1) reads 0, lower than any seen before.
+			ch, _ := count(v[3])
 			out[it] = probe{token: tok, seq: seq, head: head, changes: ch}
 		}
 	}
 	return out
+}
+
+// count is an MGET value as a number: 0 when the key is missing (or not a
+// STRING), ok false when it is not an integer.
+func count(v any) (n int64, ok bool) {
+	s, isStr := v.(string)
+	if !isStr {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
