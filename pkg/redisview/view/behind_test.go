@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
 
@@ -59,10 +60,10 @@ func restoreItem(t *testing.T, rdb redis.UniversalClient, dump map[string]string
 }
 
 // TestWatcherFindsAnItemBehindByALeaveACompletionOrAnAbandon: a replica
-// promoted while behind its master by one leave, one completion or one
-// abandon of an item (and nothing else: the seq and the head are those the
-// watcher saw) makes that item lost, answered 503 VIEW_REBUILDING, and only
-// it; the same changes not rolled back are no loss.
+// promoted while behind its master by one leave, one completion, one abandon
+// or one state change (a pause) of an item, and nothing else (the seq and
+// the head are those the watcher saw), makes that item lost, answered 503
+// VIEW_REBUILDING, and only it; the same changes not rolled back are no loss.
 func TestWatcherFindsAnItemBehindByALeaveACompletionOrAnAbandon(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
@@ -71,9 +72,12 @@ func TestWatcherFindsAnItemBehindByALeaveACompletionOrAnAbandon(t *testing.T) {
 	}
 	line := queue.New(rdb)
 	until := time.Now().Add(time.Hour).UnixMilli()
-	items := []string{"left", "completed", "abandoned", "kept"}
+	items := []string{"left", "completed", "abandoned", "paused", "kept"}
 	for _, it := range items {
 		if err := view.Register(ctx, rdb, it, "g1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := line.ApplyItem(ctx, topics.ItemState{ItemID: it, Version: 1, Name: it}); err != nil {
 			t.Fatal(err)
 		}
 		// Three places; t1 admitted (the head moves to 1).
@@ -115,6 +119,13 @@ func TestWatcherFindsAnItemBehindByALeaveACompletionOrAnAbandon(t *testing.T) {
 			_, err := line.Apply(ctx, []queue.Op{{Kind: queue.OpAbandon, ItemID: it, TokenID: "t3", UserID: "t3", Offset: 4}})
 			return err
 		},
+		"paused": func(it string) error {
+			ok, err := line.ApplyItem(ctx, topics.ItemState{ItemID: it, Version: 2, Name: it, Policy: topics.AdmissionPolicy{Paused: true}})
+			if err == nil && !ok {
+				err = errors.New("the pause was not applied")
+			}
+			return err
+		},
 		"kept": func(it string) error { // changed, not rolled back
 			_, err := line.Apply(ctx, []queue.Op{{Kind: queue.OpLeave, ItemID: it, TokenID: "t2", UserID: "t2", Offset: 4}})
 			return err
@@ -131,7 +142,7 @@ func TestWatcherFindsAnItemBehindByALeaveACompletionOrAnAbandon(t *testing.T) {
 	if st := w.Check(ctx); !st.Trusted || len(st.Lost) != 0 {
 		t.Fatalf("after the changes, none rolled back: %+v", st.Lost)
 	}
-	for _, it := range []string{"left", "completed", "abandoned"} {
+	for _, it := range []string{"left", "completed", "abandoned", "paused"} {
 		restoreItem(t, rdb, dumps[it]) // the replica promoted was behind by that one change
 	}
 	st := w.Check(ctx)

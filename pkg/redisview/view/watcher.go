@@ -244,7 +244,7 @@ func (w *Watcher) judgeItems(ctx context.Context, s *Status, prev Status) {
 		case seen.token == p.token && p.head < seen.head:
 			why = fmt.Sprintf("the Redis node of item %s was rolled back (head %d, seen %d: admissions undone): the item is rebuilt from Kafka", it, p.head, seen.head)
 		case seen.token == p.token && p.changes < seen.changes:
-			why = fmt.Sprintf("the Redis node of item %s was rolled back (changes %d, seen %d: leaves, completions or abandons undone): the item is rebuilt from Kafka", it, p.changes, seen.changes)
+			why = fmt.Sprintf("the Redis node of item %s was rolled back (changes %d, seen %d: leaves, completions, abandons or state changes undone): the item is rebuilt from Kafka", it, p.changes, seen.changes)
 		default:
 			if seen.token != p.token {
 				w.seqs[it] = seqSeen{p.token, p.seq, p.head, p.changes}

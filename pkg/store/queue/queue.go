@@ -102,7 +102,7 @@ var (
 	statusScript    = redis.NewScript(statusSrc)
 	motionScript    = redis.NewScript(motionSrc)
 	rewindScript    = redis.NewScript(rewindSrc)
-	applyItemScript = redis.NewScript(applyItemSrc)
+	applyItemScript = redis.NewScript(withPrelude(applyItemSrc))
 	promoteScript   = redis.NewScript(withPrelude(promoteSrc))
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
