@@ -47,8 +47,8 @@ type Options struct {
 	Interval time.Duration
 	// Record, when set, also compares the applied offsets with the record.
 	Record Record
-	// ItemsPerCheck bounds the items whose own marker one check reads (four
-	// GETs each, pipelined per node; default 2000): with more items, each
+	// ItemsPerCheck bounds the items whose own marker one check reads (one
+	// MGET of four keys each, pipelined per node; default 2000): with more items, each
 	// check reads the next ones in turn, so a loss is found within
 	// ceil(items/ItemsPerCheck) intervals.
 	ItemsPerCheck int
