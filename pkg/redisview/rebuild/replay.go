@@ -82,11 +82,12 @@ func newReplayer(ctx context.Context, rdb redis.UniversalClient) *replayer {
 func (r *replayer) wanted(item string) bool { return r.want == nil || r.want(item) }
 
 // keysOf are every key of an item's line a rebuild replaces (not the
-// telemetry of Refused).
+// telemetry of Refused). Changes is emptied too: the replay counts it again
+// through the same scripts, under the item's new token.
 func keysOf(item string) []string {
 	k := queue.KeysFor(item)
 	return []string{k.Seq, k.Waiting, k.Admitted, k.Users, k.Head, k.State, k.Applied, k.Epoch, k.Pace, k.Paced, k.Unpublished,
-		k.Express, k.Bypass, k.Seen, k.Stats, k.Pool, k.Late, k.Drawn}
+		k.Express, k.Bypass, k.Seen, k.Stats, k.Pool, k.Late, k.Drawn, k.Changes}
 }
 
 // wipe deletes the keys of items (stale ones the old view listed, or items

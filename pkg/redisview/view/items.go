@@ -230,50 +230,62 @@ func Skipped(ctx context.Context, rdb redis.Scripter, item string, partition int
 }
 
 // probe is what the items' own slots say: per item, its marker's token ("":
-// missing), its seq (the places ever given) and its head (the highest FIFO
-// seq admitted). Both only grow, so a lower one than seen before is a node
-// rolled back, such as a replica that was behind when it took over: behind
-// by registrations (seq) or by admissions (head; those people would be
-// admitted again). Items whose node did not answer are left out.
+// missing), its seq (the places ever given), its head (the highest FIFO seq
+// admitted) and its changes (the calls of the line's scripts that wrote it,
+// queue.Keys.Changes). All three only grow, so a lower one than seen before
+// is a node rolled back, such as a replica that was behind when it took
+// over: behind by registrations (seq), by admissions (head; those people
+// would be admitted again), or by any write at all (changes: a leave, a
+// completion or an abandon moves neither seq nor head). Items whose node did
+// not answer are left out.
 type probe struct {
-	token     string
-	seq, head int64
+	token              string
+	seq, head, changes int64
 }
 
-// probeItems reads the marker, seq and head of items in pipelines of
-// bounded size (a Redis Cluster client splits each by node).
+// probeItems reads the marker, seq, head and changes of items in pipelines
+// of bounded size (a Redis Cluster client splits each by node): one round
+// trip per node and chunk, one MGET an item (its four keys share its slot).
 func probeItems(ctx context.Context, rdb redis.Cmdable, items []string) map[string]probe {
 	const chunk = 500
 	out := make(map[string]probe, len(items))
 	for lo := 0; lo < len(items); lo += chunk {
 		part := items[lo:min(lo+chunk, len(items))]
-		gets := make([]*redis.StringCmd, len(part))
-		seqs := make([]*redis.StringCmd, len(part))
-		heads := make([]*redis.StringCmd, len(part))
+		gets := make([]*redis.SliceCmd, len(part))
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, it := range part {
 				k := queue.KeysFor(it)
-				gets[i] = p.Get(ctx, ItemKey(it))
-				seqs[i] = p.Get(ctx, k.Seq)
-				heads[i] = p.Get(ctx, k.Head)
+				gets[i] = p.MGet(ctx, ItemKey(it), k.Seq, k.Head, k.Changes)
 			}
 			return nil
 		})
 		for i, it := range part {
-			tok, err := gets[i].Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			v, err := gets[i].Result()
+			if err != nil || len(v) != 4 {
 				continue // the node did not answer: no verdict on this item
 			}
-			seq, err := seqs[i].Int64()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			tok, _ := v[0].(string)
+			seq, ok1 := count(v[1])
+			head, ok2 := count(v[2])
+			if !ok1 || !ok2 {
 				continue
 			}
-			head, err := heads[i].Int64()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				continue
-			}
-			out[it] = probe{token: tok, seq: seq, head: head}
+			// A count of changes that is not a number (corrupt: the next
+			// change resets it to 1) reads 0, lower than any seen before.
+			ch, _ := count(v[3])
+			out[it] = probe{token: tok, seq: seq, head: head, changes: ch}
 		}
 	}
 	return out
+}
+
+// count is an MGET value as a number: 0 when the key is missing (or not a
+// STRING), ok false when it is not an integer.
+func count(v any) (n int64, ok bool) {
+	s, isStr := v.(string)
+	if !isStr {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }

@@ -47,8 +47,8 @@ type Options struct {
 	Interval time.Duration
 	// Record, when set, also compares the applied offsets with the record.
 	Record Record
-	// ItemsPerCheck bounds the items whose own marker one check reads (two
-	// GETs each, pipelined per node; default 2000): with more items, each
+	// ItemsPerCheck bounds the items whose own marker one check reads (one
+	// MGET of four keys each, pipelined per node; default 2000): with more items, each
 	// check reads the next ones in turn, so a loss is found within
 	// ceil(items/ItemsPerCheck) intervals.
 	ItemsPerCheck int
@@ -66,13 +66,13 @@ type Watcher struct {
 	badGen  atomic.Pointer[string] // a generation seen rolled back: never trusted again
 	mu      sync.Mutex
 	waiters []chan struct{}
-	seqs    map[string]seqSeen // per item, the highest seq and head seen of its token (judge's goroutine only)
+	seqs    map[string]seqSeen // per item, the highest seq, head and changes seen of its token (judge's goroutine only)
 	cursor  int                // where the next check's items start, when they are more than ItemsPerCheck
 }
 
 type seqSeen struct {
-	token     string
-	seq, head int64
+	token              string
+	seq, head, changes int64
 }
 
 // NewWatcher returns a Watcher of the view in rdb; its metrics go on reg
@@ -243,11 +243,13 @@ func (w *Watcher) judgeItems(ctx context.Context, s *Status, prev Status) {
 			why = fmt.Sprintf("the Redis node of item %s was rolled back (seq %d, seen %d): the item is rebuilt from Kafka", it, p.seq, seen.seq)
 		case seen.token == p.token && p.head < seen.head:
 			why = fmt.Sprintf("the Redis node of item %s was rolled back (head %d, seen %d: admissions undone): the item is rebuilt from Kafka", it, p.head, seen.head)
+		case seen.token == p.token && p.changes < seen.changes:
+			why = fmt.Sprintf("the Redis node of item %s was rolled back (changes %d, seen %d: leaves, completions, abandons or state changes undone): the item is rebuilt from Kafka", it, p.changes, seen.changes)
 		default:
 			if seen.token != p.token {
-				w.seqs[it] = seqSeen{p.token, p.seq, p.head}
-			} else if p.seq > seen.seq || p.head > seen.head {
-				w.seqs[it] = seqSeen{p.token, max(p.seq, seen.seq), max(p.head, seen.head)}
+				w.seqs[it] = seqSeen{p.token, p.seq, p.head, p.changes}
+			} else if p.seq > seen.seq || p.head > seen.head || p.changes > seen.changes {
+				w.seqs[it] = seqSeen{p.token, max(p.seq, seen.seq), max(p.head, seen.head), max(p.changes, seen.changes)}
 			}
 			continue
 		}

@@ -7,6 +7,7 @@
 -- KEYS[4] wr:{item}:pool      ZSET pre-queued tokenIds (not drawn yet)
 -- KEYS[5] wr:{item}:late      ZSET tokenIds placed behind a draw
 -- KEYS[6] wr:{item}:stats     HASH counters (abandoned: places released idle)
+-- KEYS[7] wr:{item}:changes   STRING changes of the line (the prelude's changed)
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] place key
 -- Returns {outcome, 0, tokenId}: ABANDONED with the tokenId released; NOT_IN_LINE
 -- when the token is not the user's waiting place any more (admitted, left,
@@ -26,6 +27,7 @@ if n and not tonumber(n) then
   return redis.error_reply('ERR corrupt ' .. KEYS[6] .. ': abandoned is not an integer')
 end
 if cur ~= ARGV[3] or not waiting then
+  changed(KEYS[7])
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   return {'NOT_IN_LINE', 0, ''}
 end
@@ -34,5 +36,6 @@ redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('ZREM', KEYS[5], ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[4], '!A' .. ARGV[3])
 redis.call('HINCRBY', KEYS[6], 'abandoned', 1)
+changed(KEYS[7])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'ABANDONED', 0, ARGV[3]}

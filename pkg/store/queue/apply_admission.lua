@@ -11,6 +11,7 @@
 -- KEYS[5] wr:{item}:express   ZSET bypass places, each also in waiting
 -- KEYS[6] wr:{item}:pace      HASH sum60: admitted in the pace window
 -- KEYS[7] wr:{item}:state     HASH sessionTTLSeconds: for events without expiries
+-- KEYS[8] wr:{item}:changes   STRING changes of the line (the prelude's changed)
 -- ARGV[1] the event's time (ms)  ARGV[2..] tokenId, expiry (ms) pairs in admission order
 --   (expiry 0: an event written before expiries were on it; the event's time plus the
 --   item's session TTL, as promote.lua set it)
@@ -55,7 +56,7 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if #express > 0 then
   if not moved then head = nil end
-  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, express, nx, exps, head, now)
+  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8]}, express, nx, exps, head, now)
   redis.call('HSET', KEYS[6], 'sum60', sum60 + #express)
 end
 return {'ADMITTED', #express, ''}

@@ -178,7 +178,7 @@ func TestEnqueueOutOfMemoryWritesNothing(t *testing.T) {
 	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
 	require.NoError(t, enqueue.Load(ctx, rdb).Err())
 	k := queue.KeysFor("m")
-	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 	for _, c := range []struct {
 		name string
 		args []any // offsets after those of the cases before: none is a replay
@@ -210,7 +210,7 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 	rdb := testenv.Redis(t)
 	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
 	k := queue.KeysFor("big")
-	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 	const n = 3_000
 	args := []any{"0", "3"}
 	for i := range n {

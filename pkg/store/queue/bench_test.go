@@ -213,7 +213,7 @@ func BenchmarkApply1000(b *testing.B) {
 	})
 	b.Run("baseline", func(b *testing.B) {
 		k := queue.KeysFor("base")
-		keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}
+		keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 		for i := 0; i < b.N; i++ {
 			ops := batch("base")
 			cmds := make([]*redis.Cmd, len(ops))

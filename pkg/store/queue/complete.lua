@@ -2,6 +2,8 @@
 -- KEYS[1] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[2] wr:{item}:users     HASH place key -> tokenId ("!C"..tokenId once completed)
 -- KEYS[3] wr:{item}:waiting   ZSET tokenId scored by seq
+-- KEYS[4] wr:{item}:changes   STRING changes of the line (the prelude's changed): a
+--                             completion moves no applied offset, seq or head
 -- ARGV[1] tokenId  ARGV[2] place key
 -- Returns 1 when the admission was live and is now completed, 0 otherwise.
 -- Every key is read before the first write.
@@ -21,6 +23,7 @@ local cur = redis.call('HGET', KEYS[2], ARGV[2])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   if cur == '!L' .. ARGV[1] or cur == ARGV[1] and not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
     redis.call('HSET', KEYS[2], ARGV[2], '!C' .. ARGV[1])
+    changed(KEYS[4])
   end
   return 0
 end
@@ -28,4 +31,5 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 if cur == ARGV[1] then
   redis.call('HSET', KEYS[2], ARGV[2], '!C' .. ARGV[1])
 end
+changed(KEYS[4])
 return 1

@@ -13,6 +13,7 @@
 --                             highest pooled window when the late set last began
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
+-- KEYS[11] wr:{item}:changes  STRING changes of the line (the prelude's changed): one a call that applied
 -- ARGV[1] the records' partition  ARGV[2] the fields per record, 3 or 7; then
 --   per record, in record order: offset, tokenId, the record's timestamp (unix
 --   ms; the moment an admission is judged live at: a function of the record,
@@ -292,6 +293,7 @@ for lo = 1, nUsers, CHUNK do
   redis.call('HSET', KEYS[2], unpack(setUsers, lo, math.min(lo + CHUNK - 1, nUsers)))
 end
 if done then
+  changed(KEYS[11])
   redis.call('HSET', KEYS[1], part, last)
 end
 return out

@@ -63,7 +63,8 @@ func steerField(p *topics.SteerPolicy) string {
 // newer than the stored one; applied is false for a stale or repeated version.
 func (l *Line) ApplyItem(ctx context.Context, s topics.ItemState) (applied bool, err error) {
 	args := append([]any{strconv.FormatInt(s.Version, 10)}, StateFields(s)...)
-	n, err := applyItemScript.Run(ctx, l.rdb, []string{KeysFor(s.ItemID).State}, args...).Int()
+	k := KeysFor(s.ItemID)
+	n, err := applyItemScript.Run(ctx, l.rdb, []string{k.State, k.Changes}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("apply item %s v%d: %w", s.ItemID, s.Version, err)
 	}

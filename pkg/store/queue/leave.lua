@@ -6,6 +6,7 @@
 -- KEYS[4] wr:{item}:admitted  ZSET tokenId scored by admission expiry (ms)
 -- KEYS[5] wr:{item}:pool      ZSET pre-queued tokenIds (not drawn yet)
 -- KEYS[6] wr:{item}:late      ZSET tokenIds queued behind a pending draw
+-- KEYS[7] wr:{item}:changes   STRING changes of the line (the prelude's changed)
 -- ARGV[1] partition  ARGV[2] offset  ARGV[3] tokenId  ARGV[4] place key
 -- Returns {outcome, 0, tokenId}: LEFT with the tokenId removed; NOT_IN_LINE when the
 -- token holds no place (another token of the same key holds it: it stays);
@@ -17,6 +18,7 @@ if replayed(KEYS[1], ARGV[1], ARGV[2]) then
 end
 local cur = redis.call('HGET', KEYS[2], ARGV[4])
 if cur ~= ARGV[3] then
+  changed(KEYS[7])
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   return {'NOT_IN_LINE', 0, ''}
 end
@@ -32,5 +34,6 @@ for _, key in ipairs(held) do
   redis.call('ZREM', key, cur)
 end
 redis.call('HSET', KEYS[2], ARGV[4], '!L' .. cur)
+changed(KEYS[7])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {'LEFT', 0, cur}

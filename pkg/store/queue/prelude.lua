@@ -26,6 +26,20 @@ local function waits(tok, waiting, pool, late, score)
     redis.call('ZSCORE', late, tok)) and true or false
 end
 
+-- changed counts one change of the item's line in changes (wr:{item}:changes,
+-- a STRING): every script that writes a place or an applied offset calls it
+-- once a call that wrote, so the count only grows while the item's keys live
+-- (a rebuild empties it and replays through the same scripts). A watcher that
+-- saw a higher count than the item's node now holds knows that node lost
+-- writes, whichever they were (a leave, a completion, an abandon: none moves
+-- the seq or the head), as when a replica that was behind took over. A
+-- corrupt count is replaced by 1, which a watcher takes for such a loss, so
+-- the call fails for nothing but memory.
+local function changed(key)
+  if type(redis.pcall('INCR', key)) == 'table' then
+    redis.call('SET', key, 1)
+  end
+end
 
 -- admit writes one tick's admissions, the one write of an admission: promote.lua
 -- calls it with what it decided, apply_admission.lua with what the record says
@@ -38,7 +52,7 @@ end
 -- "now:n". unpub, when not nil, is the unpublished list:
 -- each token is pushed as "tokenId<TAB>expiry<TAB>mark" (mark: the item's
 -- applied offsets when promote decided, see appliedMark) for the scheduler
--- to publish. k: {waiting, admitted, head, paced, express}.
+-- to publish. k: {waiting, admitted, head, paced, express, changes}.
 local ADMIT_CHUNK = 1000
 local function admit(k, toks, nx, exps, head, now, unpub, mark)
   local many = type(exps) == 'table'
@@ -64,6 +78,7 @@ local function admit(k, toks, nx, exps, head, now, unpub, mark)
   end
   if #toks > 0 then
     redis.call('RPUSH', k[4], now .. ':' .. #toks)
+    changed(k[6])
   end
 end
 

@@ -149,7 +149,7 @@ func (l *Line) PromoteMany(ctx context.Context, items []string, epoch int64, now
 
 func promoteArgs(item string, epoch int64, now time.Time, burst time.Duration, page int) ([]string, []any) {
 	k := KeysFor(item)
-	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished, k.Express, k.Applied, k.Drawn},
+	return []string{k.Waiting, k.Admitted, k.Head, k.Epoch, k.State, k.Pace, k.Paced, k.Unpublished, k.Express, k.Applied, k.Drawn, k.Changes},
 		[]any{strconv.FormatInt(epoch, 10), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(burst.Milliseconds(), 10),
 			strconv.Itoa(MaxAdmitPerCall), strconv.Itoa(page)}
 }
@@ -318,7 +318,7 @@ func (l *Line) AckPublished(ctx context.Context, epoch int64, items []string, n 
 // it); ok is false when it was not live (expired, completed before, unknown).
 func (l *Line) Complete(ctx context.Context, item, tokenID, userID string) (ok bool, err error) {
 	k := KeysFor(item)
-	n, err := completeScript.Run(ctx, l.rdb, []string{k.Admitted, k.Users, k.Waiting}, tokenID, userID).Int()
+	n, err := completeScript.Run(ctx, l.rdb, []string{k.Admitted, k.Users, k.Waiting, k.Changes}, tokenID, userID).Int()
 	if err != nil {
 		return false, fmt.Errorf("complete %s in %s: %w", tokenID, item, err)
 	}

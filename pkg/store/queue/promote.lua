@@ -24,6 +24,7 @@
 -- KEYS[10] wr:{item}:applied  HASH partition -> highest applied registrations offset: the
 --                              point of the record this tick's decision was taken at
 -- KEYS[11] wr:{item}:drawn    HASH drawing: a draw half applied (nobody admitted from the line)
+-- KEYS[12] wr:{item}:changes  STRING changes of the line (the prelude's changed): one a tick that admits
 -- ARGV[1] epoch of the caller  ARGV[2] now (ms)  ARGV[3] burst (ms of rate the budget may hold)
 -- ARGV[4] limit: the most this call admits  ARGV[5] page: the most unpublished entries returned
 -- Returns {outcome, admitted, head, waiting, active, expired, {unpublished entries},
@@ -185,7 +186,7 @@ end
 if #admitted > 0 then
   local newHead = nil
   if fifo > 0 then newHead = head end
-  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9]}, admitted, taken - #stale, now + ttl * 1000, newHead, now,
+  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[12]}, admitted, taken - #stale, now + ttl * 1000, newHead, now,
     KEYS[8], mark)
   tokens = tokens - fifo -- express places are not charged to the rate budget
   sum60 = sum60 + #admitted

@@ -31,6 +31,11 @@ type Keys struct {
 	// -> registrations the api refused for the item (telemetry, not the
 	// view: counted since the key was made, kept by a rebuild).
 	Pool, Late, Drawn, Seen, Express, Bypass, Stats, Refused string
+	// Changes STRING counts the calls that changed the line (the prelude's
+	// changed): it only grows while the item's keys live, so a lower count
+	// than a watcher saw is a node that lost writes (pkg/redisview/view).
+	// Not part of the line: live and a rebuild may count differently.
+	Changes string
 }
 
 // KeysFor returns the keys of item.
@@ -42,6 +47,7 @@ func KeysFor(item string) Keys {
 		Pace: p + "pace", Paced: p + "paced", Unpublished: p + "unpublished",
 		Pool: p + "pool", Late: p + "late", Drawn: p + "drawn", Seen: p + "seen",
 		Express: p + "express", Bypass: p + "bypass", Stats: p + "stats", Refused: p + "refused",
+		Changes: p + "changes",
 	}
 }
 
@@ -72,7 +78,7 @@ var (
 	//go:embed promote.lua
 	promoteSrc string
 	//go:embed complete.lua
-	completeSrc string
+	completeLua string
 	//go:embed ack.lua
 	ackSrc string
 	//go:embed abandon.lua
@@ -88,7 +94,7 @@ var (
 	prelude string
 	// The sources of the scripts that share the prelude's rules.
 	enqueueSrc, leaveSrc, markSrc, abandonSrc = withPrelude(enqueueLua), withPrelude(leaveLua), withPrelude(markLua), withPrelude(abandonLua)
-	applyAdmissionSrc                         = withPrelude(applyAdmissionLua)
+	applyAdmissionSrc, completeSrc            = withPrelude(applyAdmissionLua), withPrelude(completeLua)
 
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
@@ -96,7 +102,7 @@ var (
 	statusScript    = redis.NewScript(statusSrc)
 	motionScript    = redis.NewScript(motionSrc)
 	rewindScript    = redis.NewScript(rewindSrc)
-	applyItemScript = redis.NewScript(applyItemSrc)
+	applyItemScript = redis.NewScript(withPrelude(applyItemSrc))
 	promoteScript   = redis.NewScript(withPrelude(promoteSrc))
 	completeScript  = redis.NewScript(completeSrc)
 	ackScript       = redis.NewScript(ackSrc)
@@ -450,17 +456,17 @@ func sendCalls(ctx context.Context, p redis.Pipeliner, cluster bool, ops []Op, c
 				seen[op.ItemID] = struct{}{}
 				p.SAdd(ctx, ActiveItems, op.ItemID)
 			}
-			c.cmd = eval(enqueueScript, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass}, enqueueArgs(ops, c.ops)...)
+			c.cmd = eval(enqueueScript, []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}, enqueueArgs(ops, c.ops)...)
 		case OpLeave:
-			c.cmd = eval(leaveScript, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late}, part, off, op.TokenID, op.UserID)
+			c.cmd = eval(leaveScript, []string{k.Applied, k.Users, k.Waiting, k.Admitted, k.Pool, k.Late, k.Changes}, part, off, op.TokenID, op.UserID)
 		case OpMark:
-			c.cmd = eval(markScript, []string{k.Applied}, part, off)
+			c.cmd = eval(markScript, []string{k.Applied, k.Changes}, part, off)
 		case OpComplete:
-			c.cmd = eval(completeScript, []string{k.Admitted, k.Users, k.Waiting}, op.TokenID, op.UserID)
+			c.cmd = eval(completeScript, []string{k.Admitted, k.Users, k.Waiting, k.Changes}, op.TokenID, op.UserID)
 		case OpAdmit:
-			c.cmd = eval(admitScript, []string{k.Waiting, k.Admitted, k.Head, k.Paced, k.Express, k.Pace, k.State}, admitArgs(op)...)
+			c.cmd = eval(admitScript, []string{k.Waiting, k.Admitted, k.Head, k.Paced, k.Express, k.Pace, k.State, k.Changes}, admitArgs(op)...)
 		case OpAbandon:
-			c.cmd = eval(abandonScript, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats}, part, off, op.TokenID, op.UserID)
+			c.cmd = eval(abandonScript, []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats, k.Changes}, part, off, op.TokenID, op.UserID)
 		default:
 			return fmt.Errorf("op %d: unknown kind %d", i, op.Kind)
 		}
