@@ -20,11 +20,20 @@ OUT=${OUT:-$(mktemp -d /tmp/luacost.XXXXXX)}
 base=$OUT/base
 mkdir -p "$base"
 git archive "$BASE" | tar -x -C "$base"
-cp pkg/store/queue/bench_test.go "$base/pkg/store/queue/bench_test.go"
+# A base from before pkg/ was regrouped (scripts/regroup.sh) has the line in
+# pkg/queue: the benchmark goes there, its imports mapped back to the old paths.
+qdir() { if [ -d "$1/pkg/store/queue" ]; then echo store/queue; else echo queue; fi; }
+if [ "$(qdir "$base")" = store/queue ]; then
+	cp pkg/store/queue/bench_test.go "$base/pkg/store/queue/bench_test.go"
+else
+	back=()
+	while IFS=: read -r old new; do back+=(-e "s#\\b${new}\\b#${old}#g"); done < <(sed -n 's/^\t\(pkg\/[a-z]*\):\(pkg\/[a-z]*\/[a-z]*\)$/\1:\2/p' scripts/regroup.sh)
+	sed "${back[@]}" pkg/store/queue/bench_test.go >"$base/pkg/queue/bench_test.go"
+fi
 echo "outputs in $OUT; base $BASE ($(git rev-parse --short "$BASE")), head $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 run() { # tree name round
-	(cd "$1/pkg" && go test -run '^$' -bench 'LuaPerRegistration' -benchtime "$BENCHTIME" -count 1 -v ./queue/ &&
-		go test -run '^$' -bench 'LuaPerAdmission' -benchtime 150x -count 1 -v ./queue/) >"$OUT/$2-$3.txt" 2>&1
+	(cd "$1/pkg" && go test -run '^$' -bench 'LuaPerRegistration' -benchtime "$BENCHTIME" -count 1 -v "./$(qdir "$1")/" &&
+		go test -run '^$' -bench 'LuaPerAdmission' -benchtime 150x -count 1 -v "./$(qdir "$1")/") >"$OUT/$2-$3.txt" 2>&1
 	grep -E '^Benchmark.*(lua|cpu)-µs' "$OUT/$2-$3.txt" |
 		awk -v who="$2" -v r="$3" '{ for (i = 3; i < NF; i++) if ($(i+1) ~ /-µs\//) m = m " " $i " " $(i+1); print who, r, $1, m; m = "" }'
 }
