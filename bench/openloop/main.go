@@ -50,23 +50,11 @@ func run(base string, rate int, dur, warm time.Duration, tokens, item string, ma
 	if rate <= 0 || dur <= 0 {
 		return fmt.Errorf("-rate and -dur must be positive")
 	}
-	var paths []string
-	if tokens != "" {
-		f, err := os.Open(tokens)
-		if err != nil {
-			return fmt.Errorf("open tokens: %w", err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if it, tok, ok := strings.Cut(strings.TrimSpace(sc.Text()), " "); ok {
-				paths = append(paths, base+"/api/v1/items/"+it+"/registrations/"+tok)
-			}
-		}
-		f.Close()
-		if len(paths) == 0 {
-			return fmt.Errorf("no tokens in %s", tokens)
-		}
-	} else if item == "" {
+	paths, err := statusPaths(base, tokens)
+	if err != nil {
+		return err
+	}
+	if paths == nil && item == "" {
 		return fmt.Errorf("give -tokens (status) or -item (register)")
 	}
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
@@ -89,14 +77,51 @@ func run(base string, rate int, dur, warm time.Duration, tokens, item string, ma
 		resp.Body.Close()
 		return resp.StatusCode/100 == 2 // 200 a status, 202 a registration (the ceiling answers 202 to both)
 	}
-
 	interval := time.Second / time.Duration(rate)
 	warmN := int(warm / interval)
 	n := warmN + int(dur/interval)
-	lat := make([]time.Duration, n) // by request; -1: failed
+	start := time.Now().Add(50 * time.Millisecond)
+	lat, worstBehind := send(start, interval, n, one)
+	took := time.Since(start)
+	path := "status"
+	if paths == nil {
+		path = "register"
+	}
+	report(label, path, rate, n, took, lat[warmN:], worstBehind)
+	return nil
+}
+
+// statusPaths reads the tokens file ("<item> <token>" a line) into status
+// paths; nil without a file (a register run).
+func statusPaths(base, tokens string) ([]string, error) {
+	if tokens == "" {
+		return nil, nil
+	}
+	f, err := os.Open(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("open tokens: %w", err)
+	}
+	defer f.Close()
+	var paths []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if it, tok, ok := strings.Cut(strings.TrimSpace(sc.Text()), " "); ok {
+			paths = append(paths, base+"/api/v1/items/"+it+"/registrations/"+tok)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no tokens in %s", tokens)
+	}
+	return paths, nil
+}
+
+// send starts request i at start + i·interval whatever the earlier ones do
+// (open loop), and returns each one's latency from when it was due (-1:
+// failed) and how far behind its schedule the sender fell at most.
+func send(start time.Time, interval time.Duration, n int, one func(int) bool) ([]time.Duration, time.Duration) {
+	lat := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	var worstBehind time.Duration
-	start := time.Now().Add(50 * time.Millisecond)
 	for i := range n {
 		due := start.Add(time.Duration(i) * interval)
 		if d := time.Until(due); d > 0 {
@@ -116,8 +141,11 @@ func run(base string, rate int, dur, warm time.Duration, tokens, item string, ma
 		}()
 	}
 	wg.Wait()
-	took := time.Since(start)
-	counted := lat[warmN:]
+	return lat, worstBehind
+}
+
+// report prints one line: counts and the latency quantiles of counted.
+func report(label, path string, rate, n int, took time.Duration, counted []time.Duration, worstBehind time.Duration) {
 	var fails int
 	good := make([]time.Duration, 0, len(counted))
 	for _, l := range counted {
@@ -134,13 +162,8 @@ func run(base string, rate int, dur, warm time.Duration, tokens, item string, ma
 		}
 		return float64(good[min(len(good)-1, int(p*float64(len(good))))]) / 1e6
 	}
-	path := "status"
-	if paths == nil {
-		path = "register"
-	}
 	fmt.Printf("%s%s rate=%d sent=%d in %.1fs ok=%d errors=%d p50=%.2fms p90=%.2fms p99=%.2fms p99.9=%.2fms max=%.2fms sender-behind-max=%.1fms\n",
 		prefix(label), path, rate, n, took.Seconds(), len(good), fails, q(0.5), q(0.9), q(0.99), q(0.999), q(1), float64(worstBehind)/1e6)
-	return nil
 }
 
 func prefix(label string) string {

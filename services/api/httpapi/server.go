@@ -163,30 +163,8 @@ type RegisterResponse struct {
 }
 
 func (s *Server) register(c *gin.Context) {
-	item := c.Param("itemId")
-	if err := registration.CheckItemID(item); err != nil {
-		httpserver.Abort(c, err)
-		return
-	}
-	ip := c.ClientIP() // parsed once: X-Forwarded-For against the trusted proxies
-	// The address's bucket first: a flood is refused before any work.
-	if ok, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byIP, byIP48, ip); !ok {
-		httpserver.Abort(c, registration.RateLimited(by, wait))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
-			return
-		}
-		httpserver.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
-		return
-	}
-	req, rerr := DecodeRegisterRequest(body)
-	if rerr != nil {
-		httpserver.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
+	item, ip, req, ok := s.readRegistration(c)
+	if !ok {
 		return
 	}
 	user, holder, proof, ok := s.identify(c, item, req)
@@ -248,6 +226,38 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	resp.write(c, http.StatusAccepted)
+}
+
+// readRegistration checks a registration's item id, the address's bucket
+// (first: a flood is refused before any work) and reads and decodes its
+// body; on a refusal it has answered and ok is false.
+func (s *Server) readRegistration(c *gin.Context) (item, ip string, req RegisterRequest, ok bool) {
+	item = c.Param("itemId")
+	if err := registration.CheckItemID(item); err != nil {
+		httpserver.Abort(c, err)
+		return item, "", req, false
+	}
+	ip = c.ClientIP() // parsed once: X-Forwarded-For against the trusted proxies
+	if allowed, by, wait := s.opt.Throttle.AllowAddr(c.Request.Context(), byIP, byIP48, ip); !allowed {
+		httpserver.Abort(c, registration.RateLimited(by, wait))
+		return item, ip, req, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
+			return item, ip, req, false
+		}
+		httpserver.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
+		return item, ip, req, false
+	}
+	req, rerr := DecodeRegisterRequest(body)
+	if rerr != nil {
+		httpserver.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
+		return item, ip, req, false
+	}
+	return item, ip, req, true
 }
 
 // answerAuto answers an auto registration: 200 ADMITTED with the admission

@@ -187,6 +187,46 @@ func (s *Server) Routes(r gin.IRouter) {
 	r.GET(EventsPath, s.events)
 }
 
+// openAt decides where a stream starts: from a valid cursor (the last event
+// id) with no Redis read, else after the open budget and the view's check,
+// from the line's status read in Redis; on a refusal it has answered and ok
+// is false.
+func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) (st queue.Status, ok bool) {
+	ctx := c.Request.Context()
+	if cur, ok := s.checkCursor(q.ItemID, q.TokenID, raw); ok {
+		// A valid cursor: no Redis read, so neither the open budget nor the
+		// view's confirmation in Redis (the cursor's MAC already holds the
+		// generation in memory); the view's state in memory still gates.
+		if view.GateItem(c, s.view, q.ItemID) {
+			return st, false
+		}
+		s.lost.regain()
+		str.resume = &cur
+		s.m.cursorOpens.Inc()
+	} else {
+		if after, ok, err := s.opens.pass(ctx); err != nil {
+			return st, false // the client left while it waited
+		} else if !ok {
+			s.m.refused[refusedOpenRate].Inc()
+			httpserver.Abort(c, refusal(refusedOpenRate, s.opt.OpenRate, after))
+			return st, false
+		}
+		if !s.gateView(c, q.ItemID) {
+			return st, false
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
+		var err error
+		st, err = s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
+		cancel()
+		if err != nil {
+			s.log.Warn("read status for a stream", zap.String("item", q.ItemID), zap.Error(err))
+			httpserver.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
+			return st, false
+		}
+	}
+	return st, true
+}
+
 // events authorizes the request, takes the stream's slot under the caps,
 // waits for its turn to read Redis, reads where the token stands, and only
 // then opens the stream, so every refusal is a plain JSON answer. The slot
@@ -219,37 +259,9 @@ func (s *Server) events(c *gin.Context) {
 	ctx := c.Request.Context()
 	progress, raw := lastEventID(c)
 	str := &stream{s: s, q: q, progress: progress}
-	var st queue.Status
-	if cur, ok := s.checkCursor(q.ItemID, q.TokenID, raw); ok {
-		// A valid cursor: no Redis read, so neither the open budget nor the
-		// view's confirmation in Redis (the cursor's MAC already holds the
-		// generation in memory); the view's state in memory still gates.
-		if view.GateItem(c, s.view, q.ItemID) {
-			return
-		}
-		s.lost.regain()
-		str.resume = &cur
-		s.m.cursorOpens.Inc()
-	} else {
-		if after, ok, err := s.opens.pass(ctx); err != nil {
-			return // the client left while it waited
-		} else if !ok {
-			s.m.refused[refusedOpenRate].Inc()
-			httpserver.Abort(c, refusal(refusedOpenRate, s.opt.OpenRate, after))
-			return
-		}
-		if !s.gateView(c, q.ItemID) {
-			return
-		}
-		rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
-		var err error
-		st, err = s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
-		cancel()
-		if err != nil {
-			s.log.Warn("read status for a stream", zap.String("item", q.ItemID), zap.Error(err))
-			httpserver.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
-			return
-		}
+	st, ok := s.openAt(c, q, str, raw)
+	if !ok {
+		return
 	}
 	c.Status(http.StatusOK) // for the request metrics
 	if conn := hijack(c, s.opt.NoHijack); conn != nil {
