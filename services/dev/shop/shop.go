@@ -47,13 +47,41 @@ type view struct {
 	Status, Heading, ItemID, UserID, Expires, Message, WaitURL string
 }
 
+// Option changes what the shop does around each page.
+type Option func(*options)
+
+type options struct {
+	slow   *Slowness
+	health *waitroomkit.Health
+}
+
+// WithSlowness makes every admitted request as slow as s says.
+func WithSlowness(s *Slowness) Option { return func(o *options) { o.slow = s } }
+
+// WithHealth measures every admitted request with h, whose Run reports the
+// shop's health to the room (docs/steering.md).
+func WithHealth(h *waitroomkit.Health) Option { return func(o *options) { o.health = h } }
+
 // New returns the shop: GET /shop/{itemId} (the checkout page) and POST
 // /shop/{itemId}/buy (places the order and completes the admission), both
 // only with a live admission for the item; anyone else is sent to the
 // item's waiting page.
-func New(kit *waitroomkit.Kit) http.Handler {
+func New(kit *waitroomkit.Kit, opts ...Option) http.Handler {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	mux := http.NewServeMux()
-	protect := kit.Protect(waitroomkit.ItemFromPath("itemId"))
+	guard := kit.Protect(waitroomkit.ItemFromPath("itemId"))
+	protect := func(h http.Handler) http.Handler {
+		if o.slow != nil {
+			h = o.slow.Middleware(h)
+		}
+		if o.health != nil {
+			h = o.health.Middleware(h)
+		}
+		return guard(h)
+	}
 	mux.Handle("GET /shop/{itemId}", protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, _ := waitroomkit.FromContext(r.Context())
 		render(w, http.StatusOK, view{Status: "ADMITTED", Heading: "Checkout: " + a.ItemID, ItemID: a.ItemID, UserID: a.UserID,

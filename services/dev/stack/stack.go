@@ -76,6 +76,12 @@ type Options struct {
 	// SnapshotInterval, when set, is the consumer's WR_SNAPSHOT_INTERVAL
 	// (negative: no snapshots).
 	SnapshotInterval time.Duration
+	// SignalToken, when set, is the api's WR_SIGNAL_TOKEN: the site's
+	// health reports are taken (docs/steering.md).
+	SignalToken string
+	// SteerEvery and SteerMinStep, when set, are the schedulers'
+	// WR_STEER_EVERY and WR_STEER_MIN_STEP.
+	SteerEvery, SteerMinStep time.Duration
 }
 
 // Stack is a running set of services.
@@ -342,6 +348,13 @@ func (c *serviceConfigs) apply(o Options) error {
 		c.api.SeenFlush, c.notifier.SeenFlush, c.scheduler.SeenFlush = o.SeenFlush, o.SeenFlush, o.SeenFlush
 	}
 	c.scheduler.AdminToken = or(o.AdminToken, c.scheduler.AdminToken)
+	c.api.SignalToken = or(o.SignalToken, c.api.SignalToken)
+	if o.SteerEvery > 0 {
+		c.scheduler.SteerEvery = o.SteerEvery
+	}
+	if o.SteerMinStep > 0 {
+		c.scheduler.SteerMinStep = o.SteerMinStep
+	}
 	if o.Assertion != nil {
 		c.api.Assertion = *o.Assertion
 	}
