@@ -17,7 +17,7 @@ FUZZTIME ?= 8000x
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT ?= $(CURDIR)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: cluster chaos chaos-ci chaos-nodeloss soak-chaos run test test-all deps scripts-test compose-check vet lint unit unit-cluster fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling
+.PHONY: cluster chaos chaos-ci chaos-nodeloss soak-chaos run test test-all deps scripts-test compose-check vet lint unit unit-cluster fuzz race topics build clean help k6 k6-test load spike spike-ci soak soak-ci ceiling steer-stack
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -91,6 +91,9 @@ unit-cluster: ## the Redis-touching tests again, against a 3-master Redis Cluste
 	@# The browser tests (*InBrowser) check the page and the console; the Redis
 	@# work under them is the other stack tests', which do run on the cluster.
 	WR_TEST_REDIS=cluster $(GO) test -count=1 -timeout 10m -skip 'InBrowser$$' $(CLUSTER_PKGS)
+
+steer-stack: ## the steering controller against the slow demo shop on the dev stack, over the kit and the api's signal route (docs/steering.md; ~2 min; not part of test)
+	WR_TEST_STEER=1 $(GO) test -count=1 -timeout 6m -run '^TestSteeringHoldsTheSlowDemoShop' -v ./services/dev/stack/
 
 race: ## the test suite under the race detector (slower)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
