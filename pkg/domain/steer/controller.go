@@ -170,6 +170,7 @@ type Controller struct {
 	arrived  float64   // EWMA of arrivals a window
 	admitted float64   // EWMA of admissions a window, one delay earlier
 	delay    time.Duration
+	heard    bool   // an arrival was reported: the delay and the show ratio can be learnt
 	marks    []mark // AdmittedTotal over the last minutes, oldest first
 	started  bool
 }
@@ -328,9 +329,15 @@ func (c *Controller) actuate(now time.Time, sig *Signal, line Line, step time.Du
 
 // pending are the admitted people still on their way: those admitted within
 // one and a half measured delays (arrival delays spread around their mean),
-// times the show ratio.
+// times the show ratio. Before any arrival has measured the delay, MinStep
+// stands in for it (a delay of zero would forget them at once and admit
+// the headroom again at every step of a spike).
 func (c *Controller) pending(now time.Time, line Line) float64 {
-	return float64(line.AdmittedTotal-c.totalAt(now.Add(-c.delay*3/2))) * c.show
+	delay := c.delay
+	if !c.heard {
+		delay = c.cfg.MinStep
+	}
+	return float64(line.AdmittedTotal-c.totalAt(now.Add(-delay*3/2))) * c.show
 }
 
 // lost is the decision without a usable signal.
@@ -366,6 +373,13 @@ func (c *Controller) learn(sig *Signal) {
 		} else {
 			c.delay = (4*c.delay + dl) / 5
 		}
+		c.heard = true
+	}
+	if !c.heard {
+		// Before anyone has arrived nobody is known not to come: the
+		// admitted may all be on their way, and taking them for no-shows
+		// would let in up to twenty times the headroom at a spike.
+		return
 	}
 	end := sig.At.Add(-c.delay)
 	admitted := c.totalAt(end) - c.totalAt(end.Add(-sig.Window))

@@ -221,6 +221,24 @@ func TestNoShowsAreReplaced(t *testing.T) {
 	}
 }
 
+func TestNobodyIsANoShowBeforeAnyoneArrived(t *testing.T) {
+	// A spike: the target's 10 are admitted at once and are on their way
+	// (no arrival reported yet). They are not no-shows, so the allowance
+	// stays within the target instead of twenty times its headroom.
+	c, _ := New(cfg(), 10)
+	line := Line{}
+	var d Decision
+	for at := time.Duration(0); at <= 3*time.Second; at += time.Second {
+		s := hist(100, 0)
+		s.At, s.Window = t0.Add(at), time.Second
+		d = c.Step(s.At, &s, line)
+		line.AdmittedTotal += d.Allow
+	}
+	if d.ShowRatio != 1 || line.AdmittedTotal > 10 {
+		t.Fatalf("show ratio %v, %d admitted for a target of 10 with nobody arrived yet", d.ShowRatio, line.AdmittedTotal)
+	}
+}
+
 func TestConfigProblems(t *testing.T) {
 	for name, c := range map[string]Config{
 		"no target":       {MaxRate: 1},

@@ -162,8 +162,8 @@ func TestSteeringHoldsTheSlowDemoShopUnderTargetOverTheSignalRoute(t *testing.T)
 	c.underTarget(t0, steerHealthyAt, steerEnd)
 	p1, n1 := c.p95(t0, steerSpikeHold, steerHealthyAt)
 	p2, n2 := c.p95(t0, steerHealthyAt, steerEnd)
-	t.Logf("p95 %v slow (%d requests from %v), %v healthy (%d); settled target mean %.1f, healthy peak %d; admitted %d in 15 s slow, %d healthy; %d decisions, %d admitted, %d requests failed",
-		p1, n1, steerSpikeHold, p2, n2, mean, peak, slowN, healthyN, len(rec.decisions), len(rec.admitted), c.failed())
+	t.Logf("p95 %v slow (%d requests from %v), %v healthy (%d); settled target mean %.1f (%d..%d), healthy peak %d; admitted %d in 15 s slow, %d healthy; %d decisions, %d admitted, %d requests failed",
+		p1, n1, steerSpikeHold, p2, n2, mean, slices.Min(settled), slices.Max(settled), peak, slowN, healthyN, len(rec.decisions), len(rec.admitted), c.failed())
 }
 
 // sample is one request of a visitor to the shop.
