@@ -192,11 +192,13 @@ func waitSeq(ctx context.Context, b *testing.B, rdb *redis.Client, item string, 
 }
 
 // sampleSeq reads the item's seq about every millisecond until it reaches n
-// (or ctx ends), keeping each change with its time from start.
+// (or ctx ends, or it has not moved for spikeStall: records lost or a
+// consumer stuck fail the run then, not at the timeout), keeping each change
+// with its time from start.
 func sampleSeq(ctx context.Context, rdb *redis.Client, item string, n int64, start time.Time) []seqSample {
 	key := queue.KeysFor(item).Seq
 	out := []seqSample{{0, 0}}
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && time.Since(start)-out[len(out)-1].t < spikeStall {
 		got, err := rdb.Get(ctx, key).Int64()
 		t := time.Since(start)
 		if err == nil && got > out[len(out)-1].seq {
@@ -209,6 +211,9 @@ func sampleSeq(ctx context.Context, rdb *redis.Client, item string, n int64, sta
 	}
 	return out
 }
+
+// spikeStall is how long the line may stand still before a run gives up.
+const spikeStall = 30 * time.Second
 
 // produceAtRate produces record i of the item at start + i/rate (open loop)
 // and returns each record's ack time from start, once every one is acked,
