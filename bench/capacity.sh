@@ -74,7 +74,7 @@ NOTIFIER=127.0.0.1:$((PB + 90))
 ADMIN_TOKEN=$(openssl rand -base64 32)
 
 log() { echo "capacity: $*" >&2; }
-for tool in wrk redis-server redis-cli curl; do
+for tool in wrk redis-server redis-cli curl openssl; do
   command -v $tool >/dev/null || { log "$tool is missing"; exit 1; }
 done
 [ "$STREAMS" -le "$TOKENS" ] || { log "STREAMS ($STREAMS) must be at most TOKENS ($TOKENS)"; exit 1; }
