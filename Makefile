@@ -64,8 +64,13 @@ compose-check: ## deploy/ without Docker: the compose file against the services'
 	scripts/dockerfile-replay.sh
 	cd deploy/prometheus && promtool check config prometheus.yml && promtool test rules alerts_test.yml
 
+# The bench tools are modules of their own, outside go.work (no dependency
+# of theirs reaches the services): vetted and tested on their own.
+BENCH_MODULES = bench/openloop bench/capacity
+
 vet:
 	$(GO) vet $(PKGS)
+	@for m in $(BENCH_MODULES); do (cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; done
 	@test -z "$$(gofmt -l $(MODULES))" || { echo "gofmt needed:"; gofmt -l $(MODULES); exit 1; }
 
 # One run over go.work's modules (golangci-lint loads them like go vet), one over
@@ -80,6 +85,7 @@ $(CURDIR)/bin/golangci-lint-%:
 
 unit:
 	$(GO) test -count=1 -timeout 10m $(UNIT_PKGS)
+	@for m in $(BENCH_MODULES); do (cd $$m && GOWORK=off $(GO) test -count=1 ./...) || exit 1; done
 
 # The packages whose tests reach Redis through testenv.Redis / RedisBackend:
 # the line's scripts, the view, the rebuild, the consumer, the schedulers and
