@@ -34,9 +34,12 @@ type Items interface {
 	Get(item string) (topics.ItemState, bool)
 }
 
-// Producer sends a record to Kafka and calls promise with the broker's answer (*kgo.Client).
+// Producer sends a record to Kafka and calls promise with the broker's answer
+// (*kgo.Client): TryProduce fails it at once with kgo.ErrMaxBuffered when the
+// client's buffer is full, Produce waits for room until ctx ends.
 type Producer interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	TryProduce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 }
 
 // Line reads where a registration stands and ends admissions (*queue.Line).
@@ -99,6 +102,7 @@ type Server struct {
 	now    func() time.Time
 	pos    *positions // nil: every status read is exact
 	blocks *blockGate // nil: nobody is blocked
+	waits  *produceWaits
 }
 
 // NewServer returns a Server; metrics are registered on reg.
@@ -122,7 +126,8 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 		opt.StatusTokens = 1_000_000
 	}
 	line = ConfirmedLine(line, opt.View)
-	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now,
+		waits: &produceWaits{timeout: opt.ProduceTimeout}}
 	s.blocks = newBlockGate(opt.Blocks, reg)
 	if opt.StatusExactEvery > 0 {
 		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens, opt.StatusTimeout)
@@ -319,28 +324,19 @@ func tokenIDFor(item, user, requestID string) string {
 }
 
 // produce sends ev keyed by its item and waits for the broker, at most the
-// produce timeout; on failure it has answered 503 and returns false.
+// produce timeout (produceBounded); on failure it has answered 503 and
+// returns false.
 //
 // It waits on the record's promise, not in ProduceSync: the Kafka client
-// fails a record whose context ended only while it is not yet sent, and one
+// fails a record whose time is up only while it is not yet sent, and one
 // already on a connection that stopped answering (a link that holds, a
 // broker that hangs) waits for that connection's own timeouts, far past
 // ours (the nemesis's probes of an api cut from Kafka waited over 10 s).
 // Answered 503 at the deadline, the record may still be written later; a
 // retry with the same requestId names the same place (tokenIDFor).
 func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Record, bool) {
-	rec := &kgo.Record{Topic: topics.Registrations, Key: []byte(ev.ItemID), Value: topics.Encode(ev)}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.ProduceTimeout)
-	defer cancel()
 	start := time.Now()
-	done := make(chan error, 1)
-	s.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("no answer from Kafka within %s: %w", s.opt.ProduceTimeout, ctx.Err())
-	}
+	rec, err := s.produceBounded(c.Request.Context(), []byte(ev.ItemID), topics.EncodeRegistration(ev), start)
 	s.m.produce.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.m.produceErrors.Inc()
