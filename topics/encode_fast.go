@@ -10,9 +10,15 @@ import (
 // the struct (field order, omitempty, HTML-safe escaping, invalid UTF-8 as
 // U+FFFD); FuzzEncodeRegistrationAgrees holds the two to the same output.
 
-// EncodeRegistration is Encode(e) for a registration record, sized in one
+// EncodeRegistration is Encode(e) for a registration record, in one
 // allocation.
 func EncodeRegistration(e *RegistrationEvent) []byte {
+	return AppendRegistration(make([]byte, 0, RegistrationSize(e)), e)
+}
+
+// RegistrationSize is room enough for e's JSON unless its strings need
+// escaping (then appending grows the buffer, as append does).
+func RegistrationSize(e *RegistrationEvent) int {
 	n := 128 + len(e.Kind) + len(e.TokenID) + len(e.ItemID) + len(e.UserID) + len(e.Holder)
 	if e.Client != nil {
 		n += 32 + len(e.Client.IP) + len(e.Client.UserAgent)
@@ -23,7 +29,7 @@ func EncodeRegistration(e *RegistrationEvent) []byte {
 	if e.Draw != nil {
 		n += 80 + len(e.Draw.Seed) + len(e.Draw.Commit)
 	}
-	return AppendRegistration(make([]byte, 0, n), e)
+	return n
 }
 
 // AppendRegistration appends e's JSON, as encoding/json writes it, to b.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,27 @@ func TestProduceWaitsForRoomWhenTheBufferIsFull(t *testing.T) {
 	}
 	for range n {
 		assert.Equal(t, http.StatusAccepted, <-codes)
+	}
+}
+
+// A registration's body is read into a pooled buffer: up to MaxBodyBytes it
+// is read whole, one byte more is refused as http.MaxBytesReader refuses it
+// (a *http.MaxBytesError, and the connection closed after the answer).
+func TestReadBodyTakesTheLimitAndRefusesOneByteMore(t *testing.T) {
+	srv := NewServer(nil, nil, nil, nil, nil, Options{MaxBodyBytes: 3000}, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	for _, n := range []int{0, 1, 1023, 1024, 1025, 2999, 3000, 3001, 9000} {
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		body := strings.Repeat("b", n)
+		c.Request = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		buf, err := srv.readBody(c)
+		if n <= 3000 {
+			require.NoError(t, err, n)
+			assert.Equal(t, body, string(*buf), n)
+			continue
+		}
+		var mbe *http.MaxBytesError
+		require.ErrorAs(t, err, &mbe, n)
+		assert.EqualValues(t, 3000, mbe.Limit)
 	}
 }
