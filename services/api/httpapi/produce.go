@@ -27,9 +27,12 @@ import (
 var errProduceTimeout = errors.New("no answer from Kafka in time")
 
 // expireEvery bounds how late past its deadline a wait is failed, as a share
-// of the timeout, and how long answered waits are kept before they are
-// dropped from the queue.
-const expireEvery = 10
+// of the timeout; expireTick caps it, and so how long answered waits stay
+// queued before they are dropped (at 20,000 registrations a second, 1,000).
+const (
+	expireEvery = 10
+	expireTick  = 50 * time.Millisecond
+)
 
 // wait states: pending until the broker's promise or the deadline, whichever
 // comes first, settles it.
@@ -77,7 +80,8 @@ func (p *produceWaits) add(w *produceWait) {
 // expire fails the waits whose deadline passed and drops the answered ones
 // from the head of the queue, every timeout/expireEvery, until none is left.
 func (p *produceWaits) expire() {
-	tick := p.timeout / expireEvery
+	tick := min(p.timeout/expireEvery, expireTick)
+	late := fmt.Errorf("%w (%s)", errProduceTimeout, p.timeout)
 	for {
 		time.Sleep(tick)
 		now := time.Now()
@@ -87,7 +91,7 @@ func (p *produceWaits) expire() {
 			if w.state.Load() == waitPending && now.Before(w.deadline) {
 				break
 			}
-			w.settle(fmt.Errorf("%w (%s)", errProduceTimeout, p.timeout))
+			w.settle(late)
 			n++
 		}
 		clear(p.q[:n])
