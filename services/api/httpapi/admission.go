@@ -131,8 +131,9 @@ func (s *Server) complete(c *gin.Context) {
 	if _, ok := s.liveAdmission(ctx, c, a); !ok {
 		return
 	}
+	client := clientMeta(c, c.ClientIP())
 	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,
-		UserID: a.UserID, Holder: a.Holder, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP())}
+		UserID: a.UserID, Holder: a.Holder, RequestedAt: s.now().UnixMilli(), Client: &client}
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}

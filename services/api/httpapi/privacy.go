@@ -23,5 +23,6 @@ func networkOf(ip string) string {
 	if err != nil {
 		return ""
 	}
-	return p.String()
+	var b [64]byte // the longest, an IPv6 /48, is 19 bytes: one allocation, the string
+	return string(p.AppendTo(b[:0]))
 }

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,13 @@ type lateKafka struct {
 
 func (k lateKafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	k.cl.Produce(context.WithoutCancel(ctx), r, func(r *kgo.Record, err error) {
+		time.Sleep(k.late)
+		promise(r, err)
+	})
+}
+
+func (k lateKafka) TryProduce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	k.cl.TryProduce(context.WithoutCancel(ctx), r, func(r *kgo.Record, err error) {
 		time.Sleep(k.late)
 		promise(r, err)
 	})
@@ -63,4 +72,58 @@ func TestRegistrationAnswers503AtTheProduceTimeout(t *testing.T) {
 	require.False(t, ok, "no answer from Kafka in time is a failure")
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 	assert.Less(t, took, 3*timeout, "answered at the produce timeout (%s), not when Kafka answered (%s)", timeout, 10*timeout)
+}
+
+// A registration that finds the Kafka client's buffer full waits for room
+// (within the produce timeout) rather than failing: TryProduce's
+// kgo.ErrMaxBuffered sends it to Produce. With room for one record, most of
+// these concurrent produces find the buffer full.
+func TestProduceWaitsForRoomWhenTheBufferIsFull(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.Kafka(t, 1)...), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	srv := NewServer(nil, cl, nil, nil, nil, Options{ProduceTimeout: 10 * time.Second},
+		prometheus.NewRegistry(), zaptest.NewLogger(t))
+
+	const n = 40
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/items/full/registrations", nil)
+			ev := &topics.RegistrationEvent{V: topics.Version, Kind: topics.KindRegister, ItemID: "full", TokenID: fmt.Sprint("T", i),
+				UserID: "u", Holder: topics.HolderToken, RequestedAt: time.Now().UnixMilli()}
+			if _, ok := srv.produce(c, ev); ok {
+				codes <- http.StatusAccepted
+				return
+			}
+			codes <- w.Code
+		}()
+	}
+	for range n {
+		assert.Equal(t, http.StatusAccepted, <-codes)
+	}
+}
+
+// A registration's body is read into a pooled buffer: up to MaxBodyBytes it
+// is read whole, one byte more is refused as http.MaxBytesReader refuses it
+// (a *http.MaxBytesError, and the connection closed after the answer).
+func TestReadBodyTakesTheLimitAndRefusesOneByteMore(t *testing.T) {
+	srv := NewServer(nil, nil, nil, nil, nil, Options{MaxBodyBytes: 3000}, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	for _, n := range []int{0, 1, 1023, 1024, 1025, 2999, 3000, 3001, 9000} {
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		body := strings.Repeat("b", n)
+		c.Request = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		buf, err := srv.readBody(c)
+		if n <= 3000 {
+			require.NoError(t, err, n)
+			assert.Equal(t, body, string(*buf), n)
+			continue
+		}
+		var mbe *http.MaxBytesError
+		require.ErrorAs(t, err, &mbe, n)
+		assert.EqualValues(t, 3000, mbe.Limit)
+	}
 }

@@ -199,6 +199,11 @@ func newProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Client, 
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.ProduceLinger),
 		kgo.RecordRetries(10),
+		// A record not yet sent when its registration's wait ends
+		// (Server.produce, at the produce timeout) is failed by the client
+		// itself, as the wait's context once did; a batch times out by its
+		// first record, so the linger is added.
+		kgo.RecordDeliveryTimeout(cfg.ProduceTimeout+cfg.ProduceLinger),
 	)...)
 }
 

@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -34,9 +35,12 @@ type Items interface {
 	Get(item string) (topics.ItemState, bool)
 }
 
-// Producer sends a record to Kafka and calls promise with the broker's answer (*kgo.Client).
+// Producer sends a record to Kafka and calls promise with the broker's answer
+// (*kgo.Client): TryProduce fails it at once with kgo.ErrMaxBuffered when the
+// client's buffer is full, Produce waits for room until ctx ends.
 type Producer interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	TryProduce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 }
 
 // Line reads where a registration stands and ends admissions (*queue.Line).
@@ -99,6 +103,7 @@ type Server struct {
 	now    func() time.Time
 	pos    *positions // nil: every status read is exact
 	blocks *blockGate // nil: nobody is blocked
+	waits  *produceWaits
 }
 
 // NewServer returns a Server; metrics are registered on reg.
@@ -122,7 +127,8 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 		opt.StatusTokens = 1_000_000
 	}
 	line = ConfirmedLine(line, opt.View)
-	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now}
+	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now,
+		waits: &produceWaits{timeout: opt.ProduceTimeout}}
 	s.blocks = newBlockGate(opt.Blocks, reg)
 	if opt.StatusExactEvery > 0 {
 		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens, opt.StatusTimeout)
@@ -189,9 +195,10 @@ func (s *Server) register(c *gin.Context) {
 	if user == "" {
 		user = "anon-" + strings.ToLower(tokenIDFor(item, "anon", req.RequestID))
 	}
+	client := clientMeta(c, ip)
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindRegister, TokenID: tokenID, ItemID: item, UserID: user,
-		RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, ip), Bypass: use, Holder: holder,
+		RequestedAt: s.now().UnixMilli(), Client: &client, Bypass: use, Holder: holder,
 	}
 	// A bypass code's place skips any draw (admitted at the next tick).
 	window, pre := int64(0), false
@@ -213,10 +220,10 @@ func (s *Server) register(c *gin.Context) {
 		httpserver.Abort(c, registration.Internal("could not sign the queue token"))
 		return
 	}
-	base := "/api/v1/items/" + item + "/registrations/" + tok
+	events := "/api/v1/items/" + item + "/registrations/" + tok + "/events" // one string for both
 	resp := RegisterResponse{
 		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
-		StatusURL: base, EventsURL: base + "/events",
+		StatusURL: events[:len(events)-len("/events")], EventsURL: events,
 	}
 	if pre {
 		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, st.OpensAt
@@ -242,7 +249,8 @@ func (s *Server) readRegistration(c *gin.Context) (item, ip string, req Register
 		httpserver.Abort(c, registration.RateLimited(by, wait))
 		return item, ip, req, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
+	buf, err := s.readBody(c)
+	defer httpserver.PutBuffer(buf) // the request's strings are copies
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -252,7 +260,7 @@ func (s *Server) readRegistration(c *gin.Context) (item, ip string, req Register
 		httpserver.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
 		return item, ip, req, false
 	}
-	req, rerr := DecodeRegisterRequest(body)
+	req, rerr := DecodeRegisterRequest(*buf)
 	if rerr != nil {
 		httpserver.Abort(c, registration.BadRequest(rerr.Code, rerr.Message))
 		return item, ip, req, false
@@ -319,28 +327,21 @@ func tokenIDFor(item, user, requestID string) string {
 }
 
 // produce sends ev keyed by its item and waits for the broker, at most the
-// produce timeout; on failure it has answered 503 and returns false.
+// produce timeout (produceBounded); on failure it has answered 503 and
+// returns false.
 //
 // It waits on the record's promise, not in ProduceSync: the Kafka client
-// fails a record whose context ended only while it is not yet sent, and one
+// fails a record whose time is up only while it is not yet sent, and one
 // already on a connection that stopped answering (a link that holds, a
 // broker that hangs) waits for that connection's own timeouts, far past
 // ours (the nemesis's probes of an api cut from Kafka waited over 10 s).
 // Answered 503 at the deadline, the record may still be written later; a
 // retry with the same requestId names the same place (tokenIDFor).
 func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Record, bool) {
-	rec := &kgo.Record{Topic: topics.Registrations, Key: []byte(ev.ItemID), Value: topics.Encode(ev)}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opt.ProduceTimeout)
-	defer cancel()
 	start := time.Now()
-	done := make(chan error, 1)
-	s.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("no answer from Kafka within %s: %w", s.opt.ProduceTimeout, ctx.Err())
-	}
+	n := len(ev.ItemID) // the key and the value in one allocation
+	kv := append(make([]byte, 0, n+topics.RegistrationSize(ev)), ev.ItemID...)
+	rec, err := s.produceBounded(c.Request.Context(), kv[:n:n], topics.AppendRegistration(kv[n:], ev), start)
 	s.m.produce.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.m.produceErrors.Inc()
@@ -353,12 +354,41 @@ func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Rec
 
 // clientMeta describes the request's client at ip (gin's ClientIP): its
 // network, never its address (networkOf).
-func clientMeta(c *gin.Context, ip string) *topics.ClientMeta {
+func clientMeta(c *gin.Context, ip string) topics.ClientMeta {
 	ua := c.Request.UserAgent()
 	if len(ua) > 256 {
 		ua = ua[:256]
 	}
-	return &topics.ClientMeta{IP: networkOf(ip), UserAgent: ua}
+	return topics.ClientMeta{IP: networkOf(ip), UserAgent: ua}
+}
+
+// readBody reads the request's body, at most MaxBodyBytes, into a pooled
+// buffer (httpserver.PutBuffer gives it back). A body over the limit is
+// refused by http.MaxBytesReader, as every body was before (*http.MaxBytesError,
+// and the connection closed after the answer); under it, no reader is made.
+func (s *Server) readBody(c *gin.Context) (*[]byte, error) {
+	buf := httpserver.Buffer()
+	limit := int(s.opt.MaxBodyBytes)
+	for b := *buf; ; {
+		if len(b) > limit {
+			*buf = b
+			over := io.NopCloser(io.MultiReader(bytes.NewReader(b), c.Request.Body))
+			_, err := io.Copy(io.Discard, http.MaxBytesReader(c.Writer, over, s.opt.MaxBodyBytes))
+			return buf, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := c.Request.Body.Read(b[len(b):min(cap(b), limit+1)])
+		b = b[:len(b)+n]
+		if err != nil {
+			*buf = b
+			if err == io.EOF {
+				return buf, nil
+			}
+			return buf, err
+		}
+	}
 }
 
 // StatusResponse is where a registration stands.
@@ -521,8 +551,10 @@ func (s *Server) leave(c *gin.Context, pq parsedQueue) {
 	}
 	ev := topics.RegistrationEvent{
 		V: topics.Version, Kind: topics.KindLeave, TokenID: q.TokenID, ItemID: q.ItemID, UserID: q.UserID,
-		Holder: q.Holder, RequestedAt: s.now().UnixMilli(), Client: clientMeta(c, c.ClientIP()),
+		Holder: q.Holder, RequestedAt: s.now().UnixMilli(),
 	}
+	client := clientMeta(c, c.ClientIP())
+	ev.Client = &client
 	if _, ok := s.produce(c, &ev); !ok {
 		return
 	}
