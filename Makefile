@@ -39,11 +39,11 @@ run: ## start the whole stack locally: embedded Kafka, Redis, every service (Ctr
 	trap 'for _ in {1..50}; do [ -s "$$pidf" ] && break; sleep 0.1; done; kill -TERM "$$(<"$$pidf")" 2>/dev/null' TERM; \
 	rc=0; wait $$job || rc=$$?; while kill -0 $$job 2>/dev/null; do rc=0; wait $$job || rc=$$?; done; exit $$rc
 
-test: deps ## everything CI runs: installs what is missing (deps), then vet, lint, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run, the Redis Cluster node-loss chaos run
+test: deps ## everything CI runs: installs what is missing (deps), then vet, lint, unit + integration tests (real redis-server, kfake, chromium), the Redis-touching ones again on a 3-master Redis Cluster (unit-cluster), compose-check, script tests, short fuzzing, a short k6 spike, the short chaos run, the Redis Cluster node-loss chaos run, the steering loop against the slow demo shop
 	@$(MAKE) --no-print-directory test-all
 
 # A sub-make, so nothing of the suite starts before deps has finished, even under -j.
-test-all: vet lint unit unit-cluster compose-check scripts-test fuzz load chaos-ci chaos-nodeloss
+test-all: vet lint unit unit-cluster compose-check scripts-test fuzz load chaos-ci chaos-nodeloss steer-stack
 
 deps: ## check the tools the tests need (scripts/test-deps.list); as root install the missing ones with apt-get, else name the command; then the pinned npm packages (scripts/npm-deps.sh: npm ci once, offline after); golangci-lint is built into bin/ meanwhile when missing
 	@# The golangci-lint build (CPU) runs beside apt-get and npm (network, disk):
@@ -98,7 +98,7 @@ unit-cluster: ## the Redis-touching tests again, against a 3-master Redis Cluste
 	@# work under them is the other stack tests', which do run on the cluster.
 	WR_TEST_REDIS=cluster $(GO) test -count=1 -timeout 10m -skip 'InBrowser$$' $(CLUSTER_PKGS)
 
-steer-stack: ## the steering controller against the slow demo shop on the dev stack, over the kit and the api's signal route (docs/steering.md; ~2 min; not part of test)
+steer-stack: ## the steering controller against the slow demo shop on the dev stack, over the kit and the api's signal route (docs/steering.md; ~2 min; the last step of make test)
 	WR_TEST_STEER=1 $(GO) test -count=1 -timeout 6m -run '^TestSteeringHoldsTheSlowDemoShop' -v ./services/dev/stack/
 
 race: ## the test suite under the race detector (slower)
