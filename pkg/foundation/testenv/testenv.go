@@ -35,10 +35,14 @@ type RedisServer struct {
 	sentinelConf string
 	// probe, when set, is how launch's readiness check connects (TLS, a user).
 	probe *redis.Options
-	t     testing.TB
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd has exited
-	port  int
+	// scratch is the process's working directory, a temporary one of the
+	// test: whatever the server writes without a Dir (a replica's full
+	// sync, a SAVE) lands there, never in the test's package folder.
+	scratch string
+	t       testing.TB
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd has exited
+	port    int
 }
 
 // errExited says redis-server exited before it answered: most often its port
@@ -63,7 +67,7 @@ func StartRedis(t testing.TB) *RedisServer {
 // stops it when the test ends.
 func startWith(t testing.TB, set func(*RedisServer)) *RedisServer {
 	t.Helper()
-	s := &RedisServer{t: t}
+	s := &RedisServer{t: t, scratch: t.TempDir()} // before Stop's cleanup, so removed after it
 	set(s)
 	t.Cleanup(s.Stop)
 	var err error
@@ -115,6 +119,7 @@ func (s *RedisServer) launch() error {
 	}
 	args = append(args, s.Args...)
 	cmd := exec.Command("redis-server", args...)
+	cmd.Dir = s.scratch
 	cmd.Stdout, cmd.Stderr = nil, nil // its banner is noise; a failure shows as an exit or no PING
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run redis-server: %w", err)
