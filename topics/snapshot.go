@@ -55,7 +55,7 @@ type SnapshotChunk struct {
 	Entries []SnapshotEntry `json:"entries"`
 }
 
-// SnapshotEntry is one place as linesnap shows it: state (queue.State:
+// SnapshotEntry is one place as linesnap shows it: state (line.State:
 // WAITING, ADMITTED, POOLED, LATE, GONE, LEFT, ABANDONED, COMPLETED), token,
 // place key (user; "" for a token no user points at) and the state's number:
 // the seq of a WAITING place, the admission expiry (unix ms) of an ADMITTED

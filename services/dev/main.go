@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/app/service"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/kafka/topicadmin"
 	"github.com/waitroom/waitroom/services/dev/localredis"
 	"github.com/waitroom/waitroom/services/dev/stack"
 	"github.com/waitroom/waitroom/topics"
@@ -95,7 +96,7 @@ func runStack(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer cl.Close()
 	o := topics.DefaultOptions()
 	o.RegistrationPartitions = cfg.Partitions
-	st, err := topics.Ensure(ctx, kadm.NewClient(cl), topics.Specs(o), -1)
+	st, err := topicadmin.Ensure(ctx, kadm.NewClient(cl), topics.Specs(o), -1)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
@@ -59,7 +60,7 @@ func Start(ctx context.Context, p Parts, ln net.Listener, log *zap.Logger, ready
 		ready = &httpserver.Readiness{}
 	}
 	a := &App{Log: log, Reg: httpserver.NewRegistry(), Ready: ready, p: p, ln: ln}
-	rdb, err := p.Redis.NewClient()
+	rdb, err := redisclient.New(p.Redis)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -37,11 +37,11 @@ func TestDrawWindow(t *testing.T) {
 }
 
 func TestPooledAnswersPreQueue(t *testing.T) {
-	for _, s := range []queue.State{queue.Pooled, queue.Late} {
-		a := registration.AnswerOf(queue.Status{State: s, DrawAt: 5000, InDraw: 7, TokenID: "t"}, registration.Open, time.UnixMilli(1))
+	for _, s := range []line.State{line.Pooled, line.Late} {
+		a := registration.AnswerOf(line.Status{State: s, DrawAt: 5000, InDraw: 7, TokenID: "t"}, registration.Open, time.UnixMilli(1))
 		assert.Equal(t, registration.Answer{Status: registration.StatusPreQueue, TokenID: "t", DrawAt: time.UnixMilli(5000), InDraw: 7}, a)
 		assert.False(t, a.Final())
-		a = registration.AnswerOf(queue.Status{State: s}, registration.SoldOut, time.UnixMilli(1))
+		a = registration.AnswerOf(line.Status{State: s}, registration.SoldOut, time.UnixMilli(1))
 		assert.Equal(t, registration.StatusSoldOut, a.Status)
 	}
 	assert.Equal(t, 30*time.Second, registration.PreQueuePollAfter(time.UnixMilli(100_000), time.UnixMilli(0)))

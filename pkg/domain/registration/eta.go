@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -19,7 +19,7 @@ type Pace struct {
 }
 
 // PaceOf is the pace a status read carries.
-func PaceOf(st queue.Status) Pace {
+func PaceOf(st line.Status) Pace {
 	p := Pace{AdmittedLastMinute: st.AdmittedLastMinute, Active: st.Active}
 	if st.PacedSinceMs > 0 {
 		p.Since = time.UnixMilli(st.PacedSinceMs)
@@ -28,8 +28,8 @@ func PaceOf(st queue.Status) Pace {
 }
 
 // PaceOfPlace is the pace an exact place read carries.
-func PaceOfPlace(pl queue.Place) Pace {
-	return PaceOf(queue.Status{AdmittedLastMinute: pl.AdmittedLastMinute, PacedSinceMs: pl.PacedSinceMs, Active: pl.Active})
+func PaceOfPlace(pl line.Place) Pace {
+	return PaceOf(line.Status{AdmittedLastMinute: pl.AdmittedLastMinute, PacedSinceMs: pl.PacedSinceMs, Active: pl.Active})
 }
 
 // Paused reports whether the item admits nobody for now (no ETA then): paused

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 // A client that follows pollAfterMs polls at least three times per idle
@@ -27,9 +27,9 @@ func TestPollAfterIdleStaysUnderAThirdOfTheTimeout(t *testing.T) {
 }
 
 func TestAbandonedIsFinal(t *testing.T) {
-	a := registration.AnswerOf(queue.Status{State: queue.Abandoned, TokenID: "t1"}, registration.Open, time.Now())
+	a := registration.AnswerOf(line.Status{State: line.Abandoned, TokenID: "t1"}, registration.Open, time.Now())
 	assert.Equal(t, registration.Answer{Status: registration.StatusAbandoned, TokenID: "t1"}, a)
 	assert.True(t, a.Final())
 	// A closed item does not hide why the place ended.
-	assert.Equal(t, registration.StatusAbandoned, registration.AnswerOf(queue.Status{State: queue.Abandoned}, registration.Closed, time.Now()).Status)
+	assert.Equal(t, registration.StatusAbandoned, registration.AnswerOf(line.Status{State: line.Abandoned}, registration.Closed, time.Now()).Status)
 }

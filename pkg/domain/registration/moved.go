@@ -3,7 +3,7 @@ package registration
 import (
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 )
 
 // Moved answers a waiting registration's status from exact, an exact read
@@ -14,9 +14,9 @@ import (
 // The position is Position's (the notifier's streams tell the same). ok is
 // false when the head reached the token's seq (it may be admitted: read it
 // exactly) or exact is not a waiting answer with a seq.
-func Moved(exact queue.Status, now queue.Motion) (st queue.Status, ok bool) {
-	if exact.State != queue.Waiting || exact.Seq <= 0 || now.Head >= exact.Seq {
-		return queue.Status{}, false
+func Moved(exact line.Status, now line.Motion) (st line.Status, ok bool) {
+	if exact.State != line.Waiting || exact.Seq <= 0 || now.Head >= exact.Seq {
+		return line.Status{}, false
 	}
 	st = exact
 	st.Position = Position(exact.Seq, exact.Head, exact.Position, now.Head)

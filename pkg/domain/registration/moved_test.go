@@ -8,15 +8,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
-// line is an item of n waiting registrations (user u<i>, token t<i>, offset i)
+// lineOf is an item of n waiting registrations (user u<i>, token t<i>, offset i)
 // on a redis-server of its own, admitting rate per second.
-func line(t *testing.T, item string, n int, rate float64) *queue.Line {
+func lineOf(t *testing.T, item string, n int, rate float64) *queue.Line {
 	t.Helper()
 	ctx := context.Background()
 	l := queue.New(testenv.Redis(t))
@@ -32,7 +33,7 @@ func line(t *testing.T, item string, n int, rate float64) *queue.Line {
 	return l
 }
 
-func exact(t *testing.T, l *queue.Line, item string, i int) queue.Status {
+func exact(t *testing.T, l *queue.Line, item string, i int) line.Status {
 	t.Helper()
 	st, err := l.Status(context.Background(), item, fmt.Sprintf("u%d", i), "", 0, int64(i))
 	require.NoError(t, err)
@@ -54,12 +55,12 @@ func tickAt(t *testing.T, l *queue.Line, item string, now time.Time) {
 func TestMovedIsExactWithoutLeaves(t *testing.T) {
 	ctx := context.Background()
 	const item = "moved"
-	l := line(t, item, 300, 20)
+	l := lineOf(t, item, 300, 20)
 	tracked := []int{1, 7, 60, 150, 299}
-	first := map[int]queue.Status{}
+	first := map[int]line.Status{}
 	for _, i := range tracked {
 		first[i] = exact(t, l, item, i)
-		require.Equal(t, queue.Waiting, first[i].State)
+		require.Equal(t, line.Waiting, first[i].State)
 		require.Equal(t, int64(i), first[i].Seq)
 	}
 	t0 := time.UnixMilli(1_900_000_000_000)
@@ -73,11 +74,11 @@ func TestMovedIsExactWithoutLeaves(t *testing.T) {
 			want := exact(t, l, item, i)
 			if !ok {
 				assert.GreaterOrEqual(t, m.Head, first[i].Seq)
-				assert.Equal(t, queue.Admitted, want.State, "token %d with the head at %d", i, m.Head)
+				assert.Equal(t, line.Admitted, want.State, "token %d with the head at %d", i, m.Head)
 				refused++
 				continue
 			}
-			require.Equal(t, queue.Waiting, want.State)
+			require.Equal(t, line.Waiting, want.State)
 			assert.Equal(t, want, got, "token %d, tick %d", i, k)
 			compared++
 		}
@@ -92,7 +93,7 @@ func TestMovedIsExactWithoutLeaves(t *testing.T) {
 func TestMovedIsOffOnlyByLeavesAhead(t *testing.T) {
 	ctx := context.Background()
 	const item = "leaves"
-	l := line(t, item, 100, 10)
+	l := lineOf(t, item, 100, 10)
 	// One leave before the exact read (a hole the head will pass), two after.
 	_, err := l.Apply(ctx, []queue.Op{{Kind: queue.OpLeave, ItemID: item, TokenID: "t3", UserID: "u3", Offset: 101}})
 	require.NoError(t, err)

@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/security/token"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -139,21 +139,21 @@ func TestQueueTokenOf(t *testing.T) {
 func TestAnswerOf(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	for name, c := range map[string]struct {
-		st   queue.Status
+		st   line.Status
 		v    registration.Verdict
 		want string
 	}{
-		"waiting":           {queue.Status{State: queue.Waiting, Position: 3, TokenID: "live"}, registration.Open, registration.StatusWaiting},
-		"waiting, closed":   {queue.Status{State: queue.Waiting}, registration.Closed, registration.StatusClosed},
-		"pending, sold out": {queue.Status{State: queue.Pending}, registration.SoldOut, registration.StatusSoldOut},
-		"pending":           {queue.Status{State: queue.Pending}, registration.Open, registration.StatusPending},
-		"admitted":          {queue.Status{State: queue.Admitted, ExpiresAtMs: 1_000_001}, registration.Closed, registration.StatusAdmitted},
-		"admitted, run out": {queue.Status{State: queue.Admitted, ExpiresAtMs: 1_000_000}, registration.Open, registration.StatusExpired},
-		"gone":              {queue.Status{State: queue.Gone}, registration.Open, registration.StatusExpired},
-		"completed":         {queue.Status{State: queue.Completed}, registration.SoldOut, registration.StatusCompleted},
-		"left":              {queue.Status{State: queue.LeftLine}, registration.Open, registration.StatusLeft},
-		"rejected":          {queue.Status{State: queue.Rejected}, registration.Open, registration.StatusRejected},
-		"unknown state":     {queue.Status{State: "??"}, registration.Open, registration.StatusRejected},
+		"waiting":           {line.Status{State: line.Waiting, Position: 3, TokenID: "live"}, registration.Open, registration.StatusWaiting},
+		"waiting, closed":   {line.Status{State: line.Waiting}, registration.Closed, registration.StatusClosed},
+		"pending, sold out": {line.Status{State: line.Pending}, registration.SoldOut, registration.StatusSoldOut},
+		"pending":           {line.Status{State: line.Pending}, registration.Open, registration.StatusPending},
+		"admitted":          {line.Status{State: line.Admitted, ExpiresAtMs: 1_000_001}, registration.Closed, registration.StatusAdmitted},
+		"admitted, run out": {line.Status{State: line.Admitted, ExpiresAtMs: 1_000_000}, registration.Open, registration.StatusExpired},
+		"gone":              {line.Status{State: line.Gone}, registration.Open, registration.StatusExpired},
+		"completed":         {line.Status{State: line.Completed}, registration.SoldOut, registration.StatusCompleted},
+		"left":              {line.Status{State: line.LeftLine}, registration.Open, registration.StatusLeft},
+		"rejected":          {line.Status{State: line.Rejected}, registration.Open, registration.StatusRejected},
+		"unknown state":     {line.Status{State: "??"}, registration.Open, registration.StatusRejected},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := registration.AnswerOf(c.st, c.v, now)
@@ -161,7 +161,7 @@ func TestAnswerOf(t *testing.T) {
 			assert.Equal(t, c.want != registration.StatusWaiting && c.want != registration.StatusPending, a.Final())
 		})
 	}
-	a := registration.AnswerOf(queue.Status{State: queue.Waiting, Position: 3, WaitingTotal: 9, TokenID: "live"}, registration.Open, now)
+	a := registration.AnswerOf(line.Status{State: line.Waiting, Position: 3, WaitingTotal: 9, TokenID: "live"}, registration.Open, now)
 	assert.Equal(t, registration.Answer{Status: registration.StatusWaiting, TokenID: "live", Position: 3, WaitingTotal: 9}, a)
 }
 

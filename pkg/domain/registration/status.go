@@ -3,7 +3,7 @@ package registration
 import (
 	"time"
 
-	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 )
 
 // Statuses a client sees, in every transport (the api's "status", the
@@ -29,7 +29,7 @@ const (
 	StatusBlocked = "BLOCKED"
 	// StatusDuplicate: another token of the same proven user holds the
 	// place; this token never reads it (its holder may resume it: see
-	// queue.Duplicated).
+	// line.Duplicated).
 	StatusDuplicate = "DUPLICATE"
 )
 
@@ -57,30 +57,30 @@ func (a Answer) Final() bool {
 // AnswerOf maps a line status and the item's verdict at now to the answer:
 // a registration still waiting or pending for an item that closed or sold
 // out is CLOSED or SOLD_OUT; an admission past its end is EXPIRED.
-func AnswerOf(st queue.Status, v Verdict, now time.Time) Answer {
+func AnswerOf(st line.Status, v Verdict, now time.Time) Answer {
 	a := Answer{}
 	switch st.State {
-	case queue.Waiting:
+	case line.Waiting:
 		a.Status, a.TokenID, a.Position, a.WaitingTotal = StatusWaiting, st.TokenID, st.Position, st.WaitingTotal
-	case queue.Pending:
+	case line.Pending:
 		a.Status = StatusPending
-	case queue.Pooled, queue.Late:
+	case line.Pooled, line.Late:
 		a.Status, a.TokenID, a.DrawAt, a.InDraw = StatusPreQueue, st.TokenID, time.UnixMilli(st.DrawAt), st.InDraw
-	case queue.Admitted:
+	case line.Admitted:
 		a.TokenID, a.ExpiresAt = st.TokenID, time.UnixMilli(st.ExpiresAtMs)
 		a.Status = StatusExpired
 		if a.ExpiresAt.After(now) {
 			a.Status = StatusAdmitted
 		}
-	case queue.Gone:
+	case line.Gone:
 		a.Status, a.TokenID = StatusExpired, st.TokenID
-	case queue.Completed:
+	case line.Completed:
 		a.Status, a.TokenID = StatusCompleted, st.TokenID
-	case queue.LeftLine:
+	case line.LeftLine:
 		a.Status = StatusLeft
-	case queue.Abandoned:
+	case line.Abandoned:
 		a.Status, a.TokenID = StatusAbandoned, st.TokenID
-	case queue.Duplicated:
+	case line.Duplicated:
 		a.Status = StatusDuplicate
 	default:
 		a.Status = StatusRejected

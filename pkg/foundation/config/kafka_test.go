@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,21 +114,6 @@ func TestRedisValidate(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
-}
-
-func TestRedisClientOfEachMode(t *testing.T) {
-	for mode, want := range map[string]string{"single": "*redis.Client", "sentinel": "*redis.Client", "cluster": "*redis.ClusterClient"} {
-		r := config.Redis{Mode: mode, Addrs: []string{"127.0.0.1:1"}, PoolSize: 1}
-		if mode == "sentinel" {
-			r.SentinelMaster = "mymaster"
-		}
-		c, err := r.NewClient()
-		require.NoError(t, err, mode)
-		assert.Equal(t, want, fmt.Sprintf("%T", c), mode)
-		require.NoError(t, c.Close())
-	}
-	_, err := config.Redis{Mode: "cluster"}.NewClient()
-	assert.ErrorContains(t, err, "WR_REDIS_ADDRS")
 }
 
 func TestRedisPasswordsAreMasked(t *testing.T) {

@@ -1,17 +1,12 @@
 package config
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Redis modes WR_REDIS_MODE accepts.
@@ -58,13 +53,14 @@ func (r Redis) Endpoints() []string {
 			out = append(out, a)
 		}
 	}
-	if len(out) == 0 && r.mode() == RedisSingle && r.Addr != "" {
+	if len(out) == 0 && r.Topology() == RedisSingle && r.Addr != "" {
 		out = []string{r.Addr}
 	}
 	return out
 }
 
-func (r Redis) mode() string {
+// Topology is the mode in effect: Mode lowercased, single when empty.
+func (r Redis) Topology() string {
 	if r.Mode == "" {
 		return RedisSingle
 	}
@@ -75,7 +71,7 @@ func (r Redis) mode() string {
 // that the files they name can be read.
 func (r Redis) Validate() error {
 	eps := r.Endpoints()
-	switch m := r.mode(); m {
+	switch m := r.Topology(); m {
 	case RedisSingle:
 		if len(eps) != 1 {
 			return fmt.Errorf("WR_REDIS_MODE=single takes one address (WR_REDIS_ADDR or WR_REDIS_ADDRS), got %d", len(eps))
@@ -169,67 +165,15 @@ func ClientTLS(prefix, caFile, certFile, keyFile, serverName string) (*tls.Confi
 	return tc, nil
 }
 
-// NewClient returns a client of the configured Redis: a *redis.Client
-// (single), a failover client that follows the Sentinels' primary
-// (sentinel), or a *redis.ClusterClient (cluster), which routes each command
-// by its key's slot. Callers keep every script and MULTI within one slot.
-func (r Redis) NewClient() (redis.UniversalClient, error) {
-	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("redis client: %w", err)
-	}
-	tc, err := r.TLSConfig()
-	if err != nil {
-		return nil, fmt.Errorf("redis client: %w", err)
-	}
-	eps := r.Endpoints()
-	switch r.mode() {
-	case RedisSentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: r.SentinelMaster, SentinelAddrs: eps,
-			SentinelPassword: r.SentinelPassword, Username: r.Username, Password: r.Password, DB: r.DB,
-			PoolSize: r.PoolSize, TLSConfig: tc}), nil
-	case RedisCluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: eps, Username: r.Username, Password: r.Password,
-			PoolSize: r.PoolSize, TLSConfig: tc}), nil
-	default:
-		return redis.NewClient(&redis.Options{Addr: eps[0], Username: r.Username, Password: r.Password, DB: r.DB,
-			PoolSize: r.PoolSize, TLSConfig: tc}), nil
-	}
-}
-
 // Describe names where the config points, for errors and logs: "cluster
 // a,b,c", "sentinel mymaster@a,b" or the single address.
 func (r Redis) Describe() string {
 	eps := strings.Join(r.Endpoints(), ",")
-	switch r.mode() {
+	switch r.Topology() {
 	case RedisSentinel:
 		return "sentinel " + r.SentinelMaster + "@" + eps
 	case RedisCluster:
 		return "cluster " + eps
 	}
 	return eps
-}
-
-// WaitClusterOK waits until every node of a Redis Cluster (addrs) says
-// cluster_state:ok, with every slot served and all len(addrs) nodes known:
-// what a cluster just created or a node just restarted must reach before it
-// is used. It gives up when ctx ends.
-func WaitClusterOK(ctx context.Context, addrs []string) error {
-	for _, addr := range addrs {
-		cl := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 500 * time.Millisecond})
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(addrs))+"\r") {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				_ = cl.Close()
-				return fmt.Errorf("redis cluster on %s not ok: %v\n%s: %w", addr, err, info, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		_ = cl.Close()
-	}
-	return nil
 }

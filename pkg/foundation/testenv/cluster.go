@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 )
 
 // TestRedisEnv chooses the Redis the tests built on RedisBackend (and Redis)
@@ -150,7 +151,7 @@ func newCluster(masters int) (c *RedisCluster, stop func(), err error) {
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
 		return nil, stop, fmt.Errorf("redis-cli --cluster create %s: %w\n%s", strings.Join(c.Addrs, " "), err, out)
 	}
-	if err := config.WaitClusterOK(ctx, c.Addrs); err != nil {
+	if err := redisclient.WaitClusterOK(ctx, c.Addrs); err != nil {
 		return nil, stop, err
 	}
 	return c, stop, nil

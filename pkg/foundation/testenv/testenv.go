@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/topics"
@@ -34,10 +35,14 @@ type RedisServer struct {
 	sentinelConf string
 	// probe, when set, is how launch's readiness check connects (TLS, a user).
 	probe *redis.Options
-	t     testing.TB
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd has exited
-	port  int
+	// scratch is the process's working directory, a temporary one of the
+	// test: whatever the server writes without a Dir (a replica's full
+	// sync, a SAVE) lands there, never in the test's package folder.
+	scratch string
+	t       testing.TB
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd has exited
+	port    int
 }
 
 // errExited says redis-server exited before it answered: most often its port
@@ -62,7 +67,7 @@ func StartRedis(t testing.TB) *RedisServer {
 // stops it when the test ends.
 func startWith(t testing.TB, set func(*RedisServer)) *RedisServer {
 	t.Helper()
-	s := &RedisServer{t: t}
+	s := &RedisServer{t: t, scratch: t.TempDir()} // before Stop's cleanup, so removed after it
 	set(s)
 	t.Cleanup(s.Stop)
 	var err error
@@ -114,6 +119,7 @@ func (s *RedisServer) launch() error {
 	}
 	args = append(args, s.Args...)
 	cmd := exec.Command("redis-server", args...)
+	cmd.Dir = s.scratch
 	cmd.Stdout, cmd.Stderr = nil, nil // its banner is noise; a failure shows as an exit or no PING
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run redis-server: %w", err)
@@ -253,7 +259,11 @@ func Kafka(t testing.TB, partitions int32, opts ...kfake.Opt) []string {
 	return seeds
 }
 
-// EnsureTopics creates the contract's topics on the cluster at seeds.
+// EnsureTopics creates the contract's topics (topics.Specs, registrations
+// with partitions partitions) on the cluster at seeds; a topic already there
+// is left as it is. A test cluster starts empty, so this is creation only:
+// comparing and repairing a live cluster is topicadmin's (pkg/kafka), above
+// this layer.
 func EnsureTopics(seeds []string, partitions int32) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
@@ -264,12 +274,19 @@ func EnsureTopics(seeds []string, partitions int32) error {
 	defer cancel()
 	o := topics.DefaultOptions()
 	o.RegistrationPartitions = partitions
-	st, err := topics.Ensure(ctx, kadm.NewClient(cl), topics.Specs(o), -1)
-	if err != nil {
-		return fmt.Errorf("ensure topics: %w", err)
-	}
-	if !topics.Healthy(st) {
-		return fmt.Errorf("topics not healthy: %+v", st)
+	adm := kadm.NewClient(cl)
+	for _, sp := range topics.Specs(o) {
+		configs := make(map[string]*string, len(sp.Configs))
+		for k, v := range sp.Configs {
+			configs[k] = &v
+		}
+		resp, err := adm.CreateTopic(ctx, sp.Partitions, -1, configs, sp.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", sp.Name, err)
+		}
 	}
 	return nil
 }

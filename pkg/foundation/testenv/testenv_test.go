@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 )
 
 // A port another redis-server holds is not taken for ours: the second server
@@ -111,7 +113,7 @@ func TestSentinelFailsOver(t *testing.T) {
 func TestSecureRedisNeedsTheCAAndThePassword(t *testing.T) {
 	cfg, _ := SecureRedis(t)
 	ctx := t.Context()
-	c, err := cfg.NewClient()
+	c, err := redisclient.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func TestSecureRedisNeedsTheCAAndThePassword(t *testing.T) {
 	}
 	bad := cfg
 	bad.Password = "wrong-password"
-	c2, err := bad.NewClient()
+	c2, err := redisclient.New(bad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func TestSecureRedisNeedsTheCAAndThePassword(t *testing.T) {
 	}
 	noCA := cfg
 	noCA.TLSCAFile = ""
-	c3, err := noCA.NewClient()
+	c3, err := redisclient.New(noCA)
 	if err != nil {
 		t.Fatal(err)
 	}

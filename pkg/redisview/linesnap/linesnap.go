@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
@@ -27,10 +28,10 @@ const Format = "waitroom.linesnap/1"
 
 // Entry is one token of the line.
 type Entry struct {
-	Token string      `json:"token"`
-	User  string      `json:"user,omitempty"` // empty: a token in a set with no user pointing at it (a fault)
-	State queue.State `json:"state"`          // WAITING, ADMITTED, LEFT, ABANDONED, COMPLETED or GONE (admission expired)
-	Seq   int64       `json:"seq,omitempty"`  // WAITING: its place number
+	Token string     `json:"token"`
+	User  string     `json:"user,omitempty"` // empty: a token in a set with no user pointing at it (a fault)
+	State line.State `json:"state"`          // WAITING, ADMITTED, LEFT, ABANDONED, COMPLETED or GONE (admission expired)
+	Seq   int64      `json:"seq,omitempty"`  // WAITING: its place number
 	// Position is 1-based, WAITING only.
 	Position int64 `json:"position,omitempty"`
 	// ExpiresAtMs is when an ADMITTED token's admission ends (unix ms).
@@ -143,11 +144,11 @@ func build(waiting, admitted map[string]float64, users map[string]string, now in
 	place := func(tok, user string) Entry {
 		e := Entry{Token: tok, User: user}
 		if exp, ok := admitted[tok]; ok && int64(exp) > now {
-			e.State, e.ExpiresAtMs = queue.Admitted, int64(exp)
+			e.State, e.ExpiresAtMs = line.Admitted, int64(exp)
 		} else if seq, ok := waiting[tok]; ok {
-			e.State, e.Seq, e.Position = queue.Waiting, int64(seq), pos[tok]
+			e.State, e.Seq, e.Position = line.Waiting, int64(seq), pos[tok]
 		} else {
-			e.State = queue.Gone
+			e.State = line.Gone
 		}
 		return e
 	}
@@ -162,7 +163,7 @@ func build(waiting, admitted map[string]float64, users map[string]string, now in
 	for _, set := range []map[string]float64{waiting, admitted} {
 		for tok := range set {
 			if _, ok := byToken[tok]; !ok {
-				if e := place(tok, ""); e.State != queue.Gone {
+				if e := place(tok, ""); e.State != line.Gone {
 					byToken[tok] = e
 				}
 			}
@@ -178,13 +179,13 @@ func build(waiting, admitted map[string]float64, users map[string]string, now in
 // holds them.
 func fair(entries []Entry, pool, late map[string]float64) {
 	for i, e := range entries {
-		if e.State != queue.Gone {
+		if e.State != line.Gone {
 			continue
 		}
 		if w, ok := pool[e.Token]; ok {
-			entries[i].State, entries[i].Window = queue.Pooled, int64(w)
+			entries[i].State, entries[i].Window = line.Pooled, int64(w)
 		} else if _, ok := late[e.Token]; ok {
-			entries[i].State = queue.Late
+			entries[i].State = line.Late
 		}
 	}
 }
@@ -323,11 +324,11 @@ func Diff(a, b *Snapshot) []string {
 func (e Entry) describe() string {
 	s := string(e.State)
 	switch e.State {
-	case queue.Waiting:
+	case line.Waiting:
 		s += fmt.Sprintf(" seq=%d position=%d", e.Seq, e.Position)
-	case queue.Admitted:
+	case line.Admitted:
 		s += " expiresAt=" + time.UnixMilli(e.ExpiresAtMs).UTC().Format("2006-01-02T15:04:05.000Z")
-	case queue.Pooled:
+	case line.Pooled:
 		s += fmt.Sprintf(" window=%d", e.Window)
 	}
 	if e.User == "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
 	"github.com/waitroom/waitroom/pkg/store/queue"
@@ -57,16 +58,16 @@ func TestSnapshotOfEveryState(t *testing.T) {
 	require.NoError(t, err)
 	exp0, exp1 := t0.Add(60*time.Second).UnixMilli(), t0.Add(61*time.Second).UnixMilli()
 	assert.Equal(t, []linesnap.Entry{
-		{Token: "t0", User: "u0", State: queue.Admitted, ExpiresAtMs: exp0},
-		{Token: "t1", User: "u1", State: queue.Admitted, ExpiresAtMs: exp0},
-		{Token: "t2", User: "u2", State: queue.Admitted, ExpiresAtMs: exp0},
-		{Token: "t3", User: "u3", State: queue.Completed},
-		{Token: "t4", User: "u4", State: queue.Admitted, ExpiresAtMs: exp1},
-		{Token: "t5", User: "u5", State: queue.LeftLine},
-		{Token: "t6", User: "u6", State: queue.Waiting, Seq: 7, Position: 1},
-		{Token: "t7", User: "u7", State: queue.Waiting, Seq: 8, Position: 2},
-		{Token: "t8", User: "u8", State: queue.Waiting, Seq: 9, Position: 3},
-		{Token: "t9", User: "u9", State: queue.Waiting, Seq: 10, Position: 4},
+		{Token: "t0", User: "u0", State: line.Admitted, ExpiresAtMs: exp0},
+		{Token: "t1", User: "u1", State: line.Admitted, ExpiresAtMs: exp0},
+		{Token: "t2", User: "u2", State: line.Admitted, ExpiresAtMs: exp0},
+		{Token: "t3", User: "u3", State: line.Completed},
+		{Token: "t4", User: "u4", State: line.Admitted, ExpiresAtMs: exp1},
+		{Token: "t5", User: "u5", State: line.LeftLine},
+		{Token: "t6", User: "u6", State: line.Waiting, Seq: 7, Position: 1},
+		{Token: "t7", User: "u7", State: line.Waiting, Seq: 8, Position: 2},
+		{Token: "t8", User: "u8", State: line.Waiting, Seq: 9, Position: 3},
+		{Token: "t9", User: "u9", State: line.Waiting, Seq: 10, Position: 4},
 	}, s.Entries)
 	assert.Equal(t, int64(10), s.Seq)
 	assert.Equal(t, int64(6), s.Head)
@@ -76,9 +77,9 @@ func TestSnapshotOfEveryState(t *testing.T) {
 	s, err = linesnap.Take(context.Background(), rdb, "show", t0.Add(60500*time.Millisecond))
 	require.NoError(t, err)
 	for _, e := range s.Entries[:3] {
-		assert.Equal(t, linesnap.Entry{Token: e.Token, User: e.User, State: queue.Gone}, e)
+		assert.Equal(t, linesnap.Entry{Token: e.Token, User: e.User, State: line.Gone}, e)
 	}
-	assert.Equal(t, queue.Admitted, s.Entries[4].State)
+	assert.Equal(t, line.Admitted, s.Entries[4].State)
 }
 
 func TestWriteReadIsCanonical(t *testing.T) {
@@ -149,7 +150,7 @@ func TestTokenWithoutUserIsShown(t *testing.T) {
 	require.NoError(t, rdb.ZAdd(ctx, queue.KeysFor("o").Waiting, redis.Z{Score: 1, Member: "orphan"}).Err())
 	s, err := linesnap.Take(ctx, rdb, "o", time.Time{})
 	require.NoError(t, err)
-	assert.Equal(t, []linesnap.Entry{{Token: "orphan", State: queue.Waiting, Seq: 1, Position: 1}}, s.Entries)
+	assert.Equal(t, []linesnap.Entry{{Token: "orphan", State: line.Waiting, Seq: 1, Position: 1}}, s.Entries)
 }
 
 // TestLargeLine takes a line bigger than one SCAN step (and than Lua's stack).
@@ -171,7 +172,7 @@ func TestLargeLine(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, s.Entries, n)
 	for i, e := range s.Entries {
-		require.Equal(t, linesnap.Entry{Token: fmt.Sprintf("t%06d", i), User: fmt.Sprint("u", i), State: queue.Waiting, Seq: int64(i + 1), Position: int64(i + 1)}, e)
+		require.Equal(t, linesnap.Entry{Token: fmt.Sprintf("t%06d", i), User: fmt.Sprint("u", i), State: line.Waiting, Seq: int64(i + 1), Position: int64(i + 1)}, e)
 	}
 }
 
@@ -187,7 +188,7 @@ func TestSnapshotOfAPreQueue(t *testing.T) {
 	s, err := linesnap.Take(ctx, rdb, "sale", time.Now())
 	require.NoError(t, err)
 	assert.Equal(t, []linesnap.Entry{
-		{Token: "l1", User: "u2", State: queue.Late},
-		{Token: "p1", User: "u1", State: queue.Pooled, Window: 5000},
+		{Token: "l1", User: "u2", State: line.Late},
+		{Token: "p1", User: "u1", State: line.Pooled, Window: 5000},
 	}, s.Entries)
 }

@@ -3,10 +3,12 @@ package rebuild
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -126,23 +128,18 @@ func (b *Rebuilder) progress(ctx context.Context, r *replayer, every time.Durati
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-pctx.Done():
-				return
-			case <-t.C:
-			}
+		retry.Every(pctx, every, false, func(ctx context.Context) error {
 			total := r.records.Load()
+			var errs []error
 			for _, it := range items {
 				li := cur[it]
 				li.Records, li.Left = total, max(total-r.replayed.Load(), 0)
-				if err := view.SetLost(pctx, b.rdb, it, li); err != nil && pctx.Err() == nil {
-					b.log.Warn("write a rebuild's progress", zap.String("item", it), zap.Error(err))
+				if err := view.SetLost(ctx, b.rdb, it, li); err != nil {
+					errs = append(errs, fmt.Errorf("item %s: %w", it, err))
 				}
 			}
-		}
+			return errors.Join(errs...)
+		}, func(err error, _ bool) { b.log.Warn("write a rebuild's progress", zap.Error(err)) })
 	}()
 	return func() { cancel(); <-done }
 }

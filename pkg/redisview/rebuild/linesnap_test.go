@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -43,13 +43,13 @@ func TestRebuildProvenByLineSnapshots(t *testing.T) {
 	if n := len(before["show"].Entries); n != 30 { // one per user: u20's first token gave way to her second
 		t.Fatalf("show has %d tokens before, want 30", n)
 	}
-	states := map[queue.State]int{}
+	states := map[line.State]int{}
 	for _, b := range before {
 		for _, e := range b.Entries {
 			states[e.State]++
 		}
 	}
-	for _, st := range []queue.State{queue.Waiting, queue.Admitted, queue.LeftLine, queue.Completed, queue.Gone} {
+	for _, st := range []line.State{line.Waiting, line.Admitted, line.LeftLine, line.Completed, line.Gone} {
 		if states[st] == 0 {
 			t.Fatalf("no %s token before the rebuild: the test would prove less than it claims (%v)", st, states)
 		}

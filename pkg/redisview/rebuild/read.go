@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 )
 
 // bounds are, per partition, the offsets to read: [start, end).
@@ -22,40 +23,19 @@ func (b bounds) count() int64 {
 	return n
 }
 
-// offsets lists the start and end offsets of topic now.
+// offsets lists the start and end offsets of topic now (kclient.Spans, as
+// bounds).
 func offsets(ctx context.Context, adm *kadm.Client, topic string) (bounds, error) {
-	starts, err := adm.ListStartOffsets(ctx, topic)
+	spans, err := kclient.Spans(ctx, adm, topic)
 	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
+		return nil, err
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("topic %s has no partitions (does it exist?)", topic)
 	}
 	b := bounds{}
-	var ferr error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			ferr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
-			return
-		}
-		b[o.Partition] = [2]int64{0, o.Offset}
-	})
-	starts.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			ferr = fmt.Errorf("start offset of %s/%d: %w", topic, o.Partition, o.Err)
-			return
-		}
-		if v, ok := b[o.Partition]; ok {
-			v[0] = o.Offset
-			b[o.Partition] = v
-		}
-	})
-	if ferr != nil {
-		return nil, ferr
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("topic %s has no partitions (does it exist?)", topic)
+	for p, sp := range spans {
+		b[p] = [2]int64{sp.From, sp.To}
 	}
 	return b, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -307,18 +308,9 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 }
 
 func (b *Rebuilder) renew(ctx context.Context, gen string, ttl time.Duration) {
-	t := time.NewTicker(ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := renewScript.Run(ctx, b.rdb, []string{view.LockKey}, gen, ttl.Milliseconds()).Err(); err != nil && ctx.Err() == nil {
-				b.log.Warn("renew the rebuild lock", zap.Error(err))
-			}
-		}
-	}
+	retry.Every(ctx, ttl/3, false, func(ctx context.Context) error {
+		return renewScript.Run(ctx, b.rdb, []string{view.LockKey}, gen, ttl.Milliseconds()).Err()
+	}, func(err error, _ bool) { b.log.Warn("renew the rebuild lock", zap.Error(err)) })
 }
 
 func newGen(now time.Time) string {

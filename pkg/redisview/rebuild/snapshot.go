@@ -7,8 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/redisview/snapshot"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -97,8 +97,8 @@ func (r *replayer) load(s *snapshot.Snapshot) error {
 	if r.idle[item] {
 		m := map[string]string{}
 		for _, e := range s.Places {
-			switch queue.State(e.State) {
-			case queue.Waiting, queue.Pooled, queue.Late:
+			switch line.State(e.State) {
+			case line.Waiting, line.Pooled, line.Late:
 				if e.User != "" {
 					m[e.Token] = e.User
 				}

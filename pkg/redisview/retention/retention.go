@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/redisview/snapshot"
 	"github.com/waitroom/waitroom/pkg/store/queue"
@@ -328,7 +329,7 @@ func (c *Checker) covered(ctx context.Context, adm *kadm.Client, lv live, r *Rep
 			admitted, ok := lv[item][e.Token]
 			switch {
 			case !ok:
-			case admitted && e.State == string(queue.Admitted):
+			case admitted && e.State == string(line.Admitted):
 				delete(lv[item], e.Token)
 			default: // admitted since: its admission event is still needed
 				inSnap[[2]string{item, e.Token}] = true

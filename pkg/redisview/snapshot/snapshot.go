@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/store/queue"
@@ -90,13 +91,13 @@ func Take(ctx context.Context, rdb redis.UniversalClient, item string, now time.
 	for i, e := range ls.Entries {
 		n := int64(0)
 		switch e.State {
-		case queue.Waiting:
+		case line.Waiting:
 			n = e.Seq
-		case queue.Admitted:
+		case line.Admitted:
 			n = e.ExpiresAtMs
-		case queue.Pooled:
+		case line.Pooled:
 			n = e.Window
-		case queue.Late:
+		case line.Late:
 			n = int64(d.Late[e.Token])
 		}
 		s.Places[i] = topics.SnapshotEntry{State: string(e.State), Token: e.Token, User: e.User, Num: n}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
@@ -60,12 +61,12 @@ func TestBypassAdmittedAtTheNextTickOncePerUse(t *testing.T) {
 	// Before the tick: waiting at position 1, read exactly (no seq).
 	st, err := l.Status(ctx, "bp", "staff-2", "", 0, 12)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Waiting, st.State)
+	assert.Equal(t, line.Waiting, st.State)
 	assert.Equal(t, int64(1), st.Position)
 	assert.Equal(t, int64(0), st.Seq, "an express place is read exactly every time")
 	st, err = l.Status(ctx, "bp", "staff-3", "", 0, 13)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Rejected, st.State, "beyond the count: never placed")
+	assert.Equal(t, line.Rejected, st.State, "beyond the count: never placed")
 
 	// The next tick (10 ms later: the rate budget holds nothing) admits both
 	// staff, past the cap of 3, and the head stays at 1.
@@ -78,7 +79,7 @@ func TestBypassAdmittedAtTheNextTickOncePerUse(t *testing.T) {
 	for _, u := range []string{"staff-1", "staff-2"} {
 		st, err := l.Status(ctx, "bp", u, "", 0, 12)
 		require.NoError(t, err)
-		assert.Equal(t, queue.Admitted, st.State, u)
+		assert.Equal(t, line.Admitted, st.State, u)
 	}
 	ex, err = l.Express(ctx, "bp", 0)
 	require.NoError(t, err)

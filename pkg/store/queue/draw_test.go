@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/domain/draw"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -52,10 +53,10 @@ func TestDrawPlacesThePoolInSeedOrderThenTheLateOnes(t *testing.T) {
 
 	st, err := l.Status(ctx, item, "ut0001", "", 0, 1)
 	require.NoError(t, err)
-	require.Equal(t, queue.Status{State: queue.Pooled, DrawAt: window, InDraw: n, TokenID: "t0001"}, st)
+	require.Equal(t, line.Status{State: line.Pooled, DrawAt: window, InDraw: n, TokenID: "t0001"}, st)
 	st, err = l.Status(ctx, item, "ul2", "", 0, n+1)
 	require.NoError(t, err)
-	require.Equal(t, queue.Status{State: queue.Late, DrawAt: window, InDraw: n, TokenID: "late2"}, st)
+	require.Equal(t, line.Status{State: line.Late, DrawAt: window, InDraw: n, TokenID: "late2"}, st)
 	due, err := l.DueDraws(ctx, []string{item, "nothing"}, window-1)
 	require.NoError(t, err)
 	require.Empty(t, due, "the window has not closed")

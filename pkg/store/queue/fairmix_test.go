@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
@@ -52,12 +53,12 @@ func TestBypassAndAbandonSeePooledAndLatePlaces(t *testing.T) {
 
 	st, err := l.Status(ctx, item, "u-pooled", "", 0, 0)
 	require.NoError(t, err)
-	require.Equal(t, queue.Pooled, st.State)
+	require.Equal(t, line.Pooled, st.State)
 	st, err = l.Status(ctx, item, "u-away", "", 0, 2)
 	require.NoError(t, err)
-	require.Equal(t, queue.Abandoned, st.State)
+	require.Equal(t, line.Abandoned, st.State)
 	st, err = l.Status(ctx, item, "u-staff", "", 0, 5)
 	require.NoError(t, err)
-	require.Equal(t, queue.Waiting, st.State)
+	require.Equal(t, line.Waiting, st.State)
 	require.Equal(t, int64(1), st.Position)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
@@ -40,27 +41,27 @@ func TestAbandonReleasesOnlyAWaitingPlace(t *testing.T) {
 	assert.Equal(t, []queue.Outcome{queue.Released, queue.Replay, queue.NotInLine, queue.NotInLine, queue.NotInLine, queue.NotInLine},
 		[]queue.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome, res[4].Outcome, res[5].Outcome})
 	assert.Equal(t, "t00002", res[0].TokenID)
-	line, err := l.Waiting(ctx, "a", 0)
+	ids, err := l.Waiting(ctx, "a", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t00001", "t00003", "t00004"}, line)
+	assert.Equal(t, []string{"t00001", "t00003", "t00004"}, ids)
 	n, err := l.AbandonedCount(ctx, "a")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
 
 	st, err := l.Status(ctx, "a", "u2", "", 0, 2)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.Abandoned, TokenID: "t00002"}, st)
+	assert.Equal(t, line.Status{State: line.Abandoned, TokenID: "t00002"}, st)
 	st, err = l.Status(ctx, "a", "u0", "", 0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Admitted, st.State, "an abandon never ends an admission")
+	assert.Equal(t, line.Admitted, st.State, "an abandon never ends an admission")
 
 	// u2 comes back: a new place at the back; a leave of the old one is no-op.
 	res, err = l.Apply(ctx, []queue.Op{reg("a", "t2-again", "u2", 20), {Kind: queue.OpLeave, ItemID: "a", TokenID: "t00002", UserID: "u9", Offset: 21}})
 	require.NoError(t, err)
 	assert.Equal(t, queue.Result{Outcome: queue.Added, Seq: 6, TokenID: "t2-again"}, res[0])
-	line, err = l.Waiting(ctx, "a", 0)
+	ids, err = l.Waiting(ctx, "a", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t00001", "t00003", "t00004", "t2-again"}, line)
+	assert.Equal(t, []string{"t00001", "t00003", "t00004", "t2-again"}, ids)
 }
 
 // A refused abandon (a corrupt stats counter, a key of the wrong type)

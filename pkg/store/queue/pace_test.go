@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
@@ -26,7 +27,7 @@ func TestWaitingCarriesThePace(t *testing.T) {
 
 	st, err := l.Status(ctx, "p", "u50", "", 0, 50)
 	require.NoError(t, err)
-	require.Equal(t, queue.Waiting, st.State)
+	require.Equal(t, line.Waiting, st.State)
 	assert.Equal(t, int64(31), st.Position)
 	assert.Equal(t, int64(20), st.AdmittedLastMinute)
 	assert.Equal(t, int64(20), st.Active)
@@ -35,7 +36,7 @@ func TestWaitingCarriesThePace(t *testing.T) {
 	p, waiting, err := l.Place(ctx, "p", "t00050")
 	require.NoError(t, err)
 	require.True(t, waiting)
-	assert.Equal(t, queue.Place{Seq: 51, Head: 20, Position: 31, Total: 80, AdmittedLastMinute: 20,
+	assert.Equal(t, line.Place{Seq: 51, Head: 20, Position: 31, Total: 80, AdmittedLastMinute: 20,
 		PacedSinceMs: t0.UnixMilli(), Active: 20}, p)
 	_, waiting, err = l.Place(ctx, "p", "t00001")
 	require.NoError(t, err)

@@ -8,22 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 )
-
-// Place is a waiting registration's exact place, read atomically with the
-// item's head, line length and pace.
-type Place struct {
-	Seq      int64 // the registration's place number
-	Head     int64 // the highest place number admitted so far
-	Position int64 // 1-based
-	Total    int64 // waiting in the item's line
-	// AdmittedLastMinute is how many of the item were admitted in the last minute.
-	AdmittedLastMinute int64
-	// PacedSinceMs is when the oldest of those was admitted (unix ms; 0: none).
-	PacedSinceMs int64
-	// Active is how many of the item are admitted.
-	Active int64
-}
 
 // pacedMs reads the time of a pace entry "ms:n" (0 when there is none).
 func pacedMs(entry string) int64 {
@@ -37,7 +23,7 @@ func pacedMs(entry string) int64 {
 // tag), with the admitted count and when the oldest admission of the last
 // minute was; waiting is false when tokenID is not in the line. A bypass
 // code's place (express) is at position 1: it is admitted at the next tick.
-func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waiting bool, err error) {
+func (l *Line) Place(ctx context.Context, item, tokenID string) (p line.Place, waiting bool, err error) {
 	k := KeysFor(item)
 	var head, sum, oldest *redis.StringCmd
 	var score *redis.FloatCmd
@@ -55,18 +41,18 @@ func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waitin
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Place{}, false, fmt.Errorf("place of %s in %s: %w", tokenID, item, err)
+		return line.Place{}, false, fmt.Errorf("place of %s in %s: %w", tokenID, item, err)
 	}
 	if errors.Is(score.Err(), redis.Nil) || errors.Is(rank.Err(), redis.Nil) {
-		return Place{}, false, nil
+		return line.Place{}, false, nil
 	}
 	for _, c := range []interface{ Err() error }{score, rank, card} {
 		if c.Err() != nil {
-			return Place{}, false, fmt.Errorf("place of %s in %s: %w", tokenID, item, c.Err())
+			return line.Place{}, false, fmt.Errorf("place of %s in %s: %w", tokenID, item, c.Err())
 		}
 	}
 	num := func(c *redis.StringCmd) int64 { n, _ := strconv.ParseInt(c.Val(), 10, 64); return n }
-	p = Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum),
+	p = line.Place{Seq: int64(score.Val()), Head: num(head), Position: rank.Val() + 1, Total: card.Val(), AdmittedLastMinute: num(sum),
 		PacedSinceMs: pacedMs(oldest.Val()), Active: active.Val()}
 	if express.Err() == nil {
 		p.Position = 1
@@ -79,15 +65,15 @@ func (l *Line) Place(ctx context.Context, item, tokenID string) (p Place, waitin
 // leave.lua), Abandoned ("!A", abandon.lua) or Completed ("!C",
 // complete.lua); "" for a live place. The one Go reading of the markers the
 // scripts write.
-func UsersValue(v string) (tokenID string, ended State) {
+func UsersValue(v string) (tokenID string, ended line.State) {
 	if len(v) >= 2 && v[0] == '!' {
 		switch v[1] {
 		case 'L':
-			return v[2:], LeftLine
+			return v[2:], line.LeftLine
 		case 'A':
-			return v[2:], Abandoned
+			return v[2:], line.Abandoned
 		case 'C':
-			return v[2:], Completed
+			return v[2:], line.Completed
 		}
 	}
 	return v, ""

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -155,7 +156,7 @@ func TestCompleteAndLeaveCommute(t *testing.T) {
 			}
 			st, err := l.Status(ctx, "c", "u0", "", 0, 0)
 			require.NoError(t, err)
-			assert.Equal(t, queue.Completed, st.State)
+			assert.Equal(t, line.Completed, st.State)
 			_, live, err := l.AdmittedUntil(ctx, "c", "t00000")
 			require.NoError(t, err)
 			assert.False(t, live)
@@ -182,10 +183,10 @@ func TestCompleteAfterExpiry(t *testing.T) {
 	require.False(t, ok)
 	st, err := l.Status(ctx, "c", "u0", "", 0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Completed, st.State)
+	assert.Equal(t, line.Completed, st.State)
 	st, err = l.Status(ctx, "c", "u1", "", 0, 0)
 	require.NoError(t, err)
-	assert.NotEqual(t, queue.Completed, st.State, "the other expired admission was not completed")
+	assert.NotEqual(t, line.Completed, st.State, "the other expired admission was not completed")
 
 	setupItem(t, l, "w", 0, 0, 60, 1) // rate 0: u0 waits
 	ok, err = l.Complete(ctx, "w", "t00000", "u0")
@@ -193,7 +194,7 @@ func TestCompleteAfterExpiry(t *testing.T) {
 	require.False(t, ok)
 	st, err = l.Status(ctx, "w", "u0", "", 0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Waiting, st.State, "a waiting token is never completed")
+	assert.Equal(t, line.Waiting, st.State, "a waiting token is never completed")
 }
 
 func TestCompleteAndStatusAfterAdmission(t *testing.T) {
@@ -207,7 +208,7 @@ func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 
 	st, err := l.Status(ctx, "c", "u0", "", 0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Admitted, st.State)
+	assert.Equal(t, line.Admitted, st.State)
 	assert.InDelta(t, now.Add(60*time.Second).UnixMilli(), st.ExpiresAtMs, 5)
 
 	ok, err := l.Complete(ctx, "c", "t00000", "u0")
@@ -218,7 +219,7 @@ func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	assert.False(t, ok, "completing twice")
 	st, err = l.Status(ctx, "c", "u0", "", 0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Completed, st.State)
+	assert.Equal(t, line.Completed, st.State)
 	_, live, err := l.AdmittedUntil(ctx, "c", "t00000")
 	require.NoError(t, err)
 	assert.False(t, live)
@@ -235,7 +236,7 @@ func TestCompleteAndStatusAfterAdmission(t *testing.T) {
 	assert.Equal(t, int64(2), tk.Expired)
 	st, err = l.Status(ctx, "c", "u2", "", 0, 2)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Gone, st.State)
+	assert.Equal(t, line.Gone, st.State)
 	res, err = l.Apply(ctx, []queue.Op{reg("c", "later", "u2", 11)})
 	require.NoError(t, err)
 	assert.Equal(t, queue.Added, res[0].Outcome)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/security/bypass"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -612,75 +613,30 @@ func isNoScript(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "NOSCRIPT")
 }
 
-// State of a queue token, as Status reads it from Redis.
-type State string
-
-// States.
-const (
-	Pending   State = "PENDING"   // accepted by Kafka, not yet applied to the line
-	Waiting   State = "WAITING"   // in the line
-	Admitted  State = "ADMITTED"  // let through; Status.ExpiresAtMs says until when
-	LeftLine  State = "LEFT"      // the user left the line
-	Completed State = "COMPLETED" // the admission was used and ended
-	Gone      State = "GONE"      // the admission expired
-	Rejected  State = "REJECTED"  // applied but never placed (sent to the DLQ)
-	// Abandoned: the place was released after the item's idleTimeout
-	// without a sign of life (a poll or a stream).
-	Abandoned State = "ABANDONED"
-	Pooled    State = "POOLED" // pre-queued: placed by its window's draw (Status.DrawAt)
-	Late      State = "LATE"   // queued behind a pending draw, placed right after it
-	// Duplicated: applied, but another token holds the place key's place (a
-	// proven user registered again); Status.TokenID names it while it is live.
-	Duplicated State = "DUPLICATE"
-)
-
-// Status is where a token stands.
-type Status struct {
-	State        State
-	Position     int64 // 1-based, when Waiting
-	WaitingTotal int64 // when Waiting
-	ExpiresAtMs  int64 // when Admitted
-	// AdmittedLastMinute is how many of the item were admitted in the last
-	// minute (when Waiting): the measured pace the ETA is computed from.
-	AdmittedLastMinute int64
-	// PacedSinceMs is when the oldest of those was admitted (unix ms; 0: none).
-	PacedSinceMs int64
-	// Active is how many of the item are admitted (when Waiting).
-	Active int64
-	// Seq is the live token's place in the item's sequence and Head the
-	// item's head read with it (when Waiting): every waiting seq is above the
-	// head, so the head's moves tell how the line moved (registration.Moved).
-	Seq, Head int64
-	// DrawAt is the window (unix ms) of the draw that places a Pooled or
-	// Late token, InDraw how many that draw places (when Pooled or Late).
-	DrawAt, InDraw int64
-	TokenID        string // the token read; for Duplicated, the live token that holds the key's place ("" if none)
-}
-
 // Status reads where tokenID's registration, at (partition, offset) and kept
 // under the place key key (topics.PlaceKey), stands, in one round trip. Only
 // tokenID's own place is answered: when another token holds key's place (a
 // proven user's repeat registration) the state is Duplicated and TokenID
 // names that token if its place is live. An empty tokenID reads whichever
 // token holds key (operators and tests, never a client's request).
-func (l *Line) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (Status, error) {
+func (l *Line) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (line.Status, error) {
 	k := KeysFor(item)
 	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express, k.Pool, k.Late},
 		key, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10), tokenID).Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("status of %s in %s: %w", key, item, err)
+		return line.Status{}, fmt.Errorf("status of %s in %s: %w", key, item, err)
 	}
 	if len(v) < 4 {
-		return Status{}, fmt.Errorf("status of %s in %s: script returned %d values", key, item, len(v))
+		return line.Status{}, fmt.Errorf("status of %s in %s: script returned %d values", key, item, len(v))
 	}
-	s := Status{}
+	s := line.Status{}
 	st, _ := v[0].(string)
-	s.State = State(st)
+	s.State = line.State(st)
 	a, _ := v[1].(int64)
 	b, _ := v[2].(int64)
 	s.TokenID, _ = v[3].(string)
 	switch s.State {
-	case Waiting:
+	case line.Waiting:
 		s.Position, s.WaitingTotal = a, b
 		if len(v) > 4 {
 			s.AdmittedLastMinute, _ = v[4].(int64)
@@ -695,31 +651,24 @@ func (l *Line) Status(ctx context.Context, item, key, tokenID string, partition 
 			s.Seq, _ = strconv.ParseInt(seq, 10, 64)
 			s.Head, _ = v[8].(int64)
 		}
-	case Admitted:
+	case line.Admitted:
 		s.ExpiresAtMs = a
-	case Pooled, Late:
+	case line.Pooled, line.Late:
 		s.DrawAt, s.InDraw = a, b
 	}
 	return s, nil
 }
 
-// Motion is how an item's line stands: its head and the counts a waiting
-// registration's answer needs besides its own place.
-type Motion struct {
-	Head, WaitingTotal, AdmittedLastMinute, Active, PacedSinceMs int64
-}
-
-// Motion reads item's head and counts in one round trip (one read-only script).
-func (l *Line) Motion(ctx context.Context, item string) (Motion, error) {
+func (l *Line) Motion(ctx context.Context, item string) (line.Motion, error) {
 	k := KeysFor(item)
 	v, err := motionScript.Run(ctx, l.rdb, []string{k.Head, k.Waiting, k.Admitted, k.Pace, k.Paced}).Slice()
 	if err != nil {
-		return Motion{}, fmt.Errorf("motion of %s: %w", item, err)
+		return line.Motion{}, fmt.Errorf("motion of %s: %w", item, err)
 	}
 	if len(v) < 4 {
-		return Motion{}, fmt.Errorf("motion of %s: script returned %d values", item, len(v))
+		return line.Motion{}, fmt.Errorf("motion of %s: script returned %d values", item, len(v))
 	}
-	m := Motion{}
+	m := line.Motion{}
 	m.Head, _ = v[0].(int64)
 	m.WaitingTotal, _ = v[1].(int64)
 	m.AdmittedLastMinute, _ = v[2].(int64)

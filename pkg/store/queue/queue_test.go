@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -36,18 +37,18 @@ func TestLineOrderDedupeLeave(t *testing.T) {
 		{Outcome: queue.Duplicate, Seq: 1, TokenID: "t1"},
 		{Outcome: queue.Added, Seq: 3, TokenID: "t4"},
 	}, res)
-	line, err := l.Waiting(ctx, "i1", 0)
+	ids, err := l.Waiting(ctx, "i1", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t1", "t2", "t4"}, line)
+	assert.Equal(t, []string{"t1", "t2", "t4"}, ids)
 
 	// alice's key reads her place; her second token reads DUPLICATE, naming
 	// the token that holds the place, never the place itself.
 	st, err := l.Status(ctx, "i1", "alice", "", 0, 2)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 1, WaitingTotal: 3, Seq: 1, TokenID: "t1"}, st)
+	assert.Equal(t, line.Status{State: line.Waiting, Position: 1, WaitingTotal: 3, Seq: 1, TokenID: "t1"}, st)
 	st, err = l.Status(ctx, "i1", "alice", "t3", 0, 2)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.Duplicated, TokenID: "t1"}, st)
+	assert.Equal(t, line.Status{State: line.Duplicated, TokenID: "t1"}, st)
 
 	// A leave through the second token leaves nothing: the place is t1's.
 	// alice leaves through t1 (which then reads LEFT), then registers
@@ -62,23 +63,23 @@ func TestLineOrderDedupeLeave(t *testing.T) {
 	assert.Equal(t, "t1", res[1].TokenID)
 	st, err = l.Status(ctx, "i1", "alice", "t1", 0, 5)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.LeftLine, TokenID: "t1"}, st)
+	assert.Equal(t, line.Status{State: line.LeftLine, TokenID: "t1"}, st)
 	res, err = l.Apply(ctx, []queue.Op{reg("i1", "t5", "alice", 6)})
 	require.NoError(t, err)
 	assert.Equal(t, queue.Result{Outcome: queue.Added, Seq: 4, TokenID: "t5"}, res[0])
-	line, err = l.Waiting(ctx, "i1", 0)
+	ids, err = l.Waiting(ctx, "i1", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t2", "t4", "t5"}, line)
+	assert.Equal(t, []string{"t2", "t4", "t5"}, ids)
 
 	st, err = l.Status(ctx, "i1", "alice", "t5", 0, 6)
 	require.NoError(t, err)
-	assert.Equal(t, queue.Status{State: queue.Waiting, Position: 3, WaitingTotal: 3, Seq: 4, TokenID: "t5"}, st)
+	assert.Equal(t, line.Status{State: line.Waiting, Position: 3, WaitingTotal: 3, Seq: 4, TokenID: "t5"}, st)
 	// The key keeps one place: alice's other tokens (t1's left, t3 never
 	// had one) read DUPLICATE naming t5, for a proven user to resume.
 	for _, tok := range []string{"t1", "t3"} {
 		st, err = l.Status(ctx, "i1", "alice", tok, 0, 6)
 		require.NoError(t, err)
-		assert.Equal(t, queue.Status{State: queue.Duplicated, TokenID: "t5"}, st, tok)
+		assert.Equal(t, line.Status{State: line.Duplicated, TokenID: "t5"}, st, tok)
 	}
 }
 
@@ -95,9 +96,9 @@ func TestLineReplayIsNoop(t *testing.T) {
 	for i, r := range res {
 		assert.Equal(t, queue.Replay, r.Outcome, "op %d", i)
 	}
-	line, err := l.Waiting(ctx, "i", 0)
+	ids, err := l.Waiting(ctx, "i", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"b"}, line)
+	assert.Equal(t, []string{"b"}, ids)
 	// The same records on another partition are other records (applied, not
 	// a replay), but a token is placed once: a, which left, stays out (a
 	// retried registration names its first try's token); a new token there
@@ -108,9 +109,9 @@ func TestLineReplayIsNoop(t *testing.T) {
 	assert.Equal(t, queue.Duplicate, res[0].Outcome, "applied, not placed again")
 	assert.Empty(t, res[0].TokenID, "no live place holds it")
 	assert.Equal(t, queue.Added, res[1].Outcome)
-	line, err = l.Waiting(ctx, "i", 0)
+	ids, err = l.Waiting(ctx, "i", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"b", "c"}, line)
+	assert.Equal(t, []string{"b", "c"}, ids)
 }
 
 func TestStatusStates(t *testing.T) {
@@ -126,13 +127,13 @@ func TestStatusStates(t *testing.T) {
 	cases := []struct {
 		user string
 		off  int64
-		want queue.State
+		want line.State
 	}{
-		{"u1", 0, queue.Waiting},
-		{"u2", 1, queue.LeftLine},
-		{"u3", 3, queue.Rejected},
-		{"u4", 4, queue.Pending}, // produced, not applied yet
-		{"u2", 9, queue.Pending}, // u2 registered again, not applied yet
+		{"u1", 0, line.Waiting},
+		{"u2", 1, line.LeftLine},
+		{"u3", 3, line.Rejected},
+		{"u4", 4, line.Pending}, // produced, not applied yet
+		{"u2", 9, line.Pending}, // u2 registered again, not applied yet
 	}
 	for _, c := range cases {
 		st, err := l.Status(ctx, "s", c.user, "", 0, c.off)
@@ -176,10 +177,10 @@ func TestApplyManyItemsIndependent(t *testing.T) {
 	_, err := l.Apply(ctx, ops)
 	require.NoError(t, err)
 	for j := 0; j < 3; j++ {
-		line, err := l.Waiting(ctx, fmt.Sprintf("item-%d", j), 0)
+		ids, err := l.Waiting(ctx, fmt.Sprintf("item-%d", j), 0)
 		require.NoError(t, err)
-		require.Len(t, line, 100)
-		for k, tok := range line {
+		require.Len(t, ids, 100)
+		for k, tok := range ids {
 			assert.Equal(t, fmt.Sprintf("t%d", k*3+j), tok)
 		}
 	}

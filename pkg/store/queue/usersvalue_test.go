@@ -3,15 +3,16 @@ package queue_test
 import (
 	"testing"
 
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 func TestUsersValue(t *testing.T) {
 	for v, want := range map[string]struct {
 		tok   string
-		ended queue.State
+		ended line.State
 	}{
-		"T1": {"T1", ""}, "!LT1": {"T1", queue.LeftLine}, "!AT1": {"T1", queue.Abandoned}, "!CT1": {"T1", queue.Completed},
+		"T1": {"T1", ""}, "!LT1": {"T1", line.LeftLine}, "!AT1": {"T1", line.Abandoned}, "!CT1": {"T1", line.Completed},
 		"!": {"!", ""}, "!X1": {"!X1", ""}, "": {"", ""},
 	} {
 		tok, ended := queue.UsersValue(v)

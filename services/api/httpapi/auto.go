@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/security/token"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -34,7 +34,7 @@ func (s *Server) hasRoom(ctx context.Context, item string, it topics.ItemState) 
 	if s.opt.AutoWait <= 0 || !it.Policy.Admitting() {
 		return false
 	}
-	var m queue.Motion
+	var m line.Motion
 	if s.pos != nil {
 		var ok bool
 		if m, ok = s.pos.motion(ctx, item, s.pos.gen(item), s.now()); !ok {

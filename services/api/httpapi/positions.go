@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
 // positions answers repeated status reads of waiting registrations from
@@ -46,7 +46,7 @@ type posShard struct {
 // a token answers for its own place only (a repeat registration's token never
 // reads another token's place), so a leave forgets its own token's entry.
 type posEntry struct {
-	exact queue.Status
+	exact line.Status
 	at    time.Time
 	gen   view.ItemGen
 	// early is how much sooner than the item's exactEvery this entry is read
@@ -64,7 +64,7 @@ type posEntry struct {
 // from it without waiting for the next.
 type motion struct {
 	mu   sync.Mutex
-	m    queue.Motion
+	m    line.Motion
 	at   time.Time
 	gen  view.ItemGen
 	next *motionRead
@@ -75,7 +75,7 @@ type motion struct {
 type motionRead struct {
 	done chan struct{}
 	gen  view.ItemGen
-	m    queue.Motion
+	m    line.Motion
 	err  error
 }
 
@@ -111,7 +111,7 @@ func posKey(item, tokenID string) string { return item + "\x00" + tokenID }
 // status answers from memory when it can (ok), else the caller reads exactly
 // and calls remember. every, when positive and shorter, replaces exactEvery
 // for this item (see Server.exactEvery: items that release idle places).
-func (p *positions) status(ctx context.Context, item, tokenID string, every time.Duration) (queue.Status, bool) {
+func (p *positions) status(ctx context.Context, item, tokenID string, every time.Duration) (line.Status, bool) {
 	if every <= 0 || every > p.exactEvery {
 		every = p.exactEvery
 	}
@@ -123,11 +123,11 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	now := p.now()
 	gen := p.gen(item)
 	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
-		return queue.Status{}, false
+		return line.Status{}, false
 	}
 	m, ok := p.motion(ctx, item, gen, now)
 	if !ok {
-		return queue.Status{}, false
+		return line.Status{}, false
 	}
 	return registration.Moved(e.exact, m)
 }
@@ -137,7 +137,7 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 // the background and answers from the last one: a steady stream of readers
 // never waits for Redis. Only past fresh do readers wait, for one shared
 // read (the first of them starts it).
-func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, now time.Time) (queue.Motion, bool) {
+func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, now time.Time) (line.Motion, bool) {
 	p.mu.Lock()
 	mo := p.items[item]
 	if mo == nil {
@@ -167,11 +167,11 @@ func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, n
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			return queue.Motion{}, false
+			return line.Motion{}, false
 		}
 	}
 	if r.err != nil || r.gen != gen {
-		return queue.Motion{}, false
+		return line.Motion{}, false
 	}
 	return r.m, true
 }
@@ -202,7 +202,7 @@ func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item st
 
 // remember keeps an exact waiting answer read from view generation gen (taken
 // before the read, so a rebuild racing it is never remembered as the new one).
-func (p *positions) remember(item, tokenID string, st queue.Status, gen view.ItemGen) {
+func (p *positions) remember(item, tokenID string, st line.Status, gen view.ItemGen) {
 	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
@@ -210,7 +210,7 @@ func (p *positions) remember(item, tokenID string, st queue.Status, gen view.Ite
 	if e, ok := sh.m[key]; ok && e.left && p.now().Sub(e.at) < p.exactEvery {
 		return
 	}
-	if st.State != queue.Waiting || st.Seq <= 0 {
+	if st.State != line.Waiting || st.Seq <= 0 {
 		delete(sh.m, key)
 		return
 	}

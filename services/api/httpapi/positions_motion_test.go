@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/store/queue"
@@ -23,12 +24,12 @@ type heldLine struct {
 	gate  chan struct{}
 }
 
-func (l *heldLine) Motion(ctx context.Context, item string) (queue.Motion, error) {
+func (l *heldLine) Motion(ctx context.Context, item string) (line.Motion, error) {
 	l.calls.Add(1)
 	select {
 	case <-l.gate:
 	case <-ctx.Done():
-		return queue.Motion{}, ctx.Err()
+		return line.Motion{}, ctx.Err()
 	}
 	return l.Line.Motion(ctx, item)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 )
 
@@ -58,7 +59,7 @@ func TestStatusFromMemoryIsExact(t *testing.T) {
 			require.NoError(t, err)
 			want, err := e.line.Status(context.Background(), "slow", q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 			require.NoError(t, err)
-			if want.State != queue.Waiting {
+			if want.State != line.Waiting {
 				assert.Equal(t, "ADMITTED", got.Status)
 				admitted++
 				continue

@@ -20,11 +20,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/pkg/store/liveness"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
@@ -45,8 +45,8 @@ type Producer interface {
 
 // Line reads where a registration stands and ends admissions (*queue.Line).
 type Line interface {
-	Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (queue.Status, error)
-	Motion(ctx context.Context, item string) (queue.Motion, error)
+	Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (line.Status, error)
+	Motion(ctx context.Context, item string) (line.Motion, error)
 	AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error)
 	Complete(ctx context.Context, item, tokenID, key string) (bool, error)
 }
@@ -438,7 +438,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	ctx := c.Request.Context()
 	st, err := s.readStatus(ctx, q)
 	resumed := ""
-	if err == nil && st.State == queue.Duplicated && st.TokenID != "" && q.Proven() {
+	if err == nil && st.State == line.Duplicated && st.TokenID != "" && q.Proven() {
 		rctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
 		q, resumed, st, err = s.resume(rctx, q, st.TokenID)
 		cancel()
@@ -492,7 +492,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 // readStatus reads where q's registration stands: from memory when an exact
 // read of it is recent enough (positions), else exactly. A read from Redis
 // (the exact one, or the item's motion) is bounded by StatusTimeout.
-func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, error) {
+func (s *Server) readStatus(ctx context.Context, q token.Queue) (line.Status, error) {
 	if s.pos == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
 		defer cancel()
@@ -521,12 +521,12 @@ func (s *Server) readStatus(ctx context.Context, q token.Queue) (queue.Status, e
 // its status. The new token is the answer's "token": the page or app keeps
 // it from then on. Only a proven userId keys a place another token can find,
 // so nobody resumes a place by typing a name.
-func (s *Server) resume(ctx context.Context, q token.Queue, live string) (token.Queue, string, queue.Status, error) {
+func (s *Server) resume(ctx context.Context, q token.Queue, live string) (token.Queue, string, line.Status, error) {
 	r := q
 	r.TokenID = live
 	raw, err := s.signer.IssueQueue(r, s.opt.QueueTokenTTL)
 	if err != nil {
-		return q, "", queue.Status{}, fmt.Errorf("sign the resumed queue token: %w", err)
+		return q, "", line.Status{}, fmt.Errorf("sign the resumed queue token: %w", err)
 	}
 	st, err := s.readStatus(ctx, r)
 	return r, raw, st, err

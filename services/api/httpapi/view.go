@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
 
@@ -59,7 +59,7 @@ func ConfirmedLine(line Line, w *view.Watcher) Line {
 	return viewLine{Line: line, w: w}
 }
 
-func (l viewLine) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (queue.Status, error) {
+func (l viewLine) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (line.Status, error) {
 	st, err := l.Line.Status(ctx, item, key, tokenID, partition, offset)
 	if err != nil {
 		return st, err
@@ -86,7 +86,7 @@ func (l viewLine) Complete(ctx context.Context, item, tokenID, key string) (bool
 	return ok, l.w.ConfirmItem(ctx, item)
 }
 
-func (l viewLine) Motion(ctx context.Context, item string) (queue.Motion, error) {
+func (l viewLine) Motion(ctx context.Context, item string) (line.Motion, error) {
 	m, err := l.Line.Motion(ctx, item)
 	if err != nil {
 		return m, err

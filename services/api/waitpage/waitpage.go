@@ -146,34 +146,61 @@ func (p *Pages) checked(item, src string) *pagetemplate.Template {
 	return t
 }
 
-// Wait serves GET /items/:itemId/wait.
-func (p *Pages) Wait(c *gin.Context) {
-	item := c.Param("itemId")
-	if err := registration.CheckItemID(item); err != nil {
+// opening is what an item's page starts from: the item, the reader's
+// language and its messages, the item's name (its id until the item cache
+// knows one), and its state when the cache holds it (known).
+type opening struct {
+	item, lang, name string
+	msgs             map[string]string
+	st               topics.ItemState
+	known            bool
+}
+
+// open reads the opening of the page of c's item; ok is false when the item
+// id was refused, which is then answered.
+func (p *Pages) open(c *gin.Context) (o opening, ok bool) {
+	o.item = c.Param("itemId")
+	if err := registration.CheckItemID(o.item); err != nil {
 		httpserver.Abort(c, err)
-		return
+		return o, false
 	}
-	lang := p.cat.choose(c)
-	msgs := p.cat.Messages(lang)
-	name, own := item, (*pagetemplate.Template)(nil)
-	if st, ok := p.items.Get(item); ok {
-		if st.Name != "" {
-			name = st.Name
-		}
-		own = p.itemTemplate(item, lang, st)
+	o.lang = p.cat.choose(c)
+	o.msgs = p.cat.Messages(o.lang)
+	o.name = o.item
+	if o.st, o.known = p.items.Get(o.item); o.known && o.st.Name != "" {
+		o.name = o.st.Name
 	}
-	cfg, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "target": p.target, "lang": lang, "t": msgs}) // strings always marshal
-	d := pagetemplate.Data{Lang: lang, ItemName: name, Logo: p.logo}
-	if err := p.fill(&d, msgs, template.JS(cfg)); err != nil {
-		_ = c.Error(err)
-		httpserver.Abort(c, registration.Refuse(http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn"))
-		return
-	}
+	return o, true
+}
+
+// writeHead starts a page's 200 answer in lang: HTML, never cached, varying
+// with the language the reader asks for or chose.
+func writeHead(c *gin.Context, lang string) {
 	c.Header("Content-Type", "text/html; charset=utf-8")
 	c.Header("Cache-Control", "no-store")
 	c.Header("Vary", "Accept-Language, Cookie")
 	c.Header("Content-Language", lang)
 	c.Status(http.StatusOK)
+}
+
+// Wait serves GET /items/:itemId/wait.
+func (p *Pages) Wait(c *gin.Context) {
+	o, ok := p.open(c)
+	if !ok {
+		return
+	}
+	var own *pagetemplate.Template
+	if o.known {
+		own = p.itemTemplate(o.item, o.lang, o.st)
+	}
+	cfg, _ := json.Marshal(map[string]any{"itemId": o.item, "name": o.name, "target": p.target, "lang": o.lang, "t": o.msgs}) // strings always marshal
+	d := pagetemplate.Data{Lang: o.lang, ItemName: o.name, Logo: p.logo}
+	if err := p.fill(&d, o.msgs, template.JS(cfg)); err != nil {
+		_ = c.Error(err)
+		httpserver.Abort(c, registration.Refuse(http.StatusInternalServerError, "INTERNAL", "the waiting page could not be drawn"))
+		return
+	}
+	writeHead(c, o.lang)
 	var err error
 	switch {
 	case own != nil:
@@ -184,7 +211,7 @@ func (p *Pages) Wait(c *gin.Context) {
 		err = page.Execute(c.Writer, struct {
 			pagetemplate.Data
 			T map[string]string
-		}{d, msgs})
+		}{d, o.msgs})
 	}
 	if err != nil {
 		_ = c.Error(err)
@@ -243,27 +270,16 @@ func PowWorker(c *gin.Context) {
 // default: in the reader's language (as the waiting page chooses it), it
 // shows the item and whether the admission token of ?admission= verifies.
 func (p *Pages) Admitted(c *gin.Context) {
-	item := c.Param("itemId")
-	if err := registration.CheckItemID(item); err != nil {
-		httpserver.Abort(c, err)
+	o, ok := p.open(c)
+	if !ok {
 		return
 	}
-	lang := p.cat.choose(c)
-	msgs := p.cat.Messages(lang)
-	name := item
-	if st, ok := p.items.Get(item); ok && st.Name != "" {
-		name = st.Name
-	}
-	t := map[string]string{"validUntil": msgs["validUntil"], "admitted.invalid": msgs["admitted.invalid"]}
-	js, _ := json.Marshal(map[string]any{"itemId": item, "name": name, "lang": lang, "t": t}) // strings always marshal
-	before, after, _ := strings.Cut(msgs["admitted.note"], "{verify}")
-	c.Header("Content-Type", "text/html; charset=utf-8")
-	c.Header("Cache-Control", "no-store")
-	c.Header("Vary", "Accept-Language, Cookie")
-	c.Header("Content-Language", lang)
-	c.Status(http.StatusOK)
+	t := map[string]string{"validUntil": o.msgs["validUntil"], "admitted.invalid": o.msgs["admitted.invalid"]}
+	js, _ := json.Marshal(map[string]any{"itemId": o.item, "name": o.name, "lang": o.lang, "t": t}) // strings always marshal
+	before, after, _ := strings.Cut(o.msgs["admitted.note"], "{verify}")
+	writeHead(c, o.lang)
 	// html/template escapes the JSON for its <script> context.
-	if err := admitted.Execute(c.Writer, map[string]any{"Lang": lang, "T": msgs, "Cfg": template.JS(js),
+	if err := admitted.Execute(c.Writer, map[string]any{"Lang": o.lang, "T": o.msgs, "Cfg": template.JS(js),
 		"NoteBefore": before, "NoteAfter": after}); err != nil {
 		_ = c.Error(err)
 	}

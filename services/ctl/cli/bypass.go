@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -167,16 +168,16 @@ type bypassUse struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	key       string // its place key (topics.PlaceKey)
-	// State is the token's state in the view (queue.Status); Placed is
+	// State is the token's state in the view (line.Status); Placed is
 	// whether the use ever held a place in the line.
 	State  string `json:"state"`
 	Placed bool   `json:"placed"`
 }
 
 // heldPlace reports whether a token in state s was ever placed in the line.
-func heldPlace(s queue.State) bool {
+func heldPlace(s line.State) bool {
 	switch s {
-	case queue.Waiting, queue.Admitted, queue.LeftLine, queue.Completed, queue.Gone, queue.Abandoned, queue.Pooled, queue.Late:
+	case line.Waiting, line.Admitted, line.LeftLine, line.Completed, line.Gone, line.Abandoned, line.Pooled, line.Late:
 		return true
 	}
 	return false

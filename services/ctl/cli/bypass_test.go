@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -52,9 +53,9 @@ func TestBypassAudit(t *testing.T) {
 	require.Len(t, uses, 3)
 	for i, want := range []struct {
 		user   string
-		state  queue.State
+		state  line.State
 		placed bool
-	}{{"ann", queue.Waiting, true}, {"bob", queue.Waiting, true}, {"cid", queue.Rejected, false}} {
+	}{{"ann", line.Waiting, true}, {"bob", line.Waiting, true}, {"cid", line.Rejected, false}} {
 		require.Equal(t, want.user, uses[i].UserID)
 		require.Equal(t, "bk1", uses[i].Code)
 		require.Equal(t, string(want.state), uses[i].State, want.user)

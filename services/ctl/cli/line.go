@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
 )
 
@@ -44,7 +45,7 @@ func (a *app) redisAt(addr string, pool int) (redis.UniversalClient, error) {
 	} else {
 		r.Addrs = strings.Split(addr, ",")
 	}
-	rdb, err := r.NewClient()
+	rdb, err := redisclient.New(r)
 	if err != nil {
 		return nil, usagef("--redis %s: %v", addr, err)
 	}

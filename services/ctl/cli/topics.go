@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
+	"github.com/waitroom/waitroom/pkg/kafka/topicadmin"
 	"github.com/waitroom/waitroom/pkg/redisview/retention"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -144,18 +145,18 @@ func (a *app) runTopics(ctx context.Context, o *topicsOpts, fix bool) error {
 	opts := topics.DefaultOptions()
 	opts.RegistrationPartitions = o.partitions
 	specs := topics.Specs(opts)
-	var st []topics.Status
+	var st []topicadmin.Status
 	verb := "check"
 	if fix {
 		verb = "ensure"
-		st, err = topics.Ensure(ctx, adm, specs, o.replication)
+		st, err = topicadmin.Ensure(ctx, adm, specs, o.replication)
 	} else {
-		st, err = topics.Check(ctx, adm, specs)
+		st, err = topicadmin.Check(ctx, adm, specs)
 	}
 	if err != nil {
 		return fmt.Errorf("%s topics on %s: %w", verb, strings.Join(o.brokers, ","), err)
 	}
-	healthy := topics.Healthy(st)
+	healthy := topicadmin.Healthy(st)
 	var rep *retention.Report
 	if !fix && o.redisAddr != "" {
 		rdb, err := a.redisAt(o.redisAddr, 2)
@@ -246,7 +247,7 @@ func (a *app) printRetention(r *retention.Report) error {
 	return nil
 }
 
-func (a *app) printTopics(st []topics.Status, healthy bool, rep *retention.Report) error {
+func (a *app) printTopics(st []topicadmin.Status, healthy bool, rep *retention.Report) error {
 	if a.wantJSON() {
 		rows := make([]topicRow, len(st))
 		for i, s := range st {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -299,18 +300,12 @@ type sampler struct {
 }
 
 func (s *sampler) run(ctx context.Context) {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	retry.Every(ctx, 50*time.Millisecond, false, func(ctx context.Context) error {
 		for item, limit := range s.items {
 			s.sample(ctx, item, limit)
 		}
-	}
+		return nil
+	}, func(error, bool) {})
 }
 
 // sample reads item's admitted set once and counts it if the view was

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 )
 
 // Redis Cluster mode (Options.RedisCluster): three masters without
@@ -96,7 +96,7 @@ func (c *Cluster) redisClusterOK(ctx context.Context) error {
 	for i, p := range c.RedisNodes {
 		addrs[i] = p.ReadyAddr
 	}
-	return config.WaitClusterOK(ctx, addrs)
+	return redisclient.WaitClusterOK(ctx, addrs)
 }
 
 // RestartEmpty kills master p of the Redis Cluster (-9) and starts it

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/redisview/linesnap"
@@ -501,9 +502,9 @@ func (r *propRun) exercised(live map[string]lineAt) {
 			admitted += len(ev.Admitted)
 		}
 	}
-	states := map[string]map[queue.State]int{}
+	states := map[string]map[line.State]int{}
 	for it, l := range live {
-		states[it] = map[queue.State]int{}
+		states[it] = map[line.State]int{}
 		for _, en := range l.snap.Entries {
 			states[it][en.State]++
 		}
@@ -514,9 +515,9 @@ func (r *propRun) exercised(live map[string]lineAt) {
 		require.Positive(t, kinds[k], "no %s record in the run", k)
 	}
 	require.Positive(t, admitted, "nobody admitted")
-	require.Positive(t, states[propFIFO][queue.Gone], "no admission of %s expired", propFIFO)
-	require.Positive(t, states[propSale][queue.Pooled], "nobody pooled for %s's draw", propSale)
-	require.Positive(t, states[propIdle][queue.Admitted]+states[propLottery][queue.Admitted], "no admission live at the check")
+	require.Positive(t, states[propFIFO][line.Gone], "no admission of %s expired", propFIFO)
+	require.Positive(t, states[propSale][line.Pooled], "nobody pooled for %s's draw", propSale)
+	require.Positive(t, states[propIdle][line.Admitted]+states[propLottery][line.Admitted], "no admission live at the check")
 	require.Positive(t, len(live[propFIFO].bypass)+len(live[propIdle].bypass), "no bypass code used")
 }
 
@@ -537,7 +538,7 @@ func quiesce(t *testing.T, e *env) time.Time {
 		s, err := linesnap.Take(ctx, e.rdb, propLottery, time.Time{})
 		require.NoError(t, err)
 		return !slices.ContainsFunc(s.Entries, func(en linesnap.Entry) bool {
-			return en.State == queue.Pooled || en.State == queue.Late
+			return en.State == line.Pooled || en.State == line.Late
 		})
 	}, 30*time.Second, 100*time.Millisecond, "every window of %s drawn", propLottery)
 	waitApplied(t, e)
@@ -548,7 +549,7 @@ func quiesce(t *testing.T, e *env) time.Time {
 			s, err := linesnap.Take(ctx, e.rdb, it, now)
 			require.NoError(t, err)
 			for _, en := range s.Entries {
-				if en.State == queue.Admitted && en.ExpiresAtMs < now.Add(2*time.Minute).UnixMilli() {
+				if en.State == line.Admitted && en.ExpiresAtMs < now.Add(2*time.Minute).UnixMilli() {
 					last = max(last, en.ExpiresAtMs)
 				}
 			}
@@ -666,7 +667,7 @@ func copyRecordDroppingOneLeave(t *testing.T, e *env, live map[string]lineAt) (b
 	left := func(item, tok string) bool {
 		l, ok := live[item]
 		return ok && slices.ContainsFunc(l.snap.Entries, func(en linesnap.Entry) bool {
-			return en.Token == tok && en.State == queue.LeftLine
+			return en.Token == tok && en.State == line.LeftLine
 		})
 	}
 	// The leave of a token the line shows LEFT, left once, of a user who

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 )
@@ -79,7 +80,7 @@ func TestStackOnTLSRedisWithAnACLUser(t *testing.T) {
 		t.Skip("a TLS redis-server of its own whatever WR_TEST_REDIS says: once, in the single-Redis run")
 	}
 	cfg, srv := testenv.SecureRedis(t)
-	rdb, err := cfg.NewClient()
+	rdb, err := redisclient.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := newEnvOn(t, srv, cfg, rdb, item("tls"))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/services/notifier/sse"
@@ -57,6 +58,6 @@ func TestBypassPlaceStreamsItsAdmission(t *testing.T) {
 	for _, f := range fans { // the line did not move
 		st, err := w.line.Status(ctx, "x", f.UserID, "", 0, f.Offset)
 		require.NoError(t, err)
-		assert.Equal(t, queue.Waiting, st.State)
+		assert.Equal(t, line.Waiting, st.State)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/app/service"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/foundation/redisclient"
 	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
 	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
@@ -126,7 +127,7 @@ func New(ctx context.Context, cfg Config, log *zap.Logger, reg prometheus.Regist
 	if err != nil {
 		return nil, err
 	}
-	rdb, err := cfg.Redis.NewClient()
+	rdb, err := redisclient.New(cfg.Redis)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/security/token"
@@ -191,7 +192,7 @@ func (s *Server) Routes(r gin.IRouter) {
 // id) with no Redis read, else after the open budget and the view's check,
 // from the line's status read in Redis; on a refusal it has answered and ok
 // is false.
-func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) (st queue.Status, ok bool) {
+func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) (st line.Status, ok bool) {
 	ctx := c.Request.Context()
 	if cur, ok := s.checkCursor(q.ItemID, q.TokenID, raw); ok {
 		// A valid cursor: no Redis read, so neither the open budget nor the

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"github.com/waitroom/waitroom/pkg/security/token"
-	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap"
 )
@@ -211,7 +211,7 @@ func (st *stream) send(event string, data []byte, at int64) error {
 // in use: so run's own frame is kept small (the work of each case is in
 // methods that are not inlined into it), which lets an idle stream's stack
 // shrink to 4 KiB instead of staying at 8 (BENCHMARKS: bytes/stream).
-func (st *stream) run(ctx context.Context, status queue.Status) {
+func (st *stream) run(ctx context.Context, status line.Status) {
 	if st.start(ctx, status) {
 		st.end()
 		return
@@ -258,7 +258,7 @@ func (st *stream) itemLost() bool { return st.s.itemLost(st.q.ItemID) }
 // ends the stream.
 //
 //go:noinline
-func (st *stream) start(ctx context.Context, status queue.Status) bool {
+func (st *stream) start(ctx context.Context, status line.Status) bool {
 	// Subscribe before the first exact read, so no event between the two is lost.
 	st.feed = st.s.hub.Subscribe(st.q.ItemID)
 	st.slot, st.beatSlot, st.beatGen = st.feed.waves.slot(), st.s.hub.beats.slot(), st.s.hub.beatGen.Load()
@@ -464,7 +464,7 @@ func (st *stream) trouble(ctx context.Context, what string, err error) {
 }
 
 // settle acts on a status read from Redis; true ends the stream.
-func (st *stream) settle(ctx context.Context, status queue.Status, snap *Snapshot, depth int) bool {
+func (st *stream) settle(ctx context.Context, status line.Status, snap *Snapshot, depth int) bool {
 	a := registration.AnswerOf(status, snap.Verdict, st.s.now())
 	switch a.Status {
 	case registration.StatusPending:

@@ -3,9 +3,9 @@ package sse
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/waitroom/waitroom/pkg/foundation/retry"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
@@ -63,20 +63,14 @@ func (s *Server) watchView(ctx context.Context) {
 	if s.view == nil {
 		return
 	}
-	t := time.NewTicker(s.view.Interval())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	retry.Every(ctx, s.view.Interval(), false, func(context.Context) error {
 		if ok, _ := s.view.Trusted(); ok {
 			s.lost.regain()
 		} else {
 			s.lost.lose()
 		}
-	}
+		return nil
+	}, func(error, bool) {})
 }
 
 // gateView refuses a stream of item while the view is not trusted or the

@@ -1,8 +1,0 @@
-package topics
-
-import "github.com/twmb/franz-go/pkg/kerr"
-
-var (
-	kerrUnknownTopic = kerr.UnknownTopicOrPartition
-	kerrTopicExists  = kerr.TopicAlreadyExists
-)
