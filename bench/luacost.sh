@@ -5,7 +5,7 @@
 # The base tree is `git archive BASE` with this tree's bench_test.go copied
 # in (the benchmarks use only queue.Line's methods, so they run on either).
 #
-# Knobs (environment): BASE (the commit to compare with, 31fbc8d: before the
+# Knobs (environment): BASE (the commit to compare with, d91cedc: before the
 # lean scripts), ROUNDS (3), BENCHTIME (1s for the registrations; the
 # admissions always run 150 ticks), OUT (where the outputs go: a temp dir).
 #
@@ -13,7 +13,7 @@
 #   ROUNDS=1 BASE=HEAD~1 bench/luacost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BASE=${BASE:-31fbc8d}
+BASE=${BASE:-d91cedc}
 ROUNDS=${ROUNDS:-3}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=${OUT:-$(mktemp -d /tmp/luacost.XXXXXX)}
