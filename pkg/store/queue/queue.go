@@ -279,10 +279,9 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 // EnqueueBatch bounds the registrations one enqueue.lua call applies (3 or 7
 // arguments each): an item's registrations of one partition in a chunk go in
 // calls of at most this many, so Redis runs the script once per item and
-// batch instead of once per record. As many as a transaction's ops: a call
-// of a whole chunk holds Redis no longer than the chunk's transaction did in
-// calls of 250, and saves each call's own reads and writes (~12 commands).
-const EnqueueBatch = ApplyChunk
+// batch instead of once per record. (Calls of a whole chunk, 1,000, saved
+// no CPU measurably: BENCHMARKS.md, 2026-11-26.)
+const EnqueueBatch = 250
 
 // call is one script call of a chunk: a single op, or a run of one item's
 // registrations of one partition (enqueue.lua).
