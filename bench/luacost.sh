@@ -6,8 +6,9 @@
 # in (the benchmarks use only queue.Line's methods, so they run on either).
 #
 # Knobs (environment): BASE (the commit to compare with, d91cedc: the tree
-# before the enqueue calls of a whole chunk), ROUNDS (3), BENCHTIME (1s for the registrations; the
-# admissions always run 150 ticks), OUT (where the outputs go: a temp dir).
+# before a one-call chunk went without MULTI), ROUNDS (3), BENCHTIME (1s for
+# the registrations; the admissions always run 150 ticks), OUT (where the
+# outputs go: a temp dir).
 #
 #   bench/luacost.sh              # ~2 min
 #   ROUNDS=1 BASE=HEAD~1 bench/luacost.sh
