@@ -5,15 +5,16 @@
 # The base tree is `git archive BASE` with this tree's bench_test.go copied
 # in (the benchmarks use only queue.Line's methods, so they run on either).
 #
-# Knobs (environment): BASE (the commit to compare with, 31fbc8d: before the
-# lean scripts), ROUNDS (3), BENCHTIME (1s for the registrations; the
-# admissions always run 150 ticks), OUT (where the outputs go: a temp dir).
+# Knobs (environment): BASE (the commit to compare with, d91cedc: the tree
+# before a one-call chunk went without MULTI), ROUNDS (3), BENCHTIME (1s for
+# the registrations; the admissions always run 150 ticks), OUT (where the
+# outputs go: a temp dir).
 #
 #   bench/luacost.sh              # ~2 min
 #   ROUNDS=1 BASE=HEAD~1 bench/luacost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BASE=${BASE:-31fbc8d}
+BASE=${BASE:-d91cedc}
 ROUNDS=${ROUNDS:-3}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=${OUT:-$(mktemp -d /tmp/luacost.XXXXXX)}
@@ -32,8 +33,10 @@ else
 fi
 echo "outputs in $OUT; base $BASE ($(git rev-parse --short "$BASE")), head $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 run() { # tree name round
-	(cd "$1/pkg" && go test -run '^$' -bench 'LuaPerRegistration' -benchtime "$BENCHTIME" -count 1 -v "./$(qdir "$1")/" &&
-		go test -run '^$' -bench 'LuaPerAdmission' -benchtime 150x -count 1 -v "./$(qdir "$1")/") >"$OUT/$2-$3.txt" 2>&1
+	local q
+	q=$(qdir "$1") # before the cd: "$1" may be relative (the head is .)
+	(cd "$1/pkg" && go test -run '^$' -bench 'LuaPerRegistration' -benchtime "$BENCHTIME" -count 1 -v "./$q/" &&
+		go test -run '^$' -bench 'LuaPerAdmission' -benchtime 150x -count 1 -v "./$q/") >"$OUT/$2-$3.txt" 2>&1
 	grep -E '^Benchmark.*(lua|cpu)-µs' "$OUT/$2-$3.txt" |
 		awk -v who="$2" -v r="$3" '{ for (i = 3; i < NF; i++) if ($(i+1) ~ /-µs\//) m = m " " $i " " $(i+1); print who, r, $1, m; m = "" }'
 }

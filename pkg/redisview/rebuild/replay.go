@@ -16,8 +16,8 @@ import (
 	"github.com/waitroom/waitroom/topics"
 )
 
-// replayBatch is how many ops the replay hands queue.Line.Apply at once
-// (Apply runs them in transactions of queue.ApplyChunk, as for the consumer).
+// replayBatch is how many ops the replay hands queue.Line.Replay at once
+// (one pipeline: a failure fails the rebuild, which starts over from empty).
 const replayBatch = 4 * queue.ApplyChunk
 
 // chunk bounds the members of one read of the seen pass.
@@ -25,7 +25,7 @@ const chunk = 5000
 
 // replayer applies the three topics to an emptied view through the scripts
 // the services run: items through apply_item.lua, registrations through
-// queue.Line.Apply and Line.Draw as the consumer applies them, and each
+// queue.Line.Replay (the script calls of the consumer's Line.Apply) and Line.Draw, and each
 // admission event through apply_admission.lua (queue.OpAdmit) right after
 // the registrations it was decided after. It holds no rule of the line.
 type replayer struct {
@@ -328,7 +328,7 @@ func (r *replayer) rest() error {
 }
 
 // flush hands the pending ops to the applier, which runs them through
-// queue.Line.Apply (in order, one batch after the other) while the replay
+// queue.Line.Replay (in order, one batch after the other) while the replay
 // reads and decodes the next ones: redis-server runs the scripts on its
 // core while this process works on the other.
 func (r *replayer) flush() error {
@@ -391,9 +391,9 @@ func (r *replayer) applier() {
 	}
 }
 
-// apply runs one batch through queue.Line.Apply.
+// apply runs one batch through queue.Line.Replay.
 func (r *replayer) apply(ops []queue.Op) error {
-	res, err := r.line.Apply(r.ctx, ops)
+	res, err := r.line.Replay(r.ctx, ops)
 	if err != nil {
 		return fmt.Errorf("replay %d records: %w", len(ops), err)
 	}

@@ -280,7 +280,8 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 // EnqueueBatch bounds the registrations one enqueue.lua call applies (3 or 7
 // arguments each): an item's registrations of one partition in a chunk go in
 // calls of at most this many, so Redis runs the script once per item and
-// batch instead of once per record.
+// batch instead of once per record. (Calls of a whole chunk, 1,000, saved
+// no CPU measurably: BENCHMARKS.md, 2026-11-26.)
 const EnqueueBatch = 250
 
 // call is one script call of a chunk: a single op, or a run of one item's
@@ -348,6 +349,30 @@ func enqueueArgs(ops []Op, idx []int) []any {
 	return args
 }
 
+// Replay applies ops in order as Apply does, for a replay into a view that is
+// thrown away whole if it fails (the rebuild): every call goes in one plain
+// pipeline (one round trip, no MULTI/EXEC, no SCRIPT LOAD: Load the scripts
+// first), an item's registrations in calls of up to EnqueueBatch. Without the
+// transaction, a call that fails (NOSCRIPT after a flush of the script
+// cache, OOM, a dropped connection) does not stop the calls after it, which
+// Apply's callers rely on to retry a batch: Replay's error means the view
+// holds some unknown part of ops, and only starting over from an empty view
+// is right. A record Redis refused is its Result's Err, as with Apply.
+func (l *Line) Replay(ctx context.Context, ops []Op) ([]Result, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	calls := plan(ops)
+	_, cluster := l.rdb.(*redis.ClusterClient)
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		return sendCalls(ctx, p, cluster, ops, calls)
+	})
+	if err != nil && !IsRecordError(err) {
+		return nil, fmt.Errorf("replay %d ops: %w", len(ops), err)
+	}
+	return readCalls(ops, calls)
+}
+
 // apply runs one chunk. On a Redis Cluster a MULTI cannot span the items'
 // slots (nor the registry's), so the chunk goes as a plain pipeline that
 // go-redis splits by node, each call sent with EVAL (the script's text): no
@@ -359,7 +384,9 @@ func enqueueArgs(ops []Op, idx []int) []any {
 // skips the SCRIPT LOAD, which hashes the script's text each time: inside
 // MULTI/EXEC nothing can flush or load the cache, so one script is cached for
 // every op of the transaction or for none, and a NOSCRIPT refused them all.
-// The chunk is then run again, loading its script first.
+// The chunk is then run again, loading its script first. A chunk of one call
+// (one item's registrations, the consumer's usual batch) needs no
+// transaction at all: it goes as a plain pipeline, SADD then the call.
 func (l *Line) apply(ctx context.Context, ops []Op) ([]Result, error) {
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	if cluster || !oneScript(ops) {
@@ -393,7 +420,9 @@ func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, er
 	calls := plan(ops)
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
-	if cluster {
+	if cluster || (!load && len(calls) == 1) {
+		// One script call is atomic on its own, and a NOSCRIPT refuses all
+		// of it: MULTI/EXEC would add two commands and nothing else.
 		run = l.rdb.Pipelined
 	}
 	_, err := run(ctx, func(p redis.Pipeliner) error {
