@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +72,24 @@ func Start(ctx context.Context, p Parts, ln net.Listener, log *zap.Logger, ready
 		return nil, err
 	}
 	a.HTTP = httpserver.New(log, a.Reg, ready)
+	if p.HTTP.PprofAddr != "" {
+		if _, err := a.Listen(p.HTTP.PprofAddr, pprofMux()); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("pprof: %w", err)
+		}
+	}
 	return a, nil
+}
+
+// pprofMux serves net/http/pprof's handlers (WR_PPROF_ADDR).
+func pprofMux() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }
 
 // Watch starts the view watcher with o (Interval from the service's

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,4 +112,37 @@ func TestAppListenServesASecondPortUntilRunReturns(t *testing.T) {
 	require.NoError(t, <-done)
 	_, err = get()
 	assert.Error(t, err, "the second port is closed once Run returned")
+}
+
+// WR_PPROF_ADDR gives every service net/http/pprof on a port of its own (not
+// on the public engine); a taken port fails the start.
+func TestAppServesPprofOnItsOwnPortWhenAsked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	pprofAddr := free.Addr().String()
+	require.NoError(t, free.Close())
+
+	p := testParts(t)
+	p.Addr, p.HTTP.PprofAddr = "127.0.0.1:0", pprofAddr
+	a, err := service.Start(ctx, p, nil, zap.NewNop(), nil)
+	require.NoError(t, err)
+	_, err = service.Start(ctx, p, nil, zap.NewNop(), nil)
+	require.Error(t, err, "the pprof port is taken by the first App")
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	require.Eventually(t, func() bool {
+		r, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode == http.StatusOK && strings.Contains(string(b), "heap profile")
+	}, 10*time.Second, 20*time.Millisecond, "the heap profile is served")
+	stop()
+	require.NoError(t, <-done)
 }

@@ -51,6 +51,10 @@ type HTTP struct {
 	// ReadTimeout bounds reading a whole request, headers and body. It ends
 	// once the body is read, so it never cuts an answer or an event stream.
 	ReadTimeout time.Duration `env:"WR_HTTP_READ_TIMEOUT" envDefault:"10s"`
+	// PprofAddr serves net/http/pprof of the process on a port of its own
+	// (empty: off): for profiling a service under load or in a long run,
+	// never public.
+	PprofAddr string `env:"WR_PPROF_ADDR"`
 }
 
 // Validate checks the timeouts are positive.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -74,15 +72,12 @@ type Config struct {
 	// SignalToken is the bearer token a site posts its health signal with
 	// (POST /api/v1/items/{itemId}/signal; empty: the route is off).
 	SignalToken string `env:"WR_SIGNAL_TOKEN" secret:"true"`
-	// PprofAddr serves net/http/pprof of the api process (empty: off); for
-	// profiling under load (bench/ceiling.sh PPROF=1), never public.
-	PprofAddr string `env:"WR_PPROF_ADDR"`
-	View      view.Config
-	Kafka     config.Kafka
-	Redis     config.Redis
-	Log       config.Log
-	Clock     config.Clock
-	HTTP      config.HTTP
+	View        view.Config
+	Kafka       config.Kafka
+	Redis       config.Redis
+	Log         config.Log
+	Clock       config.Clock
+	HTTP        config.HTTP
 }
 
 // Validate checks what the environment cannot; the service refuses to start
@@ -177,11 +172,6 @@ func build(ctx context.Context, cfg Config, a *service.App, signers registration
 	s := &api{cfg: cfg, log: a.Log, ready: a.Ready, prod: prod, signer: signers.Queue.WithClock(cfg.Clock.Now), items: items, blocks: blocks}
 	if err := s.build(ctx, a, signers.Admission.WithClock(cfg.Clock.Now)); err != nil {
 		return err
-	}
-	if cfg.PprofAddr != "" {
-		if _, err := a.Listen(cfg.PprofAddr, pprofMux()); err != nil {
-			return fmt.Errorf("pprof: %w", err)
-		}
 	}
 	a.Go(items.Run)
 	a.Go(blocks.Run)
@@ -290,17 +280,6 @@ func mount(r gin.IRouter, srv *Server, pages *waitpage.Pages) {
 	r.GET("/items/:itemId/admitted", pages.Admitted)
 	r.GET(waitpage.ScriptPath, waitpage.Script)
 	r.GET(waitpage.PowWorkerPath, waitpage.PowWorker)
-}
-
-// pprofMux serves net/http/pprof's handlers.
-func pprofMux() http.Handler {
-	m := http.NewServeMux()
-	m.HandleFunc("/debug/pprof/", pprof.Index)
-	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return m
 }
 
 // warmUp makes the first real request as fast as the thousandth: Kafka

@@ -333,6 +333,9 @@ func (c *serviceConfigs) apply(o Options) error {
 		// make run keeps the service's defaults.
 		c.api.Throttle.StatusRate, c.api.Throttle.LeaveRate, c.api.Throttle.AdmissionRate = 0, 0, 0
 	}
+	// One process, one profile: WR_PPROF_ADDR is the api's port here (the
+	// whole stack's is WR_DEV_PPROF_ADDR), not bound four times.
+	c.consumer.HTTP.PprofAddr, c.scheduler.HTTP.PprofAddr, c.notifier.HTTP.PprofAddr = "", "", ""
 	// The page's "continue" leads to the demo shop, unless WR_PAGE_TARGET_URL says otherwise.
 	c.api.PageTarget = or(c.api.PageTarget, shop.Target)
 	if o.ProduceLinger > 0 {
