@@ -156,6 +156,8 @@ func envDur(name string, def time.Duration) time.Duration {
 //     stream), while the real scheduler admits WR_BENCH_RATE per second
 //     (default 100; tick 200 ms) for WR_BENCH_SECONDS (default 5): every tick
 //     moves every stream;
+//   - cpu-us/event: the notifier's CPU while admitting, less its idle
+//     rate, over the position and admitted events its clients read;
 //   - with WR_BENCH_RECONNECT=1, reconnect-redis-cmds/stream: every stream
 //     closed and opened again with its last event id (its cursor), timed,
 //     with the Redis commands that cost (=plain: the progress alone, without
@@ -320,7 +322,9 @@ func BenchmarkStreams(b *testing.B) {
 	<-schedDone
 	time.Sleep(time.Second) // the last tick's updates reach the clients
 	clientCPU := (selfCPU() - selfBefore) / time.Since(admitStart).Seconds() * 100
-	cpuAdmit := (mem().CPU - cpuBefore) / time.Since(admitStart).Seconds() * 100
+	admitSecs := time.Since(admitStart).Seconds()
+	cpuAdmitSecs := mem().CPU - cpuBefore
+	cpuAdmit := cpuAdmitSecs / admitSecs * 100
 	metrics := readMetrics(b, w, base)
 	srvP50, srvP99 := histogramQuantiles(metrics, "waitroom_notifier_delivery_latency_seconds", `type="admitted"`)
 	posP50, posP99 := histogramQuantiles(metrics, "waitroom_notifier_delivery_latency_seconds", `type="position"`)
@@ -371,6 +375,11 @@ func BenchmarkStreams(b *testing.B) {
 	b.ReportMetric(q(adm, .5), "admitted-p50-ms")
 	b.ReportMetric(q(adm, .99), "admitted-p99-ms")
 	b.ReportMetric(q(pos, .99), "position-p99-ms")
+	// The notifier's CPU over the admission window, less its idle rate (the
+	// heartbeats), over the events its clients read: what docs/capacity.md
+	// calls a stream event's cost.
+	idleSecs := (idleEnd.CPU - idleStart.CPU) / idle.Seconds() * admitSecs
+	b.ReportMetric((cpuAdmitSecs-idleSecs)*1e6/float64(len(pos)+len(adm)), "cpu-us/event")
 	b.Logf("notifier's own histograms (bucket bounds): event time -> read by the notifier p50 <= %s, p99 <= %s; -> admitted written p50 <= %s, p99 <= %s; -> position written p50 <= %s, p99 <= %s",
 		lagP50, lagP99, srvP50, srvP99, posP50, posP99)
 }

@@ -1,10 +1,12 @@
 package sse
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"hash"
 	"strconv"
 	"strings"
 
@@ -47,10 +49,25 @@ func cursorKeyOf(secret string) []byte {
 // key; by default a random one, good on this replica only). Call before serving.
 func (s *Server) SetCursorKey(k []byte) { s.cursorKey = k }
 
+// macState is a keyed HMAC and its scratch buffers, reused through
+// Server.macs: hmac.New costs two SHA-256 blocks for the key's pads and four
+// allocations, and Reset returns a used one to its keyed state without them.
+type macState struct {
+	key []byte
+	h   hash.Hash
+	msg []byte
+	sum []byte
+}
+
 // cursorMAC is the MAC of c for item, tokenID and gen.
-func (s *Server) cursorMAC(item, tokenID string, gen view.ItemGen, c cursor) []byte {
-	m := hmac.New(sha256.New, s.cursorKey)
-	b := make([]byte, 0, 128)
+func (s *Server) cursorMAC(item, tokenID string, gen view.ItemGen, c cursor) [cursorMACLen]byte {
+	m, _ := s.macs.Get().(*macState)
+	if m == nil || !bytes.Equal(m.key, s.cursorKey) { // none yet, or the key changed (SetCursorKey)
+		m = &macState{key: s.cursorKey, h: hmac.New(sha256.New, s.cursorKey), msg: make([]byte, 0, 128), sum: make([]byte, 0, sha256.Size)}
+	} else {
+		m.h.Reset()
+	}
+	b := m.msg[:0]
 	for _, f := range [...]string{item, tokenID, gen.View, gen.Item} {
 		b = strconv.AppendInt(b, int64(len(f)), 10)
 		b = append(b, ':')
@@ -60,8 +77,12 @@ func (s *Server) cursorMAC(item, tokenID string, gen view.ItemGen, c cursor) []b
 		b = append(b, '|')
 		b = strconv.AppendInt(b, n, 10)
 	}
-	m.Write(b)
-	return m.Sum(nil)[:cursorMACLen]
+	m.h.Write(b)
+	var mac [cursorMACLen]byte
+	copy(mac[:], m.h.Sum(m.sum[:0]))
+	m.msg = b
+	s.macs.Put(m)
+	return mac
 }
 
 // issueCursor is the cursor of c for the item and token (without the
@@ -77,7 +98,8 @@ func (s *Server) issueCursor(item, tokenID string, c cursor) string {
 	b = append(b, '.')
 	b = strconv.AppendInt(b, c.refPos, 10)
 	b = append(b, '.')
-	b = base64.RawURLEncoding.AppendEncode(b, s.cursorMAC(item, tokenID, s.itemGen(item), c))
+	mac := s.cursorMAC(item, tokenID, s.itemGen(item), c)
+	b = base64.RawURLEncoding.AppendEncode(b, mac[:])
 	return string(b)
 }
 
@@ -105,7 +127,7 @@ func (s *Server) checkCursor(item, tokenID, raw string) (cursor, bool) {
 	if err != nil || len(mac) != cursorMACLen {
 		return cursor{}, false
 	}
-	if !hmac.Equal(mac, s.cursorMAC(item, tokenID, s.itemGen(item), c)) {
+	if want := s.cursorMAC(item, tokenID, s.itemGen(item), c); !hmac.Equal(mac, want[:]) {
 		return cursor{}, false
 	}
 	return c, true

@@ -140,6 +140,7 @@ type Server struct {
 	seen *liveness.Tracker
 	// cursorKey signs the cursors in event ids (SetCursorKey).
 	cursorKey []byte
+	macs      sync.Pool // *macState of cursorKey, reused across cursors
 }
 
 // Blocks is the operator's block list in memory (*blocklist.List).
