@@ -231,8 +231,16 @@ func TestReconnectWithLastEventIDResumes(t *testing.T) {
 	start := time.Now()
 	c, err = w.open(ctx, url, map[string]string{"Last-Event-ID": ev.ID})
 	require.NoError(t, err)
+	// The cursor is judged by the head this notifier read from Kafka, which
+	// may trail Redis's by a moment: the old position (never a higher one)
+	// may come first, then the current one.
 	ev2, err := c.next()
 	require.NoError(t, err)
+	for ev2.Type == sse.EventPosition && ev2.position(t).Position > 2 {
+		require.Equal(t, int64(4), ev2.position(t).Position, "never more than told before")
+		ev2, err = c.next()
+		require.NoError(t, err)
+	}
 	assert.Less(t, time.Since(start), time.Second, "the current state at once")
 	require.Equal(t, sse.EventPosition, ev2.Type)
 	assert.Equal(t, int64(2), ev2.position(t).Position)
