@@ -130,6 +130,7 @@ type Server struct {
 	now    func() time.Time
 	open   sync.WaitGroup // streams running off their handler (hijacked)
 	reads  *rate.Limiter  // exact reads for refreshes: RefreshRate a second, one second's worth of burst
+	places *placeReads    // the exact reads, an item's due together in one round trip
 	caps   *streamCaps    // open streams per token, per address, in all
 	opens  *openGate      // the reads at connect: OpenRate a second
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
@@ -161,6 +162,7 @@ func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *
 	if n := s.opt.RefreshRate; n > 0 {
 		s.reads = rate.NewLimiter(rate.Limit(n), n)
 	}
+	s.places = newPlaceReads(s.line, s.opt.ReadTimeout)
 	s.caps = newStreamCaps(s.opt.StreamsPerToken, s.opt.StreamsPerAddress, s.opt.MaxStreams)
 	s.opens = newOpenGate(s.opt.OpenRate, s.opt.OpenWait)
 	return s

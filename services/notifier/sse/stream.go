@@ -520,9 +520,7 @@ func (st *stream) exact(ctx context.Context, snap *Snapshot, at int64) bool {
 }
 
 func (st *stream) exactOr(ctx context.Context, snap *Snapshot, at int64, depth int) bool {
-	rctx, cancel := context.WithTimeout(ctx, st.s.opt.ReadTimeout)
-	p, waiting, err := st.s.line.Place(rctx, st.q.ItemID, st.tok)
-	cancel()
+	p, waiting, err := st.s.places.Place(ctx, st.q.ItemID, st.tok)
 	if err != nil {
 		st.trouble(ctx, "place", err)
 		return false
