@@ -61,7 +61,11 @@ type Options struct {
 	// replicas (rediscluster.go), the services reaching it with
 	// WR_REDIS_MODE=cluster: a master can be restarted empty (RestartEmpty).
 	RedisCluster bool
-	Log          *zap.Logger
+	// Pprof gives every service WR_PPROF_ADDR, its own port 100 above its
+	// HTTP one (inside its namespace when isolated): heap and CPU profiles of
+	// a long run.
+	Pprof bool
+	Log   *zap.Logger
 }
 
 // SentinelMaster is the name the Sentinels of a cluster watch the primary by.
@@ -69,17 +73,18 @@ const SentinelMaster = "waitroom"
 
 // Ports of a cluster, from Base.
 const (
-	offFront     = 0  // Caddy
-	offKafka     = 92 // three brokers: +92, +93, +94
-	offAPI       = 10 // +10, +11, ...
-	offConsumer  = 20 // +20, +21, ...
-	offScheduler = 30 // +30, +31, ...
-	offNotifier  = 40 // +40, +41, ...
-	offRedis     = 79 // redis-server
-	offProxy     = 80 // the cuttable link of consumer-1 to Redis
-	offReplica   = 78 // Sentinel mode: the replica
-	offSentinel  = 70 // Sentinel mode: three Sentinels, +70, +71, +72
-	maxReplicas  = 9  // per kind, so the ranges above never overlap
+	offFront     = 0   // Caddy
+	offKafka     = 92  // three brokers: +92, +93, +94
+	offAPI       = 10  // +10, +11, ...
+	offConsumer  = 20  // +20, +21, ...
+	offScheduler = 30  // +30, +31, ...
+	offNotifier  = 40  // +40, +41, ...
+	offRedis     = 79  // redis-server
+	offProxy     = 80  // the cuttable link of consumer-1 to Redis
+	offReplica   = 78  // Sentinel mode: the replica
+	offSentinel  = 70  // Sentinel mode: three Sentinels, +70, +71, +72
+	offPprof     = 100 // Options.Pprof: a service's pprof port, 100 above its HTTP one
+	maxReplicas  = 9   // per kind, so the ranges above never overlap
 	stopTimeout  = 15 * time.Second
 	readyTimeout = 90 * time.Second
 )
@@ -252,6 +257,9 @@ func (c *Cluster) buildServices(bin func(string) string, logs string, redisEnv [
 		addr := c.addr(off + i)
 		e := append(append([]string{}, common...), env...)
 		e = append(e, "WR_KAFKA_CLIENT_ID=waitroom-"+name)
+		if o.Pprof {
+			e = append(e, "WR_PPROF_ADDR="+c.addr(off+i+offPprof))
+		}
 		e = append(e, o.ProcEnv[name]...)
 		return &Proc{Name: name, Kind: kind, Bin: bin("waitroom-" + kind), LogFile: filepath.Join(logs, name+".log"),
 			Addr: addr, Health: "http://" + addr + "/readyz", Env: append(e, "WR_"+strings.ToUpper(kind)+"_ADDR="+addr)}

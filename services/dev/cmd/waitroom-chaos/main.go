@@ -46,7 +46,10 @@ type Config struct {
 	// RedisCluster runs Redis as a 3-master Redis Cluster and adds the
 	// faults of a master restarted empty (redis-node-empty,
 	// redis-epoch-node-empty).
-	RedisCluster   bool          `env:"WR_CHAOS_REDIS_CLUSTER" envDefault:"false"`
+	RedisCluster bool `env:"WR_CHAOS_REDIS_CLUSTER" envDefault:"false"`
+	// Pprof serves net/http/pprof on every service (WR_PPROF_ADDR: its HTTP
+	// port + 100), to profile a soak's heap while it runs.
+	Pprof          bool          `env:"WR_CHAOS_PPROF" envDefault:"false"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
 	// StrictPositions fails the run when a client was told a position larger
 	// than before (always reported).
@@ -108,7 +111,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	rows, err := chaos.Run(ctx, chaos.Options{
 		Cluster: cluster.Options{Bin: cfg.Bin, Dir: dir, Base: cfg.Base, Env: []string{"WR_LOG_LEVEL=info"}, Isolate: cfg.Isolate, Sentinel: cfg.Sentinel,
-			RedisCluster: cfg.RedisCluster},
+			RedisCluster: cfg.RedisCluster, Pprof: cfg.Pprof},
 		Faults: cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
 		Nemesis: cfg.Nemesis, Seed: seed, Skew: cfg.Skew, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
 		Meter: cfg.Meter, Growth: cfg.Growth, Sabotage: cfg.Sabotage, Log: log,
