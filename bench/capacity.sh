@@ -89,26 +89,8 @@ if [ -z "${NOBUILD:-}" ]; then
   (cd bench/capacity && GOWORK=off go build -o "$BIN/capacity" .)
 fi
 
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
-
-wait_http() { # url seconds
-  for _ in $(seq 1 $(($2 * 10))); do
-    curl -fs -o /dev/null "$1" && return 0
-    sleep 0.1
-  done
-  log "$1 did not answer in $2 s"; return 1
-}
-
-TOKEN_KEY=$(openssl rand -base64 48)
-ADMISSION_KEY=$(openssl rand -base64 32)
+# shellcheck source=bench/procs.sh
+. "$root/bench/procs.sh"
 common=(WR_LOG_LEVEL=warn WR_KAFKA_BROKERS=$BROKERS WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT)
 
 log "starting the broker, redis-server and the four services (ports $PB-$((PB + 99)))"

@@ -68,30 +68,8 @@ go build -o "$OUT/bin/waitroomctl" ./services/ctl
 (cd bench/ceiling && GOWORK=off go build -o "$OUT/bin/ceiling" .)
 (cd bench/openloop && GOWORK=off go build -o "$OUT/bin/openloop" .)
 
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill -INT "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
-
-wait_http() { # url seconds
-  for _ in $(seq 1 $(($2 * 10))); do
-    curl -fs -o /dev/null "$1" && return 0
-    sleep 0.1
-  done
-  log "$1 did not answer in $2 s"; return 1
-}
-
-# Fresh keys for the stack and the api alike: a deployed api refuses the
-# development keys published in the source.
-TOKEN_KEY=$(openssl rand -base64 48)
-ADMISSION_KEY=$(openssl rand -base64 32)
+# shellcheck source=bench/procs.sh
+. "$root/bench/procs.sh"
 
 log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
 WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=$KAFKA_PORTS \
