@@ -1,16 +1,11 @@
 package sse
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"hash"
 	"strconv"
 	"strings"
 
 	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/fieldmac"
 )
 
 // A cursor lets a stream reopen without reading Redis. It rides in the
@@ -26,64 +21,17 @@ type cursor struct {
 	seq, refHead, refPos int64
 }
 
-// cursorMACLen is the MAC's length in bytes (128 bits, 22 characters).
-const cursorMACLen = 16
-
-// newCursorKey is a random key: cursors then work on this replica only.
-// Run's notifier derives a shared one from the admission key (cursorKeyOf).
-func newCursorKey() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k) // never fails (crypto/rand)
-	return k
-}
+// cursorPurpose names the stream cursor's key among those derived from
+// one secret (fieldmac.KeyOf).
+const cursorPurpose = "waitroom stream cursor v1"
 
 // cursorKeyOf derives the cursor key from a secret every replica holds, so a
 // cursor one replica issued opens on another.
-func cursorKeyOf(secret string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("waitroom stream cursor v1"))
-	return m.Sum(nil)
-}
+func cursorKeyOf(secret string) []byte { return fieldmac.KeyOf(secret, cursorPurpose) }
 
 // SetCursorKey sets the key cursors are signed with (every replica the same
 // key; by default a random one, good on this replica only). Call before serving.
-func (s *Server) SetCursorKey(k []byte) { s.cursorKey = k }
-
-// macState is a keyed HMAC and its scratch buffers, reused through
-// Server.macs: hmac.New costs two SHA-256 blocks for the key's pads and four
-// allocations, and Reset returns a used one to its keyed state without them.
-type macState struct {
-	key []byte
-	h   hash.Hash
-	msg []byte
-	sum []byte
-}
-
-// cursorMAC is the MAC of c for item, tokenID and gen.
-func (s *Server) cursorMAC(item, tokenID string, gen view.ItemGen, c cursor) [cursorMACLen]byte {
-	m, _ := s.macs.Get().(*macState)
-	if m == nil || !bytes.Equal(m.key, s.cursorKey) { // none yet, or the key changed (SetCursorKey)
-		m = &macState{key: s.cursorKey, h: hmac.New(sha256.New, s.cursorKey), msg: make([]byte, 0, 128), sum: make([]byte, 0, sha256.Size)}
-	} else {
-		m.h.Reset()
-	}
-	b := m.msg[:0]
-	for _, f := range [...]string{item, tokenID, gen.View, gen.Item} {
-		b = strconv.AppendInt(b, int64(len(f)), 10)
-		b = append(b, ':')
-		b = append(b, f...)
-	}
-	for _, n := range [...]int64{c.seq, c.refHead, c.refPos} {
-		b = append(b, '|')
-		b = strconv.AppendInt(b, n, 10)
-	}
-	m.h.Write(b)
-	var mac [cursorMACLen]byte
-	copy(mac[:], m.h.Sum(m.sum[:0]))
-	m.msg = b
-	s.macs.Put(m)
-	return mac
-}
+func (s *Server) SetCursorKey(k []byte) { s.cursors = fieldmac.New(k) }
 
 // issueCursor is the cursor of c for the item and token (without the
 // progress before it); "" when there is nothing to resume from.
@@ -98,8 +46,8 @@ func (s *Server) issueCursor(item, tokenID string, c cursor) string {
 	b = append(b, '.')
 	b = strconv.AppendInt(b, c.refPos, 10)
 	b = append(b, '.')
-	mac := s.cursorMAC(item, tokenID, s.itemGen(item), c)
-	b = base64.RawURLEncoding.AppendEncode(b, mac[:])
+	gen := s.itemGen(item)
+	b = s.cursors.Append(b, []string{item, tokenID, gen.View, gen.Item}, []int64{c.seq, c.refHead, c.refPos})
 	return string(b)
 }
 
@@ -123,11 +71,8 @@ func (s *Server) checkCursor(item, tokenID, raw string) (cursor, bool) {
 	if c.seq <= 0 || c.refPos <= 0 || c.refHead >= c.seq || c.refPos > c.seq-c.refHead {
 		return cursor{}, false
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(f[3])
-	if err != nil || len(mac) != cursorMACLen {
-		return cursor{}, false
-	}
-	if want := s.cursorMAC(item, tokenID, s.itemGen(item), c); !hmac.Equal(mac, want[:]) {
+	gen := s.itemGen(item)
+	if !s.cursors.Check(f[3], []string{item, tokenID, gen.View, gen.Item}, []int64{c.seq, c.refHead, c.refPos}) {
 		return cursor{}, false
 	}
 	return c, true

@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/fieldmac"
 	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/pkg/store/liveness"
 	"github.com/waitroom/waitroom/pkg/store/queue"
@@ -139,9 +140,8 @@ type Server struct {
 
 	// seen, when set, counts open streams as signs of life (SetSeen).
 	seen *liveness.Tracker
-	// cursorKey signs the cursors in event ids (SetCursorKey).
-	cursorKey []byte
-	macs      sync.Pool // *macState of cursorKey, reused across cursors
+	// cursors signs the cursors in event ids (SetCursorKey).
+	cursors *fieldmac.Signer
 }
 
 // Blocks is the operator's block list in memory (*blocklist.List).
@@ -157,7 +157,7 @@ func (s *Server) SetBlocks(b Blocks) { s.blocks = b }
 // and items from items (nil: no ETA from the configured rate).
 func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *token.Signer, opt Options, m *Metrics, log *zap.Logger) *Server {
 	s := &Server{hub: hub, line: queue.New(rdb), items: items, signer: signer, admit: admit,
-		opt: opt.withDefaults(), m: m, log: log, now: time.Now, cursorKey: newCursorKey()}
+		opt: opt.withDefaults(), m: m, log: log, now: time.Now, cursors: fieldmac.Random()}
 	s.reads = rate.NewLimiter(rate.Inf, 0)
 	if n := s.opt.RefreshRate; n > 0 {
 		s.reads = rate.NewLimiter(rate.Limit(n), n)
