@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/topics"
-	"go.uber.org/zap/zaptest"
 )
 
 // publish records blocks on waitroom.blocks as the scheduler's admin API
@@ -125,15 +123,5 @@ func TestBlockedAddressHonoursTrustedProxies(t *testing.T) {
 // until it is ready.
 func (s *api) restart() *api {
 	s.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(s.t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	ready := &httpserver.Readiness{}
-	done := make(chan error, 1)
-	go func() { done <- httpapi.Run(ctx, s.cfg, ln, zaptest.NewLogger(s.t).Named("api2"), ready) }()
-	s.t.Cleanup(func() { stop(); require.NoError(s.t, <-done) })
-	require.Eventually(s.t, ready.Healthy, 30*time.Second, 10*time.Millisecond, "restarted api not ready")
-	n := *s
-	n.url = "http://" + ln.Addr().String()
-	return &n
+	return s.twin(nil)
 }

@@ -46,6 +46,7 @@ func (r *StatusResponse) appendJSON(b []byte) []byte {
 	b = intField(b, `,"drawAt":`, r.DrawAt)
 	b = intField(b, `,"inDraw":`, r.InDraw)
 	b = optField(b, `,"notice":`, r.Notice)
+	b = optField(b, `,"cursor":`, r.Cursor)
 	return append(b, '}')
 }
 

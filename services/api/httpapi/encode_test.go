@@ -30,6 +30,7 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 		{Status: "PRE_QUEUE", ItemID: "i", PollAfterMs: 3000, DrawAt: 1_800_000_000_000, InDraw: 2000},
 		{Status: "BLOCKED", ItemID: "i", Message: odd},
 		{Status: "WAITING", ItemID: "i", Token: "n.e.w", Notice: odd, Position: 2},
+		{Status: "WAITING", ItemID: "i", Position: 2, PollAfterMs: 1000, Cursor: "2.1800000000.AAAAAAAAAAAAAAAAAAAAAA"},
 	} {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)

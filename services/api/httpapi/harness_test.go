@@ -107,6 +107,27 @@ func newAPIWith(t *testing.T, set func(*httpapi.Config), items ...topics.ItemSta
 		http: &http.Client{Timeout: 10 * time.Second}, brokers: brokers, cfg: cfg, stop: halt}
 }
 
+// twin starts another api on the same record (Kafka and Redis), its config
+// changed by set (nil: the same), and waits until it is ready.
+func (s *api) twin(set func(*httpapi.Config)) *api {
+	s.t.Helper()
+	cfg := s.cfg
+	if set != nil {
+		set(&cfg)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(s.t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	ready := &httpserver.Readiness{}
+	done := make(chan error, 1)
+	go func() { done <- httpapi.Run(ctx, cfg, ln, zaptest.NewLogger(s.t).Named("api2"), ready) }()
+	s.t.Cleanup(func() { stop(); require.NoError(s.t, <-done) })
+	require.Eventually(s.t, ready.Healthy, 30*time.Second, 10*time.Millisecond, "api twin not ready")
+	n := *s
+	n.url, n.cfg = "http://"+ln.Addr().String(), cfg
+	return &n
+}
+
 type answer struct {
 	Code   int
 	Body   []byte

@@ -22,6 +22,11 @@ import (
 // not all read again in the same moment), when the head reaches it, and
 // whenever the view's generation changed. So a steady poller costs Redis
 // about two item reads per fresh interval, not a read per poll.
+//
+// An estimate is off by the holes the head passed (registration.Position):
+// it may tell less than an exact read later finds. So a token is never told
+// more than this replica told it last from the same generation (posEntry.told);
+// across replicas the client's status cursor does the same (told.go).
 type positions struct {
 	line       Line
 	view       *view.Watcher
@@ -49,6 +54,8 @@ type posEntry struct {
 	exact line.Status
 	at    time.Time
 	gen   view.ItemGen
+	// told is the smallest position told from this generation (0: none).
+	told int64
 	// early is how much sooner than the item's exactEvery this entry is read
 	// exactly again, in 1/1024ths of it (below 256: up to a quarter).
 	early uint8
@@ -129,7 +136,20 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	if !ok {
 		return line.Status{}, false
 	}
-	return registration.Moved(e.exact, m)
+	st, ok := registration.Moved(e.exact, m)
+	if !ok {
+		return line.Status{}, false
+	}
+	sh.mu.Lock()
+	if cur, found := sh.m[key]; found && cur.at == e.at && !cur.left { // not replaced meanwhile
+		if cur.told > 0 {
+			st.Position = min(st.Position, cur.told)
+		}
+		cur.told = st.Position
+		sh.m[key] = cur
+	}
+	sh.mu.Unlock()
+	return st, true
 }
 
 // motion is item's Motion read at most fresh ago from view generation gen.
@@ -201,23 +221,31 @@ func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item st
 }
 
 // remember keeps an exact waiting answer read from view generation gen (taken
-// before the read, so a rebuild racing it is never remembered as the new one).
-func (p *positions) remember(item, tokenID string, st line.Status, gen view.ItemGen) {
+// before the read, so a rebuild racing it is never remembered as the new one),
+// and returns the position to tell: the exact one, or the smaller one told
+// before from the same generation.
+func (p *positions) remember(item, tokenID string, st line.Status, gen view.ItemGen) int64 {
 	key := posKey(item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e, ok := sh.m[key]; ok && e.left && p.now().Sub(e.at) < p.exactEvery {
-		return
+	e, found := sh.m[key]
+	if found && e.left && p.now().Sub(e.at) < p.exactEvery {
+		return st.Position
 	}
 	if st.State != line.Waiting || st.Seq <= 0 {
 		delete(sh.m, key)
-		return
+		return st.Position
+	}
+	told := st.Position
+	if found && !e.left && e.gen == gen && e.told > 0 {
+		told = min(told, e.told)
 	}
 	if len(sh.m) >= p.max/len(p.shards)+1 {
 		forgetHalf(sh.m)
 	}
-	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen, early: uint8(rand.IntN(256))}
+	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen, told: told, early: uint8(rand.IntN(256))}
+	return told
 }
 
 // left forgets a token's answer: its place was left through this replica, and

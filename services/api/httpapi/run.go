@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,6 +240,7 @@ func (s *api) build(ctx context.Context, a *service.App, admit *token.Signer) er
 		Blocks:           blocks,
 		StatusExactEvery: cfg.StatusExactEvery, MotionFresh: cfg.MotionFresh, StatusTokens: cfg.StatusTokens, Seen: s.seen,
 		Guard: guard, Refusals: s.refusals, AutoWait: cfg.AutoWait, Signals: sitehealth.NewStore(rdb), SignalToken: cfg.SignalToken,
+		CursorKey: StatusCursorKey(cmp.Or(cfg.AdmissionKey, registration.DevAdmissionKey)),
 	}, a.Reg, log)
 	srv.now = cfg.Clock.Now
 	if err := httpserver.TrustProxies(a.HTTP, cfg.TrustedProxies); err != nil {

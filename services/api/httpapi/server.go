@@ -23,6 +23,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/fieldmac"
 	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/pkg/store/liveness"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
@@ -88,6 +89,9 @@ type Options struct {
 	// SIGNAL_DISABLED).
 	Signals     Signals
 	SignalToken string
+	// CursorKey signs the status cursors (StatusCursorKey; every replica
+	// the same key). Empty: a random key, good on this replica only.
+	CursorKey []byte
 }
 
 // Server serves the registration routes.
@@ -102,8 +106,10 @@ type Server struct {
 	m      *metrics
 	now    func() time.Time
 	pos    *positions // nil: every status read is exact
-	blocks *blockGate // nil: nobody is blocked
-	waits  *produceWaits
+	// cursors signs the status answers' cursors (told.go).
+	cursors *fieldmac.Signer
+	blocks  *blockGate // nil: nobody is blocked
+	waits   *produceWaits
 }
 
 // NewServer returns a Server; metrics are registered on reg.
@@ -130,6 +136,10 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 	s := &Server{items: items, prod: prod, line: line, signer: signer, admit: admit, opt: opt, log: log, m: newMetrics(reg), now: time.Now,
 		waits: &produceWaits{timeout: opt.ProduceTimeout}}
 	s.blocks = newBlockGate(opt.Blocks, reg)
+	s.cursors = fieldmac.Random()
+	if len(opt.CursorKey) > 0 {
+		s.cursors = fieldmac.New(opt.CursorKey)
+	}
 	if opt.StatusExactEvery > 0 {
 		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens, opt.StatusTimeout)
 	}
@@ -419,6 +429,9 @@ type StatusResponse struct {
 	InDraw int64 `json:"inDraw,omitempty"`
 	// Notice is the operator's message to everyone waiting for the item.
 	Notice string `json:"notice,omitempty"`
+	// Cursor (WAITING) is what this answer told, signed: sent back as
+	// ?cursor= on the next read, no later answer tells a larger position.
+	Cursor string `json:"cursor,omitempty"`
 }
 
 func (s *Server) status(c *gin.Context, pq parsedQueue) {
@@ -436,6 +449,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	// Each Redis read below bounds itself by StatusTimeout: an answer from
 	// memory, the common case, sets no timer.
 	ctx := c.Request.Context()
+	gen := s.opt.View.ItemGen(q.ItemID) // before the read, as positions.remember's
 	st, err := s.readStatus(ctx, q)
 	resumed := ""
 	if err == nil && st.State == line.Duplicated && st.TokenID != "" && q.Proven() {
@@ -453,11 +467,15 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	}
 	it, known := s.items.Get(q.ItemID)
 	a := registration.AnswerOf(st, registration.VerdictOf(it, known), s.now())
+	cursor := ""
+	if a.Status == registration.StatusWaiting && a.Position > 0 {
+		a.Position, cursor = s.told(cursorOf(c), q.ItemID, q.TokenID, gen, a.Position)
+	}
 	if it.IdleTimeoutSeconds > 0 && liveness.Counts(a.Status) {
 		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), s.now())
 	}
 	resp := StatusResponse{Status: a.Status, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
-		Position: a.Position, WaitingTotal: a.WaitingTotal, Token: resumed, Notice: it.Notice}
+		Position: a.Position, WaitingTotal: a.WaitingTotal, Token: resumed, Notice: it.Notice, Cursor: cursor}
 	if !a.ExpiresAt.IsZero() {
 		resp.ExpiresAt = a.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
@@ -510,7 +528,7 @@ func (s *Server) readStatus(ctx context.Context, q token.Queue) (line.Status, er
 		return st, err
 	}
 	s.m.readsExact.Inc()
-	s.pos.remember(q.ItemID, q.TokenID, st, gen)
+	st.Position = s.pos.remember(q.ItemID, q.TokenID, st, gen)
 	return st, nil
 }
 
@@ -572,8 +590,10 @@ type metrics struct {
 	// The two children of statusReads, resolved once: a read counts without a
 	// label lookup.
 	readsMemory, readsExact prometheus.Counter
-	guard                   *prometheus.CounterVec
-	auto                    *prometheus.CounterVec
+	// cursorBounded counts answers a client's cursor made smaller.
+	cursorBounded prometheus.Counter
+	guard         *prometheus.CounterVec
+	auto          *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -593,7 +613,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "waitroom_api_status_reads_total", Help: "Status reads of registrations, by source: exact (Redis) or memory (moved by the item's head).",
 	}, []string{"source"})
 	m.readsMemory, m.readsExact = m.statusReads.WithLabelValues("memory"), m.statusReads.WithLabelValues("exact")
-	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads)
+	m.cursorBounded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_api_status_cursor_bounded_total", Help: "Status answers whose position the client's cursor lowered (another replica, or this one, told it a smaller one).",
+	})
+	reg.MustRegister(m.produce, m.produceErrors, m.viewRefused, m.statusReads, m.cursorBounded)
 	m.guard = newGuardMetric(reg)
 	m.auto = newAutoMetric(reg)
 	return m

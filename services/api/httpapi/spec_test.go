@@ -125,6 +125,15 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	s.apply(q)
 	c.exchange("GET", reg+"/current?token="+tok, "", false, 200, "").decode(t, &st)
 	require.Equal(t, "WAITING", st.Status)
+	require.NotEmpty(t, st.Cursor, "a WAITING answer carries its cursor")
+	// A cursor sent back (on another item: a second read caches the item's motion).
+	_, qo := s.register("other", "bob")
+	s.apply(qo)
+	otok, _ := s.signer.IssueQueue(qo, time.Hour)
+	var ost httpapi.StatusResponse
+	c.exchange("GET", "/api/v1/items/other/registrations/"+otok, "", false, 200, "").decode(t, &ost)
+	c.exchange("GET", "/api/v1/items/other/registrations/"+otok+"?cursor="+ost.Cursor, "", false, 200, "").decode(t, &ost)
+	require.Equal(t, "WAITING", ost.Status)
 	s.admit("shoe")
 	c.exchange("GET", reg+"/current", "", false, 200, "", "Authorization", "Bearer "+tok).decode(t, &st)
 	require.Equal(t, "ADMITTED", st.Status)
