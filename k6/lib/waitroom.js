@@ -294,10 +294,12 @@ function scoreEta(st, admittedAt, item) {
 
 function pollAdmission(reg, item, deadline, st) {
   const url = BASE_URL + reg.body.statusUrl;
+  let cursor = ''; // the last WAITING answer's: no api replica tells a larger position
   while (Date.now() < deadline) {
-    const res = http.get(url, { tags: { name: 'status' } });
+    const res = http.get(cursor ? `${url}?cursor=${encodeURIComponent(cursor)}` : url, { tags: { name: 'status' } });
     const now = Date.now();
     const body = json(res);
+    if (body && body.cursor) cursor = body.cursor;
     if (res.status !== 200 || !body) {
       stepError('status', `${res.status} ${String(res.body).slice(0, 200)}`);
       sleep(POLL_MS / 1000);

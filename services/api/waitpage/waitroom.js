@@ -243,15 +243,18 @@
       };
     }
 
+    // poll reads the status, sending back the last WAITING answer's cursor:
+    // no api replica then tells a larger position than that answer did.
     async function poll() {
       transport("poll");
-      let wait = 1000;
+      let wait = 1000, cursor = "";
       while (!done) {
         try {
-          const r = await fetch(base + reg.statusUrl);
-          if (r.status === 401) { forget(); await register(); call(opts.onJoin, reg); continue; }
+          const r = await fetch(base + reg.statusUrl + (cursor ? "?cursor=" + encodeURIComponent(cursor) : ""));
+          if (r.status === 401) { forget(); await register(); call(opts.onJoin, reg); cursor = ""; continue; }
           const st = await r.json();
           if (!r.ok) throw new Error(st.error ? st.error.message : "status " + r.status);
+          if (st.cursor) cursor = st.cursor;
           notice(st.notice || "");
           if (st.token) { adopt(st.token); update(st); if (!done) listen(); return; }
           update(st);

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,13 +234,14 @@ type statusBody struct {
 	Status         string `json:"status"`
 	AdmissionToken string `json:"admissionToken"`
 	Position       int64  `json:"position"`
+	Cursor         string `json:"cursor"`
 }
 
 // status reads the registration's status: the HTTP code and the body.
-func (l *load) status(ctx context.Context, url string) (int, statusBody, error) {
+func (l *load) status(ctx context.Context, path string) (int, statusBody, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.base+url, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.base+path, nil)
 	resp, err := l.cl.Do(req)
 	if err != nil {
 		return 0, statusBody{}, err
@@ -250,12 +252,23 @@ func (l *load) status(ctx context.Context, url string) (int, statusBody, error) 
 	return resp.StatusCode, b, err
 }
 
+// poll reads the status until admitted, as the waiting page does: it sends
+// back the last WAITING answer's cursor, so whichever api answers never
+// tells a larger position than that answer.
 func (l *load) poll(ctx context.Context, p *person, deadline time.Time) string {
+	cursor := ""
 	for time.Now().Before(deadline) {
-		code, b, err := l.status(ctx, p.statusURL)
+		u := p.statusURL
+		if cursor != "" {
+			u += "?cursor=" + url.QueryEscape(cursor)
+		}
+		code, b, err := l.status(ctx, u)
 		if err == nil && code == http.StatusOK {
 			switch b.Status {
 			case "WAITING":
+				if b.Cursor != "" {
+					cursor = b.Cursor
+				}
 				p.told(b.Position, "status")
 				p.set(func(p *state) {
 					if p.inLine.IsZero() {
