@@ -52,8 +52,9 @@ type Config struct {
 	Pprof          bool          `env:"WR_CHAOS_PPROF" envDefault:"false"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"` // the apis' own setting, inherited
 	// StrictPositions fails the run when a client was told a position larger
-	// than before (always reported).
-	StrictPositions bool `env:"WR_CHAOS_STRICT_POSITIONS" envDefault:"false"`
+	// than before (always reported; false only reports it). The pollers send
+	// back the status cursor, so no api replica tells more than the last answer.
+	StrictPositions bool `env:"WR_CHAOS_STRICT_POSITIONS" envDefault:"true"`
 	// Meter reads every process's RSS and goroutines this often (0: never);
 	// the run fails when one grew past Growth times its reading a third of
 	// the way in (make soak-chaos).
