@@ -44,7 +44,7 @@ func (s *api) truth(q token.Queue) int64 {
 	return st.Position
 }
 
-// line registers n people for item and puts them in its line, in order.
+// lineUp registers n people for item and puts them in its line, in order.
 func (s *api) lineUp(item string, n int) ([]string, []token.Queue) {
 	s.t.Helper()
 	toks, qs := make([]string, n), make([]token.Queue, n)
