@@ -23,3 +23,19 @@ func FuzzAppendIsEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendFindsEveryEscapeInAWord puts each byte that encoding/json
+// escapes or replaces at each place of a 24-byte string, so the eight-byte
+// steps of plainPrefix meet it in every lane.
+func TestAppendFindsEveryEscapeInAWord(t *testing.T) {
+	for _, c := range []byte{0x00, 0x1f, '"', '\\', '<', '>', '&', 0x7f, 0x80, 0xff} {
+		for at := 0; at < 24; at++ {
+			b := []byte("abcdefghijklmnopqrstuvwx")
+			b[at] = c
+			want, _ := json.Marshal(string(b))
+			if got := Append(nil, string(b)); string(got) != string(want) {
+				t.Errorf("%#x at %d: %s, want %s", c, at, got, want)
+			}
+		}
+	}
+}

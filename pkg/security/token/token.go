@@ -75,6 +75,9 @@ type Signer struct {
 	// also are keys that verify (never sign) tokens whose header names
 	// their kid: the previous or next key of a rollover (VerifyAlso).
 	also []VerifyKey
+	// seen, when set, remembers queue tokens that passed ParseQueue
+	// (RememberVerified).
+	seen *verified
 }
 
 // VerifyKey is an Ed25519 public key a Signer accepts besides its own, by kid.
@@ -287,8 +290,16 @@ func (s *Signer) ParseQueue(raw string) (Queue, error) {
 	if !s.mac.usable() {
 		return s.parseQueueLib(raw)
 	}
+	if s.seen != nil {
+		if q, ok := s.seen.get(raw, s.now()); ok {
+			return q, nil
+		}
+	}
 	switch q, r := s.parseQueueFast(raw); r {
 	case fastOK:
+		if s.seen != nil {
+			s.seen.put(raw, q)
+		}
 		return q, nil
 	case fastExpired:
 		return Queue{}, ErrExpired

@@ -42,9 +42,14 @@ type positions struct {
 	items map[string]*motion
 }
 
+// posShard holds entries by pointer: an entry is never written once stored
+// (remember and left store a new one), so a reader copies the pointer under
+// the lock and reads the entry after it, and the map's lookup is the fast
+// one for string keys (a value over 128 bytes, as posEntry is, takes the
+// generic path and is copied out on every read).
 type posShard struct {
 	mu sync.Mutex
-	m  map[string]posEntry
+	m  map[string]*posEntry
 }
 
 // posEntry is a registration's last exact read, kept by item and tokenId:
@@ -93,7 +98,7 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 	p := &positions{line: line, view: w, fresh: fresh, exactEvery: exactEvery, max: max, timeout: timeout, now: time.Now,
 		seed: maphash.MakeSeed(), items: map[string]*motion{}}
 	for i := range p.shards {
-		p.shards[i].m = map[string]posEntry{}
+		p.shards[i].m = map[string]*posEntry{}
 	}
 	return p
 }
@@ -109,11 +114,17 @@ func (p *positions) gen(item string) view.ItemGen {
 	return p.view.ItemGen(item)
 }
 
-func (p *positions) shard(key string) *posShard {
-	return &p.shards[maphash.String(p.seed, key)%uint64(len(p.shards))]
+func (p *positions) shard(key []byte) *posShard {
+	return &p.shards[maphash.Bytes(p.seed, key)%uint64(len(p.shards))]
 }
 
-func posKey(item, tokenID string) string { return item + "\x00" + tokenID }
+// posKey appends item's and tokenID's entry key to b. A read looks the
+// entry up as sh.m[string(key)], which makes no string.
+func posKey(b []byte, item, tokenID string) []byte {
+	b = append(b, item...)
+	b = append(b, 0)
+	return append(b, tokenID...)
+}
 
 // status answers from memory when it can (ok), else the caller reads exactly
 // and calls remember. every, when positive and shorter, replaces exactEvery
@@ -122,10 +133,11 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	if every <= 0 || every > p.exactEvery {
 		every = p.exactEvery
 	}
-	key := posKey(item, tokenID)
+	var kb [128]byte
+	key := posKey(kb[:0], item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
-	e, found := sh.m[key]
+	e, found := sh.m[string(key)]
 	sh.mu.Unlock()
 	now := p.now()
 	gen := p.gen(item)
@@ -141,12 +153,15 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 		return line.Status{}, false
 	}
 	sh.mu.Lock()
-	if cur, found := sh.m[key]; found && cur.at == e.at && !cur.left { // not replaced meanwhile
+	if cur, found := sh.m[string(key)]; found && cur.at == e.at && !cur.left { // the same exact read
 		if cur.told > 0 {
 			st.Position = min(st.Position, cur.told)
 		}
-		cur.told = st.Position
-		sh.m[key] = cur
+		if cur.told != st.Position { // stored entries are never written: a new one
+			n := *cur
+			n.told = st.Position
+			sh.m[string(key)] = &n
+		}
 	}
 	sh.mu.Unlock()
 	return st, true
@@ -225,16 +240,16 @@ func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item st
 // and returns the position to tell: the exact one, or the smaller one told
 // before from the same generation.
 func (p *positions) remember(item, tokenID string, st line.Status, gen view.ItemGen) int64 {
-	key := posKey(item, tokenID)
+	key := posKey(nil, item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, found := sh.m[key]
+	e, found := sh.m[string(key)]
 	if found && e.left && p.now().Sub(e.at) < p.exactEvery {
 		return st.Position
 	}
 	if st.State != line.Waiting || st.Seq <= 0 {
-		delete(sh.m, key)
+		delete(sh.m, string(key))
 		return st.Position
 	}
 	told := st.Position
@@ -244,16 +259,16 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 	if len(sh.m) >= p.max/len(p.shards)+1 {
 		forgetHalf(sh.m)
 	}
-	sh.m[key] = posEntry{exact: st, at: p.now(), gen: gen, told: told, early: uint8(rand.IntN(256))}
+	sh.m[string(key)] = &posEntry{exact: st, at: p.now(), gen: gen, told: told, early: uint8(rand.IntN(256))}
 	return told
 }
 
 // left forgets a token's answer: its place was left through this replica, and
 // its reads are exact for the next exactEvery.
 func (p *positions) left(item, tokenID string) {
-	key := posKey(item, tokenID)
+	key := posKey(nil, item, tokenID)
 	sh := p.shard(key)
 	sh.mu.Lock()
-	sh.m[key] = posEntry{left: true, at: p.now()}
+	sh.m[string(key)] = &posEntry{left: true, at: p.now()}
 	sh.mu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/topics"
@@ -42,12 +43,24 @@ const (
 )
 
 // produceWait is one record and its wait: the record is a field, so a
-// produce allocates the two together.
+// produce allocates the two together. It is the first field, so the
+// record's address is the wait's and one promise function (settleRecord)
+// serves every produce without a closure per record.
 type produceWait struct {
-	rec      kgo.Record
+	rec      kgo.Record // first: see settleRecord
 	deadline time.Time
 	state    atomic.Uint32
 	done     chan error // buffered 1: exactly one settle sends
+}
+
+// The record must stay produceWait's first field (the index is out of
+// range, and the build fails, otherwise).
+var _ = [1]struct{}{}[unsafe.Offsetof(produceWait{}.rec)]
+
+// settleRecord is the promise of a record produceBounded sent: r is the
+// first field of its produceWait.
+func settleRecord(r *kgo.Record, err error) {
+	(*produceWait)(unsafe.Pointer(r)).settle(err)
 }
 
 // settle answers the wait with err unless it was answered already.
@@ -114,7 +127,7 @@ func (s *Server) produceBounded(ctx context.Context, key, value []byte, start ti
 	w := &produceWait{done: make(chan error, 1), deadline: start.Add(s.opt.ProduceTimeout)}
 	w.rec.Topic, w.rec.Key, w.rec.Value = topics.Registrations, key, value
 	s.waits.add(w)
-	s.prod.TryProduce(ctx, &w.rec, func(_ *kgo.Record, err error) { w.settle(err) })
+	s.prod.TryProduce(ctx, &w.rec, settleRecord)
 	err := <-w.done
 	if !errors.Is(err, kgo.ErrMaxBuffered) {
 		return &w.rec, err
