@@ -11,9 +11,15 @@ import (
 // memBuckets are token buckets kept in this replica's memory, for the calls
 // that write nothing to the record (status reads): a token's reads then cost
 // no Redis round trip (the api answers most of them from memory), and a token
-// spread over n replicas gets at most n buckets' worth. Bounded: a shard that
-// is full forgets a random half of its buckets (a forgotten bucket starts
-// full again, which only ever lets more through).
+// spread over n replicas gets at most n buckets' worth.
+//
+// A bucket that has refilled to its burst is the same as no bucket (a new one
+// starts full), so a shard drops its full buckets whenever it has doubled
+// since it last did: it holds about twice the tokens that called within
+// burst/rate (2 s by default), not every token ever served, and each
+// sweep's cost is paid by the inserts that doubled it. Bounded besides: a
+// shard that is still full forgets a random half of its buckets (a forgotten
+// bucket starts full again, which only ever lets more through).
 type memBuckets struct {
 	rate, burst float64 // tokens a second, and the most a bucket holds
 	perShard    int
@@ -24,7 +30,12 @@ type memBuckets struct {
 type memShard struct {
 	mu sync.Mutex
 	m  map[string]memBucket
+	// sweepAt is the size at which the shard next drops its full buckets.
+	sweepAt int
 }
+
+// minSweep is the smallest size at which a shard drops its full buckets.
+const minSweep = 64
 
 type memBucket struct {
 	tokens float64
@@ -38,8 +49,20 @@ func newMemBuckets(l redis_rate.Limit, max int) *memBuckets {
 	b := &memBuckets{rate: float64(l.Rate) / l.Period.Seconds(), burst: float64(l.Burst), perShard: max/64 + 1, seed: maphash.MakeSeed()}
 	for i := range b.shards {
 		b.shards[i].m = map[string]memBucket{}
+		b.shards[i].sweepAt = minSweep
 	}
 	return b
+}
+
+// sweep drops sh's buckets that are full again at now, with sh.mu held, and
+// sets the size of the next sweep to twice what is left.
+func (b *memBuckets) sweep(sh *memShard, now time.Time) {
+	for k, e := range sh.m {
+		if e.tokens+now.Sub(e.at).Seconds()*b.rate >= b.burst {
+			delete(sh.m, k)
+		}
+	}
+	sh.sweepAt = max(2*len(sh.m), minSweep)
 }
 
 // forgetHalf deletes a random half of m (map order is random): how a full
@@ -63,6 +86,9 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	defer sh.mu.Unlock()
 	e, ok := sh.m[key]
 	if !ok {
+		if len(sh.m) >= sh.sweepAt {
+			b.sweep(sh, now)
+		}
 		if len(sh.m) >= b.perShard {
 			forgetHalf(sh.m)
 		}

@@ -27,6 +27,11 @@ import (
 // it may tell less than an exact read later finds. So a token is never told
 // more than this replica told it last from the same generation (posEntry.told);
 // across replicas the client's status cursor does the same (told.go).
+//
+// An entry read exactly exactEvery ago or more answers nothing any more (the
+// next read is exact), so a shard drops those whenever it has doubled since
+// it last did (as memBuckets): it holds about twice the tokens read exactly
+// within exactEvery, not every token served up to max.
 type positions struct {
 	line       Line
 	view       *view.Watcher
@@ -50,6 +55,8 @@ type positions struct {
 type posShard struct {
 	mu sync.Mutex
 	m  map[string]*posEntry
+	// sweepAt is the size at which the shard next drops its stale entries.
+	sweepAt int
 }
 
 // posEntry is a registration's last exact read, kept by item and tokenId:
@@ -99,8 +106,27 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 		seed: maphash.MakeSeed(), items: map[string]*motion{}}
 	for i := range p.shards {
 		p.shards[i].m = map[string]*posEntry{}
+		p.shards[i].sweepAt = minSweep
 	}
 	return p
+}
+
+// makeRoom makes room in sh for one more entry at now, with sh.mu held: past
+// sweepAt it drops the entries read exactEvery ago or more (an entry that
+// old is never answered from, nor keeps a leave's reads exact: it is as good
+// as none), and a shard still full forgets half of what it holds.
+func (p *positions) makeRoom(sh *posShard, now time.Time) {
+	if len(sh.m) >= sh.sweepAt {
+		for k, e := range sh.m {
+			if now.Sub(e.at) >= p.exactEvery {
+				delete(sh.m, k)
+			}
+		}
+		sh.sweepAt = max(2*len(sh.m), minSweep)
+	}
+	if len(sh.m) >= p.max/len(p.shards)+1 {
+		forgetHalf(sh.m)
+	}
 }
 
 // gen names the incarnation of item's line the answers come from: the
@@ -244,8 +270,9 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 	sh := p.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := p.now()
 	e, found := sh.m[string(key)]
-	if found && e.left && p.now().Sub(e.at) < p.exactEvery {
+	if found && e.left && now.Sub(e.at) < p.exactEvery {
 		return st.Position
 	}
 	if st.State != line.Waiting || st.Seq <= 0 {
@@ -256,10 +283,8 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 	if found && !e.left && e.gen == gen && e.told > 0 {
 		told = min(told, e.told)
 	}
-	if len(sh.m) >= p.max/len(p.shards)+1 {
-		forgetHalf(sh.m)
-	}
-	sh.m[string(key)] = &posEntry{exact: st, at: p.now(), gen: gen, told: told, early: uint8(rand.IntN(256))}
+	p.makeRoom(sh, now)
+	sh.m[string(key)] = &posEntry{exact: st, at: now, gen: gen, told: told, early: uint8(rand.IntN(256))}
 	return told
 }
 
@@ -268,7 +293,9 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 func (p *positions) left(item, tokenID string) {
 	key := posKey(nil, item, tokenID)
 	sh := p.shard(key)
+	now := p.now()
 	sh.mu.Lock()
-	sh.m[string(key)] = &posEntry{left: true, at: p.now()}
+	p.makeRoom(sh, now)
+	sh.m[string(key)] = &posEntry{left: true, at: now}
 	sh.mu.Unlock()
 }
