@@ -87,29 +87,37 @@ local function scores(toks)
   end
 end
 pcall(function()
-  local users, curs, toks = {}, {}, {}
+  local users, toks, curs, n, nc = {}, {}, {}, 0, 0
   for a = first, stop, stride do
-    users[#users + 1] = stride > 3 and ARGV[a + 3] or ARGV[a + 1]
+    n = n + 1
+    toks[n] = ARGV[a + 1]
+    users[n] = stride > 3 and ARGV[a + 3] or toks[n]
   end
-  for lo = 1, #users, CHUNK do
-    local hi = math.min(lo + CHUNK - 1, #users)
+  for lo = 1, n, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, n)
     local cur = redis.call('HMGET', KEYS[2], unpack(users, lo, hi))
     for i = lo, hi do
       local c = cur[i - lo + 1]
       holder[users[i]] = c
-      if c and string.sub(c, 1, 1) ~= '!' then
-        curs[#curs + 1] = c
+      if c and string.byte(c) ~= 33 then -- not '!': a live holder
+        nc = nc + 1
+        curs[nc] = c
       end
     end
   end
-  scores(curs)
-  for a = first, stop, stride do
-    local c = holder[stride > 3 and ARGV[a + 3] or ARGV[a + 1]]
-    if not (c and seqOf[c]) then
-      toks[#toks + 1] = ARGV[a + 1]
+  if nc > 0 then
+    scores(curs)
+    local rest, m = {}, 0
+    for i = 1, n do
+      local c = holder[users[i]]
+      if not (c and seqOf[c]) then
+        m = m + 1
+        rest[m] = toks[i]
+      end
     end
+    toks = rest
   end
-  scores(toks)
+  scores(toks) -- without live holders (most calls): every token
 end)
 
 -- cached is cache[member], read from Redis (cmd key member) when the call has
@@ -301,22 +309,31 @@ local out, k = {}, 0
 -- one() would add it, without one()'s lookups. Most records are such.
 local function bulk(a)
   if not (plain and poolN == 0 and lateN == 0) then return a end
+  local argv, num, fmt = ARGV, tonumber, string.format
+  local nw, nu, s, l, n = nWaiting, nUsers, seq, last, k
   while a <= stop do
-    local off, tok, user = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 1]
+    local off, tok = num(argv[a]), argv[a + 1]
+    local user = tok
     if stride > 3 then
-      user = ARGV[a + 3]
+      user = argv[a + 3]
       if stride > 4 then
-        local w = tonumber(ARGV[a + 4])
-        if ARGV[a + 5] ~= '' or not w or w > drawn then return a end
+        local w = num(argv[a + 4])
+        if argv[a + 5] ~= '' or not w or w > drawn then break end
       end
     end
-    if not off or off <= last or holder[user] ~= false or seqOf[tok] ~= false then return a end
-    seq = seq + 1
-    addWaiting[nWaiting + 1], addWaiting[nWaiting + 2], nWaiting = seq, tok, nWaiting + 2
-    setUsers[nUsers + 1], setUsers[nUsers + 2], nUsers = user, tok, nUsers + 2
-    holder[user], seqOf[tok], last, done = tok, seq, off, true
-    out[k + 1], k = seq, k + 1
+    if not off or off <= l or holder[user] ~= false or seqOf[tok] ~= false then break end
+    s = s + 1
+    -- The score as Redis would write the number (%.17g: the integer's
+    -- digits), by the cheaper integer format.
+    addWaiting[nw + 1], addWaiting[nw + 2], nw = fmt('%d', s), tok, nw + 2
+    setUsers[nu + 1], setUsers[nu + 2], nu = user, tok, nu + 2
+    holder[user], seqOf[tok], l = tok, s, off
+    n = n + 1
+    out[n] = s
     a = a + stride
+  end
+  if n > k then
+    nWaiting, nUsers, seq, last, k, done = nw, nu, s, l, n, true
   end
   return a
 end
