@@ -52,14 +52,17 @@ end
 -- "now:n". unpub, when not nil, is the unpublished list:
 -- each token is pushed as "tokenId<TAB>expiry<TAB>mark" (mark: the item's
 -- applied offsets when promote decided, see appliedMark) for the scheduler
--- to publish. front, when true, says toks after the first nx are the line's
+-- to publish; admit returns the first keep of the entries it pushed (keep
+-- nil: none). front, when true, says toks after the first nx are the line's
 -- first members once those nx left it (promote read them from the front):
 -- they leave by rank, one ZREMRANGEBYRANK instead of a ZREM of each member
 -- (the same line; Redis finds no member and parses no argument).
 -- k: {waiting, admitted, head, paced, express, changes}.
 local ADMIT_CHUNK = 1000
-local function admit(k, toks, nx, exps, head, now, unpub, mark, front)
+local function admit(k, toks, nx, exps, head, now, unpub, mark, front, keep)
   local many = type(exps) == 'table'
+  local kept = {}
+  keep = keep or 0
   local one, tail = exps, nil
   if not many then
     -- One expiry: formatted once, not by Redis (%.17g) for each ZADD score
@@ -90,7 +93,12 @@ local function admit(k, toks, nx, exps, head, now, unpub, mark, front)
       redis.call('ZREM', k[5], unpack(toks, lo, math.min(hi, nx)))
     end
     redis.call('ZADD', k[2], unpack(z))
-    if unpub then redis.call('RPUSH', unpub, unpack(u)) end
+    if unpub then
+      redis.call('RPUSH', unpub, unpack(u))
+      for i = lo, math.min(hi, keep) do
+        kept[i] = u[i - lo + 1]
+      end
+    end
   end
   if front and #toks > nx then
     redis.call('ZREMRANGEBYRANK', k[1], 0, #toks - nx - 1)
@@ -102,6 +110,7 @@ local function admit(k, toks, nx, exps, head, now, unpub, mark, front)
     redis.call('RPUSH', k[4], now .. ':' .. #toks)
     changed(k[6])
   end
+  return kept
 end
 
 -- appliedMark is the item's applied registrations offsets as one string,

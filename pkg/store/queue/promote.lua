@@ -187,17 +187,21 @@ if n > 0 then
     head = tonumber(redis.call('ZSCORE', KEYS[1], admitted[#admitted]))
   end
 end
+-- The page returned: the list's first entries. When it was empty, they are
+-- this call's admissions, as admit pushed them (no LRANGE to read them back).
+local first = {}
 if #admitted > 0 then
   local newHead = nil
   if fifo > 0 then newHead = head end
-  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[12]}, admitted, taken - #stale, now + ttl * 1000, newHead, now,
-    KEYS[8], mark, true)
+  local keep = 0
+  if unpublished == 0 then keep = page end
+  first = admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[12]}, admitted, taken - #stale, now + ttl * 1000, newHead,
+    now, KEYS[8], mark, true, keep)
   tokens = tokens - fifo -- express places are not charged to the rate budget
   sum60 = sum60 + #admitted
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
-local first = {}
-if page > 0 then
+if page > 0 and unpublished > 0 then
   first = redis.call('LRANGE', KEYS[8], 0, page - 1)
 end
 return {'OK', #admitted, head, waiting - #admitted, active + #admitted, expired, first,
