@@ -280,9 +280,10 @@ local function one(a)
 end
 
 -- plain: whether the call may apply plain new records in bulk (below):
--- the reads such a record makes, made once, succeeded and found the seq an
--- integer. A read that fails leaves what it read before it cached, as one
--- would have, and the records go one by one.
+-- the reads such a record makes, made once, succeeded and found the applied
+-- offset a number and the seq an integer. A read that fails leaves what it
+-- read before it cached, as one would have, and the records go one by one
+-- (each refused on its own, as a value).
 local plain = pcall(function()
   if last == nil then last = tonumber(redis.call('HGET', KEYS[1], part) or '-1') end
   if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
@@ -297,7 +298,7 @@ local plain = pcall(function()
     seqOK = (v == '0' or string.match(v, '^%-?[1-9]%d*$') ~= nil) and #v <= 17
     seq = seqOK and tonumber(v) or 0
   end
-end) and seqOK
+end) and seqOK and last ~= nil
 
 local out, k = {}, 0
 
