@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,7 +72,8 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	})
 	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
-	cpu0, proc0 := testenv.ReadRedisStats(b, rdb).CPU, testenv.ProcCPU(b)
+	st0 := testenv.ReadRedisStats(b, rdb)
+	cpu0, proc0 := st0.CPU, testenv.ProcCPU(b)
 	b.ResetTimer()
 	var rep rebuild.Report
 	for range b.N {
@@ -79,7 +82,9 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	cpu, proc := time.Duration((testenv.ReadRedisStats(b, rdb).CPU-cpu0)*float64(time.Second)), testenv.ProcCPU(b)-proc0
+	st := testenv.ReadRedisStats(b, rdb)
+	cpu, proc := time.Duration((st.CPU-cpu0)*float64(time.Second)), testenv.ProcCPU(b)-proc0
+	logRedisWork(b, st0, st, rep.Records*int64(b.N))
 	if w, _ := queue.New(rdb).Stats(ctx, "big"); w.Waiting != int64(n) {
 		b.Fatalf("rebuilt %d waiting, want %d", w.Waiting, n)
 	}
@@ -92,4 +97,29 @@ func BenchmarkRebuild(b *testing.B) {
 	// This process's CPU per record: reading and decoding the topics, kfake
 	// serving the fetches, building the script calls.
 	b.ReportMetric(proc.Seconds()*1e6/float64(rep.Records)/float64(b.N), "proc-cpu-µs/record")
+}
+
+// logRedisWork logs where redis-server's time went per record between two
+// INFO reads: its main thread's CPU, the scripts' usec (commandstats, wall
+// time) and, of that, the commands the scripts ran, by name.
+func logRedisWork(b *testing.B, st0, st testenv.RedisStats, records int64) {
+	b.Helper()
+	if records == 0 {
+		return
+	}
+	per := func(usec int64) float64 { return float64(usec) / float64(records) }
+	scripts0, _ := st0.Scripts()
+	scripts, _ := st.Scripts()
+	var parts []string
+	inside := int64(0)
+	for name, u := range st.Usec {
+		if testenv.IsScriptCmd(name) || u == st0.Usec[name] {
+			continue
+		}
+		inside += u - st0.Usec[name]
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, per(u-st0.Usec[name])))
+	}
+	sort.Strings(parts)
+	b.Logf("per record: main thread %.2f cpu-µs, scripts %.2f µs, of which and beside them commands %.2f (%s)",
+		(st.MainCPU-st0.MainCPU)*1e6/float64(records), per(scripts-scripts0), per(inside), strings.Join(parts, ", "))
 }

@@ -17,12 +17,14 @@ import (
 )
 
 // sizes are the sizes every bounded path is tested at: one, either side of
-// Lua's stack limit (~8,000), and far past it. 500,000 is left out under -short.
+// Lua's stack limit (~8,000), one whole slice and page (20,000: promote's
+// page is then every entry the slice pushed), and far past it. 500,000 is
+// left out under -short.
 func sizes(t *testing.T) []int {
 	if testing.Short() {
-		return []int{1, 7_999, 8_000, 100_000}
+		return []int{1, 7_999, 8_000, queue.MaxAdmitPerCall, 100_000}
 	}
-	return []int{1, 7_999, 8_000, 100_000, 500_000}
+	return []int{1, 7_999, 8_000, queue.MaxAdmitPerCall, 100_000, 500_000}
 }
 
 func tokenOf(i int) string { return fmt.Sprintf("tok-%07d", i) }

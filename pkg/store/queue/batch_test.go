@@ -268,3 +268,23 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 	}
 	require.Len(t, res, v)
 }
+
+// An applied offset that is not a number refuses each record of a call on
+// its own, as a value (the bulk path of plain new records does not run on
+// it), and nothing is written.
+func TestEnqueueCorruptAppliedOffsetRefusesEachRecord(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	enqueue := redis.NewScript(queue.EnqueueSrcForTest)
+	k := queue.KeysFor("bad-offset")
+	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
+	require.NoError(t, rdb.HSet(ctx, k.Applied, "0", "x").Err())
+	res, err := enqueue.Run(ctx, rdb, keys, "0", "3", "1", "t1", "0", "2", "t2", "0").Slice()
+	require.NoError(t, err, "a record's error is a value, not the call's")
+	require.Len(t, res, 6)
+	for i := 0; i < 6; i += 3 {
+		assert.Equal(t, "ERR", res[i], "record %d", i/3)
+	}
+	assert.Zero(t, rdb.Exists(ctx, k.Waiting, k.Users, k.Seq).Val(), "nothing written")
+	assert.Equal(t, "x", rdb.HGet(ctx, k.Applied, "0").Val())
+}

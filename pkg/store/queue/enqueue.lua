@@ -14,15 +14,15 @@
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
 -- KEYS[11] wr:{item}:changes  STRING changes of the line (the prelude's changed): one a call that applied
--- ARGV[1] the records' partition  ARGV[2] the fields per record, 3 or 7; then
---   per record, in record order: offset, tokenId, the record's timestamp (unix
---   ms; the moment an admission is judged live at: a function of the record,
---   so a rebuild applies it alike; 0: Redis's clock, for ops made without a
---   record), and with 7: the place key, the draw window of the register (unix
---   ms; 0: first come, first served), the bypass code id ("": none), the
---   code's count (0: it had expired when the record was made). With 3 the
---   place key is the tokenId, the window 0 and no code was used (most
---   registrations: fewer arguments for Redis to read).
+-- ARGV[1] the records' partition  ARGV[2] the fields per record, 3, 4 or 7;
+--   then per record, in record order: offset, tokenId, the record's timestamp
+--   (unix ms; the moment an admission is judged live at: a function of the
+--   record, so a rebuild applies it alike; 0: Redis's clock, for ops made
+--   without a record), with 4 or 7 the place key, and with 7: the draw window
+--   of the register (unix ms; 0: first come, first served), the bypass code id
+--   ("": none), the code's count (0: it had expired when the record was made).
+--   With 3 the place key is the tokenId; with 3 or 4 the window is 0 and no
+--   code was used (most registrations: fewer arguments for Redis to read).
 -- Returns the answers of the records in one flat array, in record order
 -- (no table a record: Redis reads each table of a reply field by field):
 --   the new seq (an integer), when the record's token was ADDED at the back
@@ -87,29 +87,37 @@ local function scores(toks)
   end
 end
 pcall(function()
-  local users, curs, toks = {}, {}, {}
+  local users, toks, curs, n, nc = {}, {}, {}, 0, 0
   for a = first, stop, stride do
-    users[#users + 1] = stride > 3 and ARGV[a + 3] or ARGV[a + 1]
+    n = n + 1
+    toks[n] = ARGV[a + 1]
+    users[n] = stride > 3 and ARGV[a + 3] or toks[n]
   end
-  for lo = 1, #users, CHUNK do
-    local hi = math.min(lo + CHUNK - 1, #users)
+  for lo = 1, n, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, n)
     local cur = redis.call('HMGET', KEYS[2], unpack(users, lo, hi))
     for i = lo, hi do
       local c = cur[i - lo + 1]
       holder[users[i]] = c
-      if c and string.sub(c, 1, 1) ~= '!' then
-        curs[#curs + 1] = c
+      if c and string.byte(c) ~= 33 then -- not '!': a live holder
+        nc = nc + 1
+        curs[nc] = c
       end
     end
   end
-  scores(curs)
-  for a = first, stop, stride do
-    local c = holder[stride > 3 and ARGV[a + 3] or ARGV[a + 1]]
-    if not (c and seqOf[c]) then
-      toks[#toks + 1] = ARGV[a + 1]
+  if nc > 0 then
+    scores(curs)
+    local rest, m = {}, 0
+    for i = 1, n do
+      local c = holder[users[i]]
+      if not (c and seqOf[c]) then
+        m = m + 1
+        rest[m] = toks[i]
+      end
     end
+    toks = rest
   end
-  scores(toks)
+  scores(toks) -- without live holders (most calls): every token
 end)
 
 -- cached is cache[member], read from Redis (cmd key member) when the call has
@@ -153,8 +161,10 @@ end
 
 local function one(a)
   local off, tok, user, win, code, count = tonumber(ARGV[a]), ARGV[a + 1], nil, nil, '', nil
-  if stride > 3 then
+  if stride > 4 then
     user, win, code, count = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  elseif stride > 3 then
+    user = ARGV[a + 3]
   else
     user = tok
   end
@@ -269,8 +279,68 @@ local function one(a)
   return seq
 end
 
+-- plain: whether the call may apply plain new records in bulk (below):
+-- the reads such a record makes, made once, succeeded and found the applied
+-- offset a number and the seq an integer. A read that fails leaves what it
+-- read before it cached, as one would have, and the records go one by one
+-- (each refused on its own, as a value).
+local plain = pcall(function()
+  if last == nil then last = tonumber(redis.call('HGET', KEYS[1], part) or '-1') end
+  if poolN == nil then poolN = redis.call('ZCARD', KEYS[6]) end
+  if lateN == nil then lateN = redis.call('ZCARD', KEYS[7]) end
+  if not admittedOK then
+    redis.call('ZCARD', KEYS[5]) -- type-checks the admitted set
+    admittedOK = true
+  end
+  if drawn == nil then drawn = tonumber(redis.call('HGET', KEYS[8], 'window') or '0') or 0 end
+  if seqOK == nil then
+    local v = redis.call('GET', KEYS[3]) or '0'
+    seqOK = (v == '0' or string.match(v, '^%-?[1-9]%d*$') ~= nil) and #v <= 17
+    seq = seqOK and tonumber(v) or 0
+  end
+end) and seqOK and last ~= nil
+
 local out, k = {}, 0
-for a = first, stop, stride do
+
+-- bulk applies the plain new records from argument a on, while the pool and
+-- the late set are empty, and returns the first argument it left: a record
+-- not applied before, with no bypass code, no window past the last draw,
+-- whose place key has no holder and whose token is not in the line (as the
+-- call's reads and writes say) is ADDED at the back of the line, exactly as
+-- one() would add it, without one()'s lookups. Most records are such.
+local function bulk(a)
+  if not (plain and poolN == 0 and lateN == 0) then return a end
+  local argv, num, fmt = ARGV, tonumber, string.format
+  local nw, nu, s, l, n = nWaiting, nUsers, seq, last, k
+  while a <= stop do
+    local off, tok = num(argv[a]), argv[a + 1]
+    local user = tok
+    if stride > 3 then
+      user = argv[a + 3]
+      if stride > 4 then
+        local w = num(argv[a + 4])
+        if argv[a + 5] ~= '' or not w or w > drawn then break end
+      end
+    end
+    if not off or off <= l or holder[user] ~= false or seqOf[tok] ~= false then break end
+    s = s + 1
+    -- The score as Redis would write the number (%.17g: the integer's
+    -- digits), by the cheaper integer format.
+    addWaiting[nw + 1], addWaiting[nw + 2], nw = fmt('%d', s), tok, nw + 2
+    setUsers[nu + 1], setUsers[nu + 2], nu = user, tok, nu + 2
+    holder[user], seqOf[tok], l = tok, s, off
+    n = n + 1
+    out[n] = s
+    a = a + stride
+  end
+  if n > k then
+    nWaiting, nUsers, seq, last, k, done = nw, nu, s, l, n, true
+  end
+  return a
+end
+
+local a = bulk(first)
+while a <= stop do
   local ok, r, v, t = pcall(one, a)
   if not ok then
     r, v, t = 'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)
@@ -280,6 +350,7 @@ for a = first, stop, stride do
   else
     out[k + 1], out[k + 2], out[k + 3], k = r, v, t, k + 3
   end
+  a = bulk(a + stride)
 end
 -- Every key below was read (and so type-checked) before a record wrote it,
 -- so these cannot fail but for memory at the call's first write.

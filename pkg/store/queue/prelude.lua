@@ -52,26 +52,56 @@ end
 -- "now:n". unpub, when not nil, is the unpublished list:
 -- each token is pushed as "tokenId<TAB>expiry<TAB>mark" (mark: the item's
 -- applied offsets when promote decided, see appliedMark) for the scheduler
--- to publish. k: {waiting, admitted, head, paced, express, changes}.
+-- to publish; admit returns the first keep of the entries it pushed (keep
+-- nil: none). front, when true, says toks after the first nx are the line's
+-- first members once those nx left it (promote read them from the front):
+-- they leave by rank, one ZREMRANGEBYRANK instead of a ZREM of each member
+-- (the same line; Redis finds no member and parses no argument).
+-- k: {waiting, admitted, head, paced, express, changes}.
 local ADMIT_CHUNK = 1000
-local function admit(k, toks, nx, exps, head, now, unpub, mark)
+local function admit(k, toks, nx, exps, head, now, unpub, mark, front, keep)
   local many = type(exps) == 'table'
+  local kept = {}
+  keep = keep or 0
+  local one, tail = exps, nil
+  if not many then
+    -- One expiry: formatted once, not by Redis (%.17g) for each ZADD score
+    -- and by Lua (%.14g) for each entry it is concatenated into.
+    one = string.format('%.17g', exps)
+    if unpub then tail = '\t' .. string.format('%.14g', exps) .. '\t' .. mark end
+  end
   for lo = 1, #toks, ADMIT_CHUNK do
     local hi = math.min(lo + ADMIT_CHUNK - 1, #toks)
-    local z, u = {}, {}
+    local z, u, nz = {}, {}, 0
     for i = lo, hi do
-      local e = exps
-      if many then e = exps[i] end
-      z[#z + 1] = e
-      z[#z + 1] = toks[i]
-      if unpub then u[#u + 1] = toks[i] .. '\t' .. e .. '\t' .. mark end
+      local tok = toks[i]
+      if many then
+        z[nz + 1] = exps[i]
+        if unpub then u[i - lo + 1] = tok .. '\t' .. exps[i] .. '\t' .. mark end
+      else
+        z[nz + 1] = one
+        if unpub then u[i - lo + 1] = tok .. tail end
+      end
+      z[nz + 2], nz = tok, nz + 2
     end
-    redis.call('ZREM', k[1], unpack(toks, lo, hi))
+    if not front then
+      redis.call('ZREM', k[1], unpack(toks, lo, hi))
+    elseif lo <= nx then
+      redis.call('ZREM', k[1], unpack(toks, lo, math.min(hi, nx)))
+    end
     if lo <= nx then
       redis.call('ZREM', k[5], unpack(toks, lo, math.min(hi, nx)))
     end
     redis.call('ZADD', k[2], unpack(z))
-    if unpub then redis.call('RPUSH', unpub, unpack(u)) end
+    if unpub then
+      redis.call('RPUSH', unpub, unpack(u))
+      for i = lo, math.min(hi, keep) do
+        kept[i] = u[i - lo + 1]
+      end
+    end
+  end
+  if front and #toks > nx then
+    redis.call('ZREMRANGEBYRANK', k[1], 0, #toks - nx - 1)
   end
   if head then
     redis.call('SET', k[3], head)
@@ -80,6 +110,7 @@ local function admit(k, toks, nx, exps, head, now, unpub, mark)
     redis.call('RPUSH', k[4], now .. ':' .. #toks)
     changed(k[6])
   end
+  return kept
 end
 
 -- appliedMark is the item's applied registrations offsets as one string,

@@ -173,27 +173,35 @@ if n > 0 then
   for i = 1, #admitted do
     skip[admitted[i]] = true
   end
-  local front = redis.call('ZRANGE', KEYS[1], 0, n + #admitted - 1, 'WITHSCORES')
-  for i = 1, #front, 2 do
+  -- Members only: a score is formatted by Redis and parsed by Lua; the
+  -- last one admitted gives the head.
+  local front = redis.call('ZRANGE', KEYS[1], 0, n + #admitted - 1)
+  for i = 1, #front do
     if fifo == n then break end
     if not skip[front[i]] then
       admitted[#admitted + 1] = front[i]
-      head = tonumber(front[i + 1])
       fifo = fifo + 1
     end
   end
+  if fifo > 0 then
+    head = tonumber(redis.call('ZSCORE', KEYS[1], admitted[#admitted]))
+  end
 end
+-- The page returned: the list's first entries. When it was empty, they are
+-- this call's admissions, as admit pushed them (no LRANGE to read them back).
+local first = {}
 if #admitted > 0 then
   local newHead = nil
   if fifo > 0 then newHead = head end
-  admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[12]}, admitted, taken - #stale, now + ttl * 1000, newHead, now,
-    KEYS[8], mark)
+  local keep = 0
+  if unpublished == 0 then keep = page end
+  first = admit({KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[12]}, admitted, taken - #stale, now + ttl * 1000, newHead,
+    now, KEYS[8], mark, true, keep)
   tokens = tokens - fifo -- express places are not charged to the rate budget
   sum60 = sum60 + #admitted
 end
 redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'last', now, 'sum60', sum60)
-local first = {}
-if page > 0 then
+if page > 0 and unpublished > 0 then
   first = redis.call('LRANGE', KEYS[8], 0, page - 1)
 end
 return {'OK', #admitted, head, waiting - #admitted, active + #admitted, expired, first,

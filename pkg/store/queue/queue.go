@@ -318,33 +318,37 @@ func plan(ops []Op) []call {
 // enqueueArgs packs a call's registrations as enqueue.lua reads them: the
 // partition, then 3 arguments a record (offset, tokenId, timestamp) when
 // every record's place key is its token, with no window and no bypass code
-// (the common case), else 7 (those, then place key, window, code, count).
+// (the common case), 4 (those and the place key) when some place key is a
+// user's, else 7 (those 4, then window, code, count).
 func enqueueArgs(ops []Op, idx []int) []any {
-	short := true
+	stride := 3
 	for _, j := range idx {
 		r := &ops[j]
-		if r.UserID != r.TokenID || r.Window != 0 || r.Bypass != nil {
-			short = false
+		if r.Window != 0 || r.Bypass != nil {
+			stride = 7
 			break
 		}
-	}
-	stride := 7
-	if short {
-		stride = 3
+		if r.UserID != r.TokenID {
+			stride = 4
+		}
 	}
 	args := make([]any, 0, 2+stride*len(idx))
 	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride))
 	for _, j := range idx {
 		r := &ops[j]
 		args = append(args, strconv.FormatInt(r.Offset, 10), r.TokenID, strconv.FormatInt(r.At, 10))
-		if short {
+		if stride == 3 {
+			continue
+		}
+		args = append(args, r.UserID)
+		if stride == 4 {
 			continue
 		}
 		code, count := "", "0"
 		if r.Bypass != nil {
 			code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
 		}
-		args = append(args, r.UserID, strconv.FormatInt(r.Window, 10), code, count)
+		args = append(args, strconv.FormatInt(r.Window, 10), code, count)
 	}
 	return args
 }
