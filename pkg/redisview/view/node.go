@@ -15,17 +15,20 @@ import (
 // writes made on it afterwards can outnumber the loss before any count
 // (the marker's writes, an item's seq, head or changes) is read again: a
 // loss found from counts alone is found only while it shows. So the marker
-// carries the replication ID of the node it was made ready on (field node,
-// written by SetReady), and every check and every scheduler's confirmation
-// before a tick compares it with the replication ID of the node answering.
-// Redis gives a node a new replication ID when it is promoted (REPLICAOF NO
-// ONE, a Sentinel's or a Cluster's failover) and when it restarts (even from
-// an intact AOF: a restart counts as a loss too, and the view is rebuilt,
-// which is conservative); a replica in sync carries its primary's. Another
-// ID is a change of dataset until proved otherwise: the view is marked
-// stale, as a rolled-back one is, and rebuilt from the record, and the
-// rebuild's SetReady arms the check again with the new node's ID (one
-// rebuild per change).
+// names the node it was made ready on (field node, written by SetReady: the
+// server's run_id and master_replid), and every check and every scheduler's
+// confirmation before a tick compares it with the node answering. Another
+// run_id is another process (a failover, or a restart, even from an intact
+// AOF: counted as a loss, which is conservative). A new master_replid of the
+// same process is a promotion (REPLICAOF NO ONE, a Sentinel's or a
+// Cluster's failover after it had been demoted) or a master creating its
+// replication backlog for a first replica (or the first after
+// repl-backlog-ttl without any); only the latter keeps the dataset, and it
+// is the only case where a master's master_replid2 is empty, so then the
+// marker is armed again with the new ID instead. Any other change is a loss
+// until proved otherwise: the view is marked stale, as a rolled-back one is,
+// and rebuilt from the record, and the rebuild's SetReady arms the check
+// again with the new node (one rebuild per change).
 
 // nodeField is the marker's field holding the replication ID of the node
 // the view was made ready on.
@@ -48,45 +51,90 @@ func markerNode(ctx context.Context, rdb redis.Cmdable) (redis.Cmdable, error) {
 	return n, nil
 }
 
-// errNoReplID: an INFO replication answer without master_replid.
-var errNoReplID = errors.New("no master_replid in INFO replication")
-
-// replID reads master_replid out of an INFO replication answer.
-func replID(info string) (string, error) {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", errNoReplID
+// node is what INFO says of the node answering.
+type node struct {
+	run, replid, replid2, role string
 }
 
-// NodeID reads the replication ID of the node holding the view marker (see
-// above): what SetReady records and what the checks compare.
+// id is what the marker's field node holds.
+func (n node) id() string { return n.run + ":" + n.replid }
+
+// noReplID is master_replid2 when a node has no past replication ID.
+const noReplID = "0000000000000000000000000000000000000000"
+
+// errNoNode: an INFO answer without run_id or master_replid.
+var errNoNode = errors.New("no run_id or master_replid in INFO server replication")
+
+// parseNode reads a node out of an INFO server replication answer.
+func parseNode(info string) (node, error) {
+	var n node
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "run_id":
+			n.run = v
+		case "master_replid":
+			n.replid = v
+		case "master_replid2":
+			n.replid2 = v
+		case "role":
+			n.role = v
+		}
+	}
+	if n.run == "" || n.replid == "" {
+		return node{}, errNoNode
+	}
+	return n, nil
+}
+
+// Verdicts of a marker's node against the node answering.
+const (
+	sameNode    = iota
+	rearmNode   // the same process and dataset, a new replication ID (its backlog created)
+	changedNode // another process, or the same one promoted: writes may be lost
+)
+
+// judgeNodeID judges the marker's node field was against the node now
+// answering (see above).
+func judgeNodeID(was string, now node) int {
+	if was == now.id() {
+		return sameNode
+	}
+	if run, _, _ := strings.Cut(was, ":"); run == now.run && now.role == "master" && now.replid2 == noReplID {
+		return rearmNode
+	}
+	return changedNode
+}
+
+// infoSections are the INFO sections a node is read from.
+var infoSections = []string{"server", "replication"}
+
+// NodeID reads what names the node holding the view marker (see above):
+// what SetReady records and the checks compare.
 func NodeID(ctx context.Context, rdb redis.Cmdable) (string, error) {
-	n, err := markerNode(ctx, rdb)
+	c, err := markerNode(ctx, rdb)
 	if err != nil {
 		return "", err
 	}
-	info, err := n.Info(ctx, "replication").Result()
+	info, err := c.Info(ctx, infoSections...).Result()
 	if err != nil {
-		return "", fmt.Errorf("read the view node's replication ID: %w", err)
+		return "", fmt.Errorf("read the view node's run_id and replication ID: %w", err)
 	}
-	id, err := replID(info)
+	n, err := parseNode(info)
 	if err != nil {
-		return "", fmt.Errorf("read the view node's replication ID: %w", err)
+		return "", fmt.Errorf("read the view node's run_id and replication ID: %w", err)
 	}
-	return id, nil
+	return n.id(), nil
 }
 
 // readAt is Read and the replication ID of the node that answered, in one
 // round trip to the marker's node.
-func readAt(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, node string, err error) {
-	n, err := markerNode(ctx, rdb)
+func readAt(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, at node, err error) {
+	c, err := markerNode(ctx, rdb)
 	if err != nil {
-		return Marker{}, false, "", err
+		return Marker{}, false, node{}, err
 	}
-	return read(ctx, n, true)
+	return read(ctx, c, true)
 }
 
 // staleNodeScript marks the view stale for a change of node, only while the
@@ -99,18 +147,16 @@ if redis.call('HGET', KEYS[1], 'state') ~= 'ready' then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'stale', 'reason', ARGV[2])
 return 1`)
 
-// armNodeScript records the node of a ready marker that names none (one
-// made ready by a version before the check): from then on it is checked.
+// armNodeScript records node ARGV[2] on a ready marker still naming node
+// ARGV[1] ("": none, a marker made ready by a version before the check).
 var armNodeScript = redis.NewScript(`if redis.call('HGET', KEYS[1], 'state') ~= 'ready' then return 0 end
-if redis.call('HEXISTS', KEYS[1], 'node') == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'node', ARGV[1])
+if (redis.call('HGET', KEYS[1], 'node') or '') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'node', ARGV[2])
 return 1`)
 
-// nodeChanged says why a ready marker made on node was is not trusted on
-// node now ("" when it is the same node).
-func nodeChanged(gen, was, now string) string {
-	if was == now {
-		return ""
-	}
-	return fmt.Sprintf("the Redis node holding the view changed (generation %s was made ready on replication ID %s, the node answering has %s: a failover or a restart, which may have lost writes)", gen, was, now)
+// nodeChanged says why a ready marker of generation gen made on node was is
+// not trusted on node now.
+func nodeChanged(gen, was string, now node) string {
+	return fmt.Sprintf("the Redis node holding the view changed (generation %s was made ready on run_id:replication ID %s, the node answering is %s, %s: a failover or a restart, which may have lost writes)",
+		gen, was, now.id(), now.role)
 }

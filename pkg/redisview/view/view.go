@@ -78,27 +78,27 @@ func Read(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, err error)
 
 // read is Read that also reads, in the same round trip, the replication ID
 // of the node that answered (node.go) when withNode.
-func read(ctx context.Context, rdb redis.Cmdable, withNode bool) (m Marker, ok bool, node string, err error) {
+func read(ctx context.Context, rdb redis.Cmdable, withNode bool) (m Marker, ok bool, at node, err error) {
 	var h, a *redis.MapStringStringCmd
 	var info *redis.StringCmd
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		h, a = p.HGetAll(ctx, MarkerKey), p.HGetAll(ctx, AppliedKey)
 		if withNode {
-			info = p.Info(ctx, "replication")
+			info = p.Info(ctx, infoSections...)
 		}
 		return nil
 	})
 	if err != nil {
-		return Marker{}, false, "", fmt.Errorf("read view marker: %w", err)
+		return Marker{}, false, node{}, fmt.Errorf("read view marker: %w", err)
 	}
 	if withNode {
-		if node, err = replID(info.Val()); err != nil {
-			return Marker{}, false, "", fmt.Errorf("read the view node's replication ID: %w", err)
+		if at, err = parseNode(info.Val()); err != nil {
+			return Marker{}, false, node{}, fmt.Errorf("read the view node's run_id and replication ID: %w", err)
 		}
 	}
 	hv := h.Val()
 	if len(hv) == 0 {
-		return Marker{}, false, node, nil
+		return Marker{}, false, at, nil
 	}
 	m = Marker{Gen: hv["gen"], State: hv["state"], Reason: hv["reason"], Node: hv[nodeField], Applied: map[string]int64{}}
 	m.Writes, _ = strconv.ParseInt(hv["writes"], 10, 64)
@@ -110,7 +110,7 @@ func read(ctx context.Context, rdb redis.Cmdable, withNode bool) (m Marker, ok b
 			m.Applied[k] = n
 		}
 	}
-	return m, true, node, nil
+	return m, true, at, nil
 }
 
 // SetRebuilding marks the view as being rebuilt (generation gen, for reason):
@@ -118,11 +118,11 @@ func read(ctx context.Context, rdb redis.Cmdable, withNode bool) (m Marker, ok b
 // names the node the rebuild writes on: SetReady refuses to mark the view
 // ready on another (a failover during the rebuild may have lost its writes).
 func SetRebuilding(ctx context.Context, rdb redis.Cmdable, gen, reason string) error {
-	node, err := NodeID(ctx, rdb)
+	at, err := NodeID(ctx, rdb)
 	if err != nil {
 		return fmt.Errorf("mark the view rebuilding: %w", err)
 	}
-	if err := rdb.HSet(ctx, MarkerKey, "gen", gen, "state", Rebuilding, "reason", reason, nodeField, node).Err(); err != nil {
+	if err := rdb.HSet(ctx, MarkerKey, "gen", gen, "state", Rebuilding, "reason", reason, nodeField, at).Err(); err != nil {
 		return fmt.Errorf("mark the view rebuilding: %w", err)
 	}
 	return nil
@@ -140,16 +140,12 @@ func SetReady(ctx context.Context, rdb redis.Cmdable, gen string, applied map[st
 	// The node is read first: a failover between this read and the MULTI
 	// leaves the new node's marker naming the old one, which the next check
 	// takes for a change (one more rebuild), never the other way round.
-	n, err := markerNode(ctx, rdb)
+	m, _, on, err := readAt(ctx, rdb)
 	if err != nil {
 		return fmt.Errorf("mark the view ready: %w", err)
 	}
-	m, _, node, err := read(ctx, n, true)
-	if err != nil {
-		return fmt.Errorf("mark the view ready: %w", err)
-	}
-	if m.State == Rebuilding && m.Gen == gen && m.Node != "" && m.Node != node {
-		return fmt.Errorf("mark the view ready: %w (%s, now %s)", ErrNodeChanged, m.Node, node)
+	if m.State == Rebuilding && m.Gen == gen && m.Node != "" && judgeNodeID(m.Node, on) == changedNode {
+		return fmt.Errorf("mark the view ready: %w (%s, now %s)", ErrNodeChanged, m.Node, on.id())
 	}
 	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, AppliedKey)
@@ -161,7 +157,7 @@ func SetReady(ctx context.Context, rdb redis.Cmdable, gen string, applied map[st
 			p.HSet(ctx, AppliedKey, args...)
 		}
 		p.Del(ctx, MarkerKey)
-		p.HSet(ctx, MarkerKey, "gen", gen, "state", Ready, "builtAt", strconv.FormatInt(at.UnixMilli(), 10), "reason", "", nodeField, node)
+		p.HSet(ctx, MarkerKey, "gen", gen, "state", Ready, "builtAt", strconv.FormatInt(at.UnixMilli(), 10), "reason", "", nodeField, on.id())
 		return nil
 	})
 	if err != nil {
@@ -201,28 +197,26 @@ func Confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) e
 // the node changed, why (the marker's node and the node answering are read
 // in one round trip, from the same node).
 func confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) (n int64, changed string, err error) {
-	node, err := markerNode(ctx, rdb)
+	c, err := markerNode(ctx, rdb)
 	if err != nil {
 		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
 	}
 	var m *redis.SliceCmd
 	var info *redis.StringCmd
-	_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		m, info = p.HMGet(ctx, MarkerKey, confirmFields...), p.Info(ctx, "replication")
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		m, info = p.HMGet(ctx, MarkerKey, confirmFields...), p.Info(ctx, infoSections...)
 		return nil
 	})
 	if err != nil {
 		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
 	}
-	id, err := replID(info.Val())
+	at, err := parseNode(info.Val())
 	if err != nil {
 		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
 	}
 	v := m.Val()
-	if was, _ := v[3].(string); was != "" {
-		if changed = nodeChanged(gen, was, id); changed != "" {
-			return 0, changed, ErrNotTrusted
-		}
+	if was, _ := v[3].(string); was != "" && judgeNodeID(was, at) == changedNode {
+		return 0, nodeChanged(gen, was, at), ErrNotTrusted
 	}
 	n, err = confirmed(v, gen, writes)
 	return n, "", err

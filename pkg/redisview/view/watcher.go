@@ -144,7 +144,7 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	// a Confirm racing the read could record a newer count than the read saw,
 	// and a healthy view would look rolled back (and stay distrusted).
 	prev := w.Status()
-	m, ok, node, err := readAt(ctx, w.rdb)
+	m, ok, at, err := readAt(ctx, w.rdb)
 	if err != nil {
 		return Status{}, err
 	}
@@ -161,7 +161,7 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 		}
 		return Status{Reason: r, Cause: "rebuilding", Gen: m.Gen, Checked: now}, nil
 	}
-	if st, changed := w.judgeNode(ctx, m, node, now); changed {
+	if st, changed := w.judgeNode(ctx, m, at, now); changed {
 		return st, nil
 	}
 	if w.opt.Record != nil {
@@ -200,19 +200,20 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 // answering (node.go). Another node is a loss until proved otherwise: the
 // view is marked stale (only if it still names the old node: one rebuild
 // per change, however many services find it) and changed is true. A marker
-// that names no node is armed with the one answering.
-func (w *Watcher) judgeNode(ctx context.Context, m Marker, node string, now time.Time) (st Status, changed bool) {
-	if m.Node == "" {
-		if err := armNodeScript.Run(ctx, w.rdb, []string{MarkerKey}, node).Err(); err != nil {
+// that names no node (made by a version before the check), or the same
+// master under a new replication ID, is armed with the node answering.
+func (w *Watcher) judgeNode(ctx context.Context, m Marker, at node, now time.Time) (st Status, changed bool) {
+	v := judgeNodeID(m.Node, at)
+	if v == sameNode {
+		return Status{}, false
+	}
+	if m.Node == "" || v == rearmNode {
+		if err := armNodeScript.Run(ctx, w.rdb, []string{MarkerKey}, m.Node, at.id()).Err(); err != nil {
 			w.log.Warn("record the view's node on its marker", zap.Error(err))
 		}
 		return Status{}, false
 	}
-	reason := nodeChanged(m.Gen, m.Node, node)
-	if reason == "" {
-		return Status{}, false
-	}
-	reason += ": it is rebuilt from Kafka"
+	reason := nodeChanged(m.Gen, m.Node, at) + ": it is rebuilt from Kafka"
 	if err := staleNodeScript.Run(ctx, w.rdb, []string{MarkerKey}, m.Node, reason).Err(); err != nil {
 		w.log.Warn("mark the view stale after a change of node", zap.Error(err))
 	}
