@@ -57,16 +57,19 @@ type node struct {
 }
 
 // id is what the marker's field node holds.
-func (n node) id() string { return n.run + ":" + n.replid }
+func (n node) id() string {
+	if n.run == "" {
+		return "" // unknown (nodeOf)
+	}
+	return n.run + ":" + n.replid
+}
 
 // noReplID is master_replid2 when a node has no past replication ID.
 const noReplID = "0000000000000000000000000000000000000000"
 
-// errNoNode: an INFO answer without run_id or master_replid.
-var errNoNode = errors.New("no run_id or master_replid in INFO server replication")
-
-// parseNode reads a node out of an INFO server replication answer.
-func parseNode(info string) (node, error) {
+// parseNode reads a node out of an INFO server replication answer; its id
+// is empty when the answer names no run_id or master_replid.
+func parseNode(info string) node {
 	var n node
 	for line := range strings.SplitSeq(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
@@ -82,9 +85,26 @@ func parseNode(info string) (node, error) {
 		}
 	}
 	if n.run == "" || n.replid == "" {
-		return node{}, errNoNode
+		return node{}
 	}
-	return n, nil
+	return n
+}
+
+// nodeOf reads the node out of an INFO command's answer. A server that
+// refuses it with an error reply (one that does not know these sections,
+// such as the embedded miniredis, or an ACL without INFO) names no node:
+// the view is then checked by its counts alone, as before the node was
+// recorded. Any other error (the node did not answer) is returned.
+func nodeOf(info *redis.StringCmd) (node, error) {
+	var rerr redis.Error
+	switch err := info.Err(); {
+	case err == nil:
+		return parseNode(info.Val()), nil
+	case errors.As(err, &rerr):
+		return node{}, nil
+	default:
+		return node{}, fmt.Errorf("read the view node's run_id and replication ID: %w", err)
+	}
 }
 
 // Verdicts of a marker's node against the node answering.
@@ -97,7 +117,7 @@ const (
 // judgeNodeID judges the marker's node field was against the node now
 // answering (see above).
 func judgeNodeID(was string, now node) int {
-	if was == now.id() {
+	if was == now.id() || now.id() == "" {
 		return sameNode
 	}
 	if run, _, _ := strings.Cut(was, ":"); run == now.run && now.role == "master" && now.replid2 == noReplID {
@@ -116,15 +136,8 @@ func NodeID(ctx context.Context, rdb redis.Cmdable) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	info, err := c.Info(ctx, infoSections...).Result()
-	if err != nil {
-		return "", fmt.Errorf("read the view node's run_id and replication ID: %w", err)
-	}
-	n, err := parseNode(info)
-	if err != nil {
-		return "", fmt.Errorf("read the view node's run_id and replication ID: %w", err)
-	}
-	return n.id(), nil
+	n, err := nodeOf(c.Info(ctx, infoSections...))
+	return n.id(), err
 }
 
 // readAt is Read and the replication ID of the node that answered, in one

@@ -81,19 +81,19 @@ func Read(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, err error)
 func read(ctx context.Context, rdb redis.Cmdable, withNode bool) (m Marker, ok bool, at node, err error) {
 	var h, a *redis.MapStringStringCmd
 	var info *redis.StringCmd
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		h, a = p.HGetAll(ctx, MarkerKey), p.HGetAll(ctx, AppliedKey)
 		if withNode {
 			info = p.Info(ctx, infoSections...)
 		}
 		return nil
 	})
-	if err != nil {
+	if err := errors.Join(h.Err(), a.Err()); err != nil {
 		return Marker{}, false, node{}, fmt.Errorf("read view marker: %w", err)
 	}
 	if withNode {
-		if at, err = parseNode(info.Val()); err != nil {
-			return Marker{}, false, node{}, fmt.Errorf("read the view node's run_id and replication ID: %w", err)
+		if at, err = nodeOf(info); err != nil {
+			return Marker{}, false, node{}, err
 		}
 	}
 	hv := h.Val()
@@ -203,14 +203,14 @@ func confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) (
 	}
 	var m *redis.SliceCmd
 	var info *redis.StringCmd
-	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		m, info = p.HMGet(ctx, MarkerKey, confirmFields...), p.Info(ctx, infoSections...)
 		return nil
 	})
-	if err != nil {
+	if err := m.Err(); err != nil {
 		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
 	}
-	at, err := parseNode(info.Val())
+	at, err := nodeOf(info)
 	if err != nil {
 		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
 	}

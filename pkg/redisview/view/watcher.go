@@ -207,7 +207,7 @@ func (w *Watcher) judgeNode(ctx context.Context, m Marker, at node, now time.Tim
 	if v == sameNode {
 		return Status{}, false
 	}
-	if m.Node == "" || v == rearmNode {
+	if v == rearmNode || m.Node == "" {
 		if err := armNodeScript.Run(ctx, w.rdb, []string{MarkerKey}, m.Node, at.id()).Err(); err != nil {
 			w.log.Warn("record the view's node on its marker", zap.Error(err))
 		}

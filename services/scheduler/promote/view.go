@@ -23,10 +23,12 @@ func (s *Scheduler) trusted() bool {
 
 // confirmed checks, right before a tick writes, that Redis still holds the
 // view this scheduler trusts with at least the writes it saw (its own
-// ticks' among them: see touch), and counts the tick's writes to come. A
-// Redis rolled back since (a failover to a replica that missed writes) is
-// refused here, before anyone is admitted again, and judged at once (a
-// rollback marks the view stale, and the consumer rebuilds it).
+// ticks' among them: see touch), on the node it was made ready on, and
+// counts the tick's writes to come. A Redis rolled back since, or any other
+// node (a failover, even to a replica whose writes since outnumber what it
+// missed; a restart: view/node.go), is refused here, before anyone is
+// admitted again, and judged at once (the view is marked stale, and the
+// consumer rebuilds it).
 func (s *Scheduler) confirmed(ctx context.Context) bool {
 	if err := s.opt.View.Confirm(ctx); err != nil {
 		s.m.viewSkipped.Inc()
