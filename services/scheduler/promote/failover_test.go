@@ -198,3 +198,33 @@ func offset(info, field string) int64 {
 	}
 	return n
 }
+
+// until is a lock held until a time.
+type until time.Time
+
+func (u until) Until() time.Time { return time.Time(u) }
+
+// A tick whose view changed between its confirmation and its promotes (a
+// rebuild started meanwhile; or a failover the client followed, retrying the
+// promote on a replica that missed the last tick: the seeded Sentinel run's
+// chaos-c and chaos-d) publishes nothing of them: what it wrote is not the
+// record's line.
+func TestATickWhoseViewChangedMidTickPublishesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := newWorld(t)
+	w.fill("mid", 5, topics.AdmissionPolicy{RatePerSecond: 1000, MaxActive: 3, SessionTTLSeconds: 60})
+	require.NoError(t, view.SetReady(ctx, w.rdb, "g1", nil, time.Now()))
+	wt := view.NewWatcher(w.rdb, view.Options{Interval: time.Hour}, nil, zaptest.NewLogger(t))
+	require.True(t, wt.Check(ctx).Trusted)
+	s := w.replica(Options{Tick: time.Hour, LockExpiry: time.Minute, View: wt})
+
+	// Confirmed (the watcher trusts g1), then a rebuild starts.
+	require.NoError(t, view.SetRebuilding(ctx, w.rdb, "g2", "a rebuild started mid-tick"))
+	require.NoError(t, s.tickItems(ctx, 1, until(time.Now().Add(time.Minute)), []string{"mid"}, time.Now(), map[string]bool{}, false))
+	n, err := w.rdb.ZCard(ctx, queue.KeysFor("mid").Admitted).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "the promote ran: the tick had something to publish")
+	require.Empty(t, w.admittedCounts(ctx, "mid"), "nothing of it published")
+	require.False(t, wt.Status().Trusted, "the changed view judged at once")
+}

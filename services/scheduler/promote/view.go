@@ -46,6 +46,26 @@ func (s *Scheduler) confirmed(ctx context.Context) bool {
 	return true
 }
 
+// stillConfirmed confirms again, after a tick's promotes and before it
+// publishes them, that the view is the one the tick confirmed (same
+// generation, ready, the node it was made ready on): a promote retried by
+// the client on a newly promoted node, or written into a line a rebuild
+// started on meanwhile, is not published. A view found changed is judged at
+// once, as in confirmed.
+func (s *Scheduler) stillConfirmed(ctx context.Context) bool {
+	err := s.opt.View.Confirm(ctx)
+	if err == nil {
+		return true
+	}
+	s.m.viewSkipped.Inc()
+	if errors.Is(err, view.ErrNotTrusted) {
+		s.opt.View.Check(ctx)
+	} else {
+		s.log.Warn("confirm the view before publishing a tick", zap.Error(err))
+	}
+	return false
+}
+
 // touch counts a write on the view marker (through the watcher, which
 // remembers the count, when there is one).
 func (s *Scheduler) touch(ctx context.Context) error {
