@@ -45,6 +45,9 @@ type Marker struct {
 	// Writes counts the advances of this generation: it only grows, so a
 	// lower count than one seen before is a Redis rolled back.
 	Writes int64
+	// Node is the replication ID of the Redis node the view was made ready
+	// on (node.go); empty in a marker made by a version before the check.
+	Node string
 	// Applied is "topic/partition" -> next offset not applied.
 	Applied map[string]int64
 }
@@ -69,19 +72,35 @@ func ParseField(f string) (topic string, partition int32, ok bool) {
 
 // Read reads the marker; ok is false when Redis holds none (an empty view).
 func Read(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, err error) {
+	m, ok, _, err = read(ctx, rdb, false)
+	return m, ok, err
+}
+
+// read is Read that also reads, in the same round trip, the replication ID
+// of the node that answered (node.go) when withNode.
+func read(ctx context.Context, rdb redis.Cmdable, withNode bool) (m Marker, ok bool, at node, err error) {
 	var h, a *redis.MapStringStringCmd
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var info *redis.StringCmd
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		h, a = p.HGetAll(ctx, MarkerKey), p.HGetAll(ctx, AppliedKey)
+		if withNode {
+			info = p.Info(ctx, infoSections...)
+		}
 		return nil
 	})
-	if err != nil {
-		return Marker{}, false, fmt.Errorf("read view marker: %w", err)
+	if err := errors.Join(h.Err(), a.Err()); err != nil {
+		return Marker{}, false, node{}, fmt.Errorf("read view marker: %w", err)
+	}
+	if withNode {
+		if at, err = nodeOf(info); err != nil {
+			return Marker{}, false, node{}, err
+		}
 	}
 	hv := h.Val()
 	if len(hv) == 0 {
-		return Marker{}, false, nil
+		return Marker{}, false, at, nil
 	}
-	m = Marker{Gen: hv["gen"], State: hv["state"], Reason: hv["reason"], Applied: map[string]int64{}}
+	m = Marker{Gen: hv["gen"], State: hv["state"], Reason: hv["reason"], Node: hv[nodeField], Applied: map[string]int64{}}
 	m.Writes, _ = strconv.ParseInt(hv["writes"], 10, 64)
 	if ms, err := strconv.ParseInt(hv["builtAt"], 10, 64); err == nil && ms > 0 {
 		m.BuiltAt = time.UnixMilli(ms)
@@ -91,22 +110,44 @@ func Read(ctx context.Context, rdb redis.Cmdable) (m Marker, ok bool, err error)
 			m.Applied[k] = n
 		}
 	}
-	return m, true, nil
+	return m, true, at, nil
 }
 
 // SetRebuilding marks the view as being rebuilt (generation gen, for reason):
-// every Watcher stops trusting it within one check interval.
+// every Watcher stops trusting it within one check interval. The marker
+// names the node the rebuild writes on: SetReady refuses to mark the view
+// ready on another (a failover during the rebuild may have lost its writes).
 func SetRebuilding(ctx context.Context, rdb redis.Cmdable, gen, reason string) error {
-	if err := rdb.HSet(ctx, MarkerKey, "gen", gen, "state", Rebuilding, "reason", reason).Err(); err != nil {
+	at, err := NodeID(ctx, rdb)
+	if err != nil {
+		return fmt.Errorf("mark the view rebuilding: %w", err)
+	}
+	if err := rdb.HSet(ctx, MarkerKey, "gen", gen, "state", Rebuilding, "reason", reason, nodeField, at).Err(); err != nil {
 		return fmt.Errorf("mark the view rebuilding: %w", err)
 	}
 	return nil
 }
 
+// ErrNodeChanged: the node holding the view changed during its rebuild; the
+// rebuild's writes may be lost, and it must run again.
+var ErrNodeChanged = errors.New("the Redis node holding the view changed during its rebuild")
+
 // SetReady writes the applied offsets (replacing the old ones) and then marks
 // generation gen ready, in one MULTI so no reader sees one without the other.
+// The marker names the node it is written on (node.go): the view is trusted
+// on that node only, until the next rebuild.
 func SetReady(ctx context.Context, rdb redis.Cmdable, gen string, applied map[string]int64, at time.Time) error {
-	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	// The node is read first: a failover between this read and the MULTI
+	// leaves the new node's marker naming the old one, which the next check
+	// takes for a change (one more rebuild), never the other way round.
+	m, _, on, err := readAt(ctx, rdb)
+	if err != nil {
+		return fmt.Errorf("mark the view ready: %w", err)
+	}
+	if m.State == Rebuilding && m.Gen == gen && m.Node != "" && judgeNodeID(m.Node, on) == changedNode {
+		return fmt.Errorf("mark the view ready: %w (%s, now %s)", ErrNodeChanged, m.Node, on.id())
+	}
+	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, AppliedKey)
 		if len(applied) > 0 {
 			args := make([]any, 0, 2*len(applied))
@@ -116,7 +157,7 @@ func SetReady(ctx context.Context, rdb redis.Cmdable, gen string, applied map[st
 			p.HSet(ctx, AppliedKey, args...)
 		}
 		p.Del(ctx, MarkerKey)
-		p.HSet(ctx, MarkerKey, "gen", gen, "state", Ready, "builtAt", strconv.FormatInt(at.UnixMilli(), 10), "reason", "")
+		p.HSet(ctx, MarkerKey, "gen", gen, "state", Ready, "builtAt", strconv.FormatInt(at.UnixMilli(), 10), "reason", "", nodeField, on.id())
 		return nil
 	})
 	if err != nil {
@@ -143,24 +184,46 @@ func Advance(ctx context.Context, p redis.Scripter, topic string, partition int3
 var ErrNotTrusted = errors.New("the Redis view is being rebuilt")
 
 // Confirm checks, after a read of the view, that the view it read was still
-// generation gen, ready, and had made at least writes advances (fewer: a
-// Redis rolled back to an older snapshot). It returns ErrNotTrusted otherwise.
+// generation gen, ready, had made at least writes advances (fewer: a Redis
+// rolled back to an older snapshot) and is held by the node it was made
+// ready on (another: a failover or a restart since, node.go). It returns
+// ErrNotTrusted otherwise.
 func Confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) error {
-	_, err := confirm(ctx, rdb, gen, writes)
+	_, _, err := confirm(ctx, rdb, gen, writes)
 	return err
 }
 
-// confirm is Confirm that also returns the advance count it read.
-func confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) (int64, error) {
-	v, err := rdb.HMGet(ctx, MarkerKey, confirmFields...).Result()
+// confirm is Confirm that also returns the advance count it read and, when
+// the node changed, why (the marker's node and the node answering are read
+// in one round trip, from the same node).
+func confirm(ctx context.Context, rdb redis.Cmdable, gen string, writes int64) (n int64, changed string, err error) {
+	c, err := markerNode(ctx, rdb)
 	if err != nil {
-		return 0, fmt.Errorf("confirm the view marker: %w", err)
+		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
 	}
-	return confirmed(v, gen, writes)
+	var m *redis.SliceCmd
+	var info *redis.StringCmd
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		m, info = p.HMGet(ctx, MarkerKey, confirmFields...), p.Info(ctx, infoSections...)
+		return nil
+	})
+	if err := m.Err(); err != nil {
+		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
+	}
+	at, err := nodeOf(info)
+	if err != nil {
+		return 0, "", fmt.Errorf("confirm the view marker: %w", err)
+	}
+	v := m.Val()
+	if was, _ := v[3].(string); was != "" && judgeNodeID(was, at) == changedNode {
+		return 0, nodeChanged(gen, was, at), ErrNotTrusted
+	}
+	n, err = confirmed(v, gen, writes)
+	return n, "", err
 }
 
 // confirmFields are the marker's fields a confirmation reads.
-var confirmFields = []string{"gen", "state", "writes"}
+var confirmFields = []string{"gen", "state", "writes", nodeField}
 
 // confirmed judges the confirmFields read: still generation gen, ready, and
 // at least writes advances (fewer: a Redis rolled back). It returns the

@@ -144,7 +144,7 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	// a Confirm racing the read could record a newer count than the read saw,
 	// and a healthy view would look rolled back (and stay distrusted).
 	prev := w.Status()
-	m, ok, err := Read(ctx, w.rdb)
+	m, ok, at, err := readAt(ctx, w.rdb)
 	if err != nil {
 		return Status{}, err
 	}
@@ -160,6 +160,9 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 			r += ": " + m.Reason
 		}
 		return Status{Reason: r, Cause: "rebuilding", Gen: m.Gen, Checked: now}, nil
+	}
+	if st, changed := w.judgeNode(ctx, m, at, now); changed {
+		return st, nil
 	}
 	if w.opt.Record != nil {
 		floor, err := w.opt.Record.Floor(ctx)
@@ -191,6 +194,30 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	s := Status{Trusted: true, Gen: m.Gen, Writes: m.Writes, Checked: now}
 	w.judgeItems(ctx, &s, prev)
 	return s, nil
+}
+
+// judgeNode compares the node a ready view was made ready on with the node
+// answering (node.go). Another node is a loss until proved otherwise: the
+// view is marked stale (only if it still names the old node: one rebuild
+// per change, however many services find it) and changed is true. A marker
+// that names no node (made by a version before the check), or the same
+// master under a new replication ID, is armed with the node answering.
+func (w *Watcher) judgeNode(ctx context.Context, m Marker, at node, now time.Time) (st Status, changed bool) {
+	v := judgeNodeID(m.Node, at)
+	if v == sameNode {
+		return Status{}, false
+	}
+	if v == rearmNode || m.Node == "" {
+		if err := armNodeScript.Run(ctx, w.rdb, []string{MarkerKey}, m.Node, at.id()).Err(); err != nil {
+			w.log.Warn("record the view's node on its marker", zap.Error(err))
+		}
+		return Status{}, false
+	}
+	reason := nodeChanged(m.Gen, m.Node, at) + ": it is rebuilt from Kafka"
+	if err := staleNodeScript.Run(ctx, w.rdb, []string{MarkerKey}, m.Node, reason).Err(); err != nil {
+		w.log.Warn("mark the view stale after a change of node", zap.Error(err))
+	}
+	return Status{Reason: reason, Cause: "behind", Gen: m.Gen, Checked: now}, true
 }
 
 // judgeItems finds the items of a trusted view whose own node lost or rolled
@@ -498,7 +525,7 @@ func (w *Watcher) Confirm(ctx context.Context) error {
 	if !s.Trusted {
 		return ErrNotTrusted
 	}
-	n, err := confirm(ctx, w.rdb, s.Gen, s.Writes)
+	n, _, err := confirm(ctx, w.rdb, s.Gen, s.Writes)
 	if err == nil {
 		w.saw(s.Gen, n)
 	}

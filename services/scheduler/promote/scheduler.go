@@ -505,7 +505,14 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, ite
 			due = append(due, dueItem{item: batch[i], tk: tk})
 		}
 	}
-	if len(due) > 0 {
+	// Confirmed again after the promotes: the view may have changed since
+	// the tick's confirmation (a rebuild started, or a failover the client
+	// followed and retried the promote on a replica that missed the last
+	// tick). What was promoted then is not published: it stays unpublished
+	// in Redis, published by the next tick of a view still trusted, or lost
+	// with the view, whose rebuild from the record returns those people to
+	// their places.
+	if len(due) > 0 && s.stillConfirmed(ctx) {
 		s.publish(ctx, epoch, start, due)
 	}
 	if steerNow {

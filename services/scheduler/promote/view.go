@@ -23,10 +23,12 @@ func (s *Scheduler) trusted() bool {
 
 // confirmed checks, right before a tick writes, that Redis still holds the
 // view this scheduler trusts with at least the writes it saw (its own
-// ticks' among them: see touch), and counts the tick's writes to come. A
-// Redis rolled back since (a failover to a replica that missed writes) is
-// refused here, before anyone is admitted again, and judged at once (a
-// rollback marks the view stale, and the consumer rebuilds it).
+// ticks' among them: see touch), on the node it was made ready on, and
+// counts the tick's writes to come. A Redis rolled back since, or any other
+// node (a failover, even to a replica whose writes since outnumber what it
+// missed; a restart: view/node.go), is refused here, before anyone is
+// admitted again, and judged at once (the view is marked stale, and the
+// consumer rebuilds it).
 func (s *Scheduler) confirmed(ctx context.Context) bool {
 	if err := s.opt.View.Confirm(ctx); err != nil {
 		s.m.viewSkipped.Inc()
@@ -42,6 +44,26 @@ func (s *Scheduler) confirmed(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// stillConfirmed confirms again, after a tick's promotes and before it
+// publishes them, that the view is the one the tick confirmed (same
+// generation, ready, the node it was made ready on): a promote retried by
+// the client on a newly promoted node, or written into a line a rebuild
+// started on meanwhile, is not published. A view found changed is judged at
+// once, as in confirmed.
+func (s *Scheduler) stillConfirmed(ctx context.Context) bool {
+	err := s.opt.View.Confirm(ctx)
+	if err == nil {
+		return true
+	}
+	s.m.viewSkipped.Inc()
+	if errors.Is(err, view.ErrNotTrusted) {
+		s.opt.View.Check(ctx)
+	} else {
+		s.log.Warn("confirm the view before publishing a tick", zap.Error(err))
+	}
+	return false
 }
 
 // touch counts a write on the view marker (through the watcher, which
