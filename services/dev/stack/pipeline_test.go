@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,9 +52,10 @@ func TestFiveThousandRegistrationsFollowBrokerOrder(t *testing.T) {
 	}
 	for pos := 1; pos <= len(want); pos += 97 {
 		st := e.status("drop", tokens[want[pos-1]])
+		assert.True(t, strings.HasPrefix(st.Cursor, strconv.Itoa(pos)+"."), "the status cursor tells the position told: %q", st.Cursor)
 		assert.Equal(t, httpapi.StatusResponse{Status: "WAITING", ItemID: "drop", UserID: st.UserID, TokenID: want[pos-1],
 			Position: int64(pos), WaitingTotal: int64(len(want)), PollAfterMs: registration.PollAfter(registration.Answer{
-				Status: "WAITING", Position: int64(pos)}).Milliseconds()}, st)
+				Status: "WAITING", Position: int64(pos)}).Milliseconds(), Cursor: st.Cursor}, st)
 	}
 }
 
