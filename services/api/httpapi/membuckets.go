@@ -54,15 +54,23 @@ func newMemBuckets(l redis_rate.Limit, max int) *memBuckets {
 	return b
 }
 
-// sweep drops sh's buckets that are full again at now, with sh.mu held, and
-// sets the size of the next sweep to twice what is left.
-func (b *memBuckets) sweep(sh *memShard, now time.Time) {
-	for k, e := range sh.m {
-		if e.tokens+now.Sub(e.at).Seconds()*b.rate >= b.burst {
-			delete(sh.m, k)
+// makeRoom makes room in a shard for one more entry: once m has reached
+// *sweepAt it drops the entries gone says answer nothing any more and sets
+// *sweepAt to twice what is left (each sweep's cost paid by the inserts that
+// doubled the shard); a shard still at limit then forgets half of what it
+// holds. memBuckets and positions each keep their shards this way.
+func makeRoom[K comparable, V any](m map[K]V, sweepAt *int, limit int, gone func(V) bool) {
+	if len(m) >= *sweepAt {
+		for k, v := range m {
+			if gone(v) {
+				delete(m, k)
+			}
 		}
+		*sweepAt = max(2*len(m), minSweep)
 	}
-	sh.sweepAt = max(2*len(sh.m), minSweep)
+	if len(m) >= limit {
+		forgetHalf(m)
+	}
 }
 
 // forgetHalf deletes a random half of m (map order is random): how a full
@@ -86,12 +94,9 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	defer sh.mu.Unlock()
 	e, ok := sh.m[key]
 	if !ok {
-		if len(sh.m) >= sh.sweepAt {
-			b.sweep(sh, now)
-		}
-		if len(sh.m) >= b.perShard {
-			forgetHalf(sh.m)
-		}
+		makeRoom(sh.m, &sh.sweepAt, b.perShard, func(e memBucket) bool { // full again: as good as none
+			return e.tokens+now.Sub(e.at).Seconds()*b.rate >= b.burst
+		})
 		e = memBucket{tokens: b.burst, at: now}
 	}
 	if dt := now.Sub(e.at).Seconds(); dt > 0 {

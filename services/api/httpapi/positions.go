@@ -111,22 +111,13 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 	return p
 }
 
-// makeRoom makes room in sh for one more entry at now, with sh.mu held: past
-// sweepAt it drops the entries read exactEvery ago or more (an entry that
-// old is never answered from, nor keeps a leave's reads exact: it is as good
-// as none), and a shard still full forgets half of what it holds.
+// makeRoom makes room in sh for one more entry at now, with sh.mu held: an
+// entry read exactEvery ago or more is never answered from, nor keeps a
+// leave's reads exact: it is as good as none (makeRoom in membuckets.go).
 func (p *positions) makeRoom(sh *posShard, now time.Time) {
-	if len(sh.m) >= sh.sweepAt {
-		for k, e := range sh.m {
-			if now.Sub(e.at) >= p.exactEvery {
-				delete(sh.m, k)
-			}
-		}
-		sh.sweepAt = max(2*len(sh.m), minSweep)
-	}
-	if len(sh.m) >= p.max/len(p.shards)+1 {
-		forgetHalf(sh.m)
-	}
+	makeRoom(sh.m, &sh.sweepAt, p.max/len(p.shards)+1, func(e *posEntry) bool {
+		return now.Sub(e.at) >= p.exactEvery
+	})
 }
 
 // gen names the incarnation of item's line the answers come from: the
