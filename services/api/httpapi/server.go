@@ -449,7 +449,6 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	// Each Redis read below bounds itself by StatusTimeout: an answer from
 	// memory, the common case, sets no timer.
 	ctx := c.Request.Context()
-	gen := s.opt.View.ItemGen(q.ItemID) // before the read, as positions.remember's
 	st, err := s.readStatus(ctx, q)
 	resumed := ""
 	if err == nil && st.State == line.Duplicated && st.TokenID != "" && q.Proven() {
@@ -469,7 +468,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	a := registration.AnswerOf(st, registration.VerdictOf(it, known), s.now())
 	cursor := ""
 	if a.Status == registration.StatusWaiting && a.Position > 0 {
-		a.Position, cursor = s.told(cursorOf(c), q.ItemID, q.TokenID, gen, a.Position)
+		a.Position, cursor = s.told(cursorOf(c), q.ItemID, q.TokenID, a.Position)
 	}
 	if it.IdleTimeoutSeconds > 0 && liveness.Counts(a.Status) {
 		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), s.now())

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/security/fieldmac"
 )
 
@@ -16,15 +15,19 @@ import (
 // behind a front door alternates them. The answer carries it in "cursor"
 // ("<position>.<unix s issued>.<mac>", 30-odd characters), the client sends
 // it back as ?cursor=, and the api answers min(what it computed, the
-// cursor's position). Its MAC binds the position to the item, the tokenId
-// and the view's generation in memory (view.ItemGen), under a key every api
-// derives from WR_ADMISSION_KEY: a cursor of another token, forged, older
-// than cursorMaxAge or from another generation (the view or the item
-// rebuilt: its line may tell anew) is ignored, never refused, and no cursor
-// is today's answer. Nothing is stored per read.
+// cursor's position). Its MAC binds the position to the item and the
+// tokenId, under a key every api derives from WR_ADMISSION_KEY: a cursor of
+// another token, forged or older than cursorMaxAge is ignored, never
+// refused, and no cursor is today's answer. Nothing is stored per read.
+//
+// A cursor outlives a rebuild of the view or the item. A rebuild can put a
+// person back in line ahead of this token (an admission decided in the lost
+// Redis but never published), so the exact position after it may be larger
+// than what was told; the answer then stays at the told position until the
+// line has moved past it, as a client is never told it went back.
 const (
 	cursorParam   = "cursor"
-	cursorPurpose = "waitroom status cursor v1"
+	cursorPurpose = "waitroom status cursor v2"
 	// cursorMaxAge bounds how long a told position holds (either way: the
 	// replicas' clocks may differ). A poller reads every 30 s at most
 	// (registration.PollAfter); a client back after longer is told anew.
@@ -44,32 +47,32 @@ func cursorOf(c *gin.Context) string {
 }
 
 // told bounds pos, the position computed for a waiting token, by the
-// client's cursor raw (when valid for item, tokenID and gen), and returns the
+// client's cursor raw (when valid for item and tokenID), and returns the
 // position to tell with its cursor.
-func (s *Server) told(raw, item, tokenID string, gen view.ItemGen, pos int64) (int64, string) {
+func (s *Server) told(raw, item, tokenID string, pos int64) (int64, string) {
 	now := s.now().Unix()
-	if c, ok := s.checkCursor(raw, item, tokenID, gen, now); ok && c < pos {
+	if c, ok := s.checkCursor(raw, item, tokenID, now); ok && c < pos {
 		s.m.cursorBounded.Inc()
 		pos = c
 	}
-	return pos, s.issueCursor(item, tokenID, gen, pos, now)
+	return pos, s.issueCursor(item, tokenID, pos, now)
 }
 
 // issueCursor is the cursor of position pos told at now (unix s).
-func (s *Server) issueCursor(item, tokenID string, gen view.ItemGen, pos, now int64) string {
+func (s *Server) issueCursor(item, tokenID string, pos, now int64) string {
 	b := make([]byte, 0, 48)
 	b = strconv.AppendInt(b, pos, 10)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, now, 10)
 	b = append(b, '.')
-	b = s.cursors.Append(b, []string{item, tokenID, gen.View, gen.Item}, []int64{pos, now})
+	b = s.cursors.Append(b, []string{item, tokenID}, []int64{pos, now})
 	return string(b)
 }
 
 // checkCursor is the position raw tells, when raw is a cursor issued for
-// item, tokenID and gen within cursorMaxAge of now; false: none, malformed,
-// forged, another token's, another generation's or too old.
-func (s *Server) checkCursor(raw, item, tokenID string, gen view.ItemGen, now int64) (int64, bool) {
+// item and tokenID within cursorMaxAge of now; false: none, malformed,
+// forged, another token's or too old.
+func (s *Server) checkCursor(raw, item, tokenID string, now int64) (int64, bool) {
 	if raw == "" || len(raw) > 64 {
 		return 0, false
 	}
@@ -92,7 +95,7 @@ func (s *Server) checkCursor(raw, item, tokenID string, gen view.ItemGen, now in
 	if age, most := now-at, int64(cursorMaxAge/time.Second); age > most || age < -most {
 		return 0, false
 	}
-	if !s.cursors.Check(mac, []string{item, tokenID, gen.View, gen.Item}, []int64{pos, at}) {
+	if !s.cursors.Check(mac, []string{item, tokenID}, []int64{pos, at}) {
 		return 0, false
 	}
 	return pos, true
