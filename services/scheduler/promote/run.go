@@ -32,6 +32,10 @@ type Config struct {
 	Burst      time.Duration `env:"WR_SCHEDULER_BURST" envDefault:"1s"`
 	// Shards divides the items among the replicas (1..64; every replica the same).
 	Shards int `env:"WR_SCHEDULER_SHARDS" envDefault:"8"`
+	// TxnID prefixes the transactional ids (one per shard) under which the
+	// leaders write waitroom.admissions; the consumer's rebuild fences the
+	// same ids before it reads the topic (the same value everywhere).
+	TxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	// AdminToken guards the admin API and the console (at least
@@ -106,6 +110,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSOLE_SESSION_TTL must be positive, not %s", c.ConsoleSessionTTL)
 	case c.DrawKey != "" && len(c.DrawKey) < 16:
 		return errors.New("WR_DRAW_KEY must be at least 16 bytes")
+	case c.TxnID == "":
+		return errors.New("WR_SCHEDULER_TRANSACTIONAL_ID must not be empty")
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -156,7 +162,7 @@ func build(ctx context.Context, cfg Config, a *service.App, addr string) error {
 	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval})
 	host, _ := os.Hostname()
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now,
+		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now, TxnPrefix: cfg.TxnID, TxnOpts: base,
 		Steer: SteerOptions{Every: cfg.SteerEvery, MinStep: cfg.SteerMinStep, SignalTimeout: cfg.SteerSignalTimeout}}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
