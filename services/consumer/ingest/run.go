@@ -49,6 +49,10 @@ type Config struct {
 	// registrations PENDING for 43 s after a kill -9.
 	SessionTimeout time.Duration `env:"WR_CONSUMER_SESSION_TIMEOUT" envDefault:"6s"`
 	Heartbeat      time.Duration `env:"WR_CONSUMER_HEARTBEAT" envDefault:"1s"`
+	// SchedulerTxnID is the schedulers' transactional id prefix (their own
+	// variable and default): a rebuild fences their ids before it reads
+	// waitroom.admissions.
+	SchedulerTxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 	View           view.Config
 	Snapshot       snapshot.Config
 	Kafka          config.Kafka
@@ -65,6 +69,8 @@ func (c Config) Validate() error {
 		return errors.New("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must not be empty")
 	case c.Group == c.ItemsGroup:
 		return fmt.Errorf("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must differ (both %q)", c.Group)
+	case c.SchedulerTxnID == "":
+		return errors.New("WR_SCHEDULER_TRANSACTIONAL_ID must not be empty")
 	case c.MaxPollRecords <= 0:
 		return fmt.Errorf("WR_CONSUMER_MAX_POLL_RECORDS must be positive, not %d", c.MaxPollRecords)
 	case c.MaxBackoff <= 0:
@@ -133,7 +139,9 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 	opts := func(topic string) consume.Options { return consumeOptions(cfg, m, topic) }
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
 	a.Go(items.Run)
-	a.Go(func(ctx context.Context) error { return AutoRebuild(ctx, rdb, watch, record, base, a.Reg, log) })
+	a.Go(func(ctx context.Context) error {
+		return AutoRebuild(ctx, rdb, watch, record, base, cfg.SchedulerTxnID, a.Reg, log)
+	})
 	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
 	sw, adm := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot")), kadm.NewClient(admCl)
 	a.Go(func(ctx context.Context) error {
