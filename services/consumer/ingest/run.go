@@ -16,6 +16,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/app/service"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/redisview/snapshot"
@@ -51,7 +52,7 @@ type Config struct {
 	Heartbeat      time.Duration `env:"WR_CONSUMER_HEARTBEAT" envDefault:"1s"`
 	// SchedulerTxnID is the schedulers' transactional id prefix (their own
 	// variable and default): a rebuild fences their ids before it reads
-	// waitroom.admissions.
+	// waitroom.admissions (empty: fence.DefaultPrefix).
 	SchedulerTxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 	View           view.Config
 	Snapshot       snapshot.Config
@@ -69,8 +70,6 @@ func (c Config) Validate() error {
 		return errors.New("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must not be empty")
 	case c.Group == c.ItemsGroup:
 		return fmt.Errorf("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must differ (both %q)", c.Group)
-	case c.SchedulerTxnID == "":
-		return errors.New("WR_SCHEDULER_TRANSACTIONAL_ID must not be empty")
 	case c.MaxPollRecords <= 0:
 		return fmt.Errorf("WR_CONSUMER_MAX_POLL_RECORDS must be positive, not %d", c.MaxPollRecords)
 	case c.MaxBackoff <= 0:
@@ -140,7 +139,7 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
 	a.Go(items.Run)
 	a.Go(func(ctx context.Context) error {
-		return AutoRebuild(ctx, rdb, watch, record, base, cfg.SchedulerTxnID, a.Reg, log)
+		return AutoRebuild(ctx, rdb, watch, record, base, cmp.Or(cfg.SchedulerTxnID, fence.DefaultPrefix), a.Reg, log)
 	})
 	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
 	sw, adm := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot")), kadm.NewClient(admCl)

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
@@ -34,7 +35,8 @@ type Config struct {
 	Shards int `env:"WR_SCHEDULER_SHARDS" envDefault:"8"`
 	// TxnID prefixes the transactional ids (one per shard) under which the
 	// leaders write waitroom.admissions; the consumer's rebuild fences the
-	// same ids before it reads the topic (the same value everywhere).
+	// same ids before it reads the topic (the same value everywhere; empty:
+	// fence.DefaultPrefix).
 	TxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
@@ -110,8 +112,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSOLE_SESSION_TTL must be positive, not %s", c.ConsoleSessionTTL)
 	case c.DrawKey != "" && len(c.DrawKey) < 16:
 		return errors.New("WR_DRAW_KEY must be at least 16 bytes")
-	case c.TxnID == "":
-		return errors.New("WR_SCHEDULER_TRANSACTIONAL_ID must not be empty")
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -162,7 +162,7 @@ func build(ctx context.Context, cfg Config, a *service.App, addr string) error {
 	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval})
 	host, _ := os.Hostname()
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now, TxnPrefix: cfg.TxnID, TxnOpts: base,
+		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now, TxnPrefix: cmp.Or(cfg.TxnID, fence.DefaultPrefix), TxnOpts: base,
 		Steer: SteerOptions{Every: cfg.SteerEvery, MinStep: cfg.SteerMinStep, SignalTimeout: cfg.SteerSignalTimeout}}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))
