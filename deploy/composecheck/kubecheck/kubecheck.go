@@ -564,11 +564,12 @@ func checkShared(all []container) []error {
 
 // Agree are the variables every binary that reads them must hold alike: the
 // same Kafka and Redis, the consumer's groups (the console shows their lag),
-// and how late signs of life may reach Redis (the schedulers wait that long
-// before releasing an idle place).
+// how late signs of life may reach Redis (the schedulers wait that long
+// before releasing an idle place), and the schedulers' transactional ids
+// (the consumer's rebuild fences them).
 var Agree = []string{
 	"WR_KAFKA_BROKERS", "WR_REDIS_MODE", "WR_REDIS_ADDR", "WR_REDIS_ADDRS", "WR_REDIS_DB", "WR_REDIS_SENTINEL_MASTER",
-	"WR_CONSUMER_GROUP", "WR_CONSUMER_ITEMS_GROUP", "WR_SEEN_FLUSH",
+	"WR_CONSUMER_GROUP", "WR_CONSUMER_ITEMS_GROUP", "WR_SEEN_FLUSH", "WR_SCHEDULER_TRANSACTIONAL_ID",
 }
 
 // checkAgree checks the Agree variables have one value (set, or the

@@ -13,14 +13,16 @@ import (
 type Span struct{ From, To int64 }
 
 // Spans lists, per partition of topic, the offsets from its first record
-// still held to its end now: what ReadToEnd reads. It costs two ListOffsets
-// requests.
+// still held to its end now: what ReadToEnd reads. The end is the last
+// stable offset (what a read_committed reader reaches: past an open
+// transaction nothing is readable yet); on a topic without transactions it
+// is the high watermark. It costs two ListOffsets requests.
 func Spans(ctx context.Context, adm *kadm.Client, topic string) (map[int32]Span, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
@@ -66,8 +68,11 @@ func ReadSpans(ctx context.Context, base []kgo.Opt, topic string, spans map[int3
 	if len(left) == 0 {
 		return nil
 	}
+	// Read committed, keeping the control records (not handed to fn): a
+	// transaction marker may be the last offset of a span.
 	cl, err := kgo.NewClient(append(append(append([]kgo.Opt{}, base...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: at})), o.Client...)...)
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: at}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()), o.Client...)...)
 	if err != nil {
 		return fmt.Errorf("kafka client to read %s: %w", topic, err)
 	}
@@ -103,7 +108,7 @@ func eachInSpan(cl *kgo.Client, fs kgo.Fetches, topic string, left map[int32]int
 			return
 		}
 		done := r.Offset+1 >= end
-		if r.Offset < end {
+		if r.Offset < end && !r.Attrs.IsControl() {
 			switch err := fn(r); {
 			case errors.Is(err, SkipPartition):
 				done = true

@@ -40,6 +40,22 @@ func offsets(ctx context.Context, adm *kadm.Client, topic string) (bounds, error
 	return b, nil
 }
 
+// committedReader reads topic's partitions from want, read committed
+// (nothing of an aborted or open transaction), keeping the control records:
+// a transaction marker may be the last offset before the end, and the
+// partition is done when it is reached (they are not handed on).
+func committedReader(base []kgo.Opt, topic string, want map[int32]kgo.Offset) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client to read %s: %w", topic, err)
+	}
+	return cl, nil
+}
+
 // read hands every record of topic within b to fn, each partition in offset
 // order (partitions interleaved), with a client of its own built from base.
 // prep (may be nil) runs first over each fetch's records on every core (the
@@ -56,12 +72,9 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func
 	if left == 0 {
 		return 0, nil
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
-		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20),
-	)...)
+	cl, err := committedReader(base, topic, want)
 	if err != nil {
-		return 0, fmt.Errorf("kafka client to read %s: %w", topic, err)
+		return 0, err
 	}
 	defer cl.Close()
 	done := map[int32]bool{}
@@ -87,7 +100,9 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func
 				if done[fp.Partition] || r.Offset >= end {
 					break
 				}
-				recs = append(recs, r)
+				if !r.Attrs.IsControl() {
+					recs = append(recs, r)
+				}
 				if r.Offset == end-1 {
 					done[fp.Partition] = true
 					left--

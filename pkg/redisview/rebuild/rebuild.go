@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/foundation/retry"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -87,15 +88,25 @@ type Report struct {
 
 // Rebuilder rebuilds the view in rdb from the cluster the kgo options reach.
 type Rebuilder struct {
-	rdb  redis.UniversalClient
-	base []kgo.Opt
-	log  *zap.Logger
+	rdb   redis.UniversalClient
+	base  []kgo.Opt
+	log   *zap.Logger
+	fence string // the schedulers' transactional id prefix ("": no fence)
 }
 
 // New returns a Rebuilder; base are the kgo options every client starts from
-// (seed brokers, TLS, SASL...).
+// (seed brokers, TLS, SASL...). It fences the schedulers' transactional ids
+// of fence.DefaultPrefix (WithFence).
 func New(rdb redis.UniversalClient, base []kgo.Opt, log *zap.Logger) *Rebuilder {
-	return &Rebuilder{rdb: rdb, base: base, log: log}
+	return &Rebuilder{rdb: rdb, base: base, log: log, fence: fence.DefaultPrefix}
+}
+
+// WithFence sets the schedulers' transactional id prefix
+// (WR_SCHEDULER_TRANSACTIONAL_ID) the rebuild fences before it reads
+// waitroom.admissions; empty: no fence (a check of what the fence closes).
+func (b *Rebuilder) WithFence(prefix string) *Rebuilder {
+	b.fence = prefix
+	return b
 }
 
 // Run takes the rebuild lock, marks the view rebuilding, replays the three
@@ -244,6 +255,9 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 		return nil, fmt.Errorf("kafka admin client: %w", err)
 	}
 	defer cl.Close()
+	if err := b.fenceSchedulers(ctx, cl); err != nil {
+		return nil, err
+	}
 	adm := kadm.NewClient(cl)
 	bs := map[string]bounds{}
 	for _, t := range []string{topics.Items, topics.Admissions, topics.Registrations} {
@@ -305,6 +319,23 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 		}
 	}
 	return applied, nil
+}
+
+// fenceSchedulers takes every shard's transactional id over, before the
+// end offsets are read. A tick that confirmed the view before it was marked
+// rebuilding may still publish its admissions, late (a slow link, a paused
+// process): landing after the end offsets were read, they would be missing
+// from the rebuilt line and their people admitted again. The fence aborts
+// such a transaction and refuses its producer whatever it sends from now
+// on; the admissions are then read committed, up to the last stable offset.
+func (b *Rebuilder) fenceSchedulers(ctx context.Context, cl *kgo.Client) error {
+	if b.fence == "" {
+		return nil
+	}
+	if err := fence.Fence(ctx, cl, fence.IDs(b.fence)...); err != nil {
+		return fmt.Errorf("fence the schedulers before reading %s: %w", topics.Admissions, err)
+	}
+	return nil
 }
 
 func (b *Rebuilder) renew(ctx context.Context, gen string, ttl time.Duration) {

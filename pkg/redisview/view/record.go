@@ -50,9 +50,13 @@ func (r *KafkaRecord) Floor(ctx context.Context) (map[string]int64, error) {
 			out[Field(o.Topic, o.Partition)] = o.At
 		}
 	})
-	ends, err := r.adm.ListEndOffsets(ctx, topics.Admissions)
+	// The last stable offset: an open transaction's events (a leader
+	// publishing right now, or a dead one's until it times out) are not
+	// on the record yet; the scheduler advances the marker past a
+	// committed transaction's marker (promote.committedPast).
+	ends, err := r.adm.ListCommittedOffsets(ctx, topics.Admissions)
 	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topics.Admissions, err)
+		return nil, fmt.Errorf("list last stable offsets of %s: %w", topics.Admissions, err)
 	}
 	now := time.Now()
 	s := sample{at: now, ends: map[string]int64{}}

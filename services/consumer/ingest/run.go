@@ -16,6 +16,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/app/service"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/dlq"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/redisview/snapshot"
@@ -49,6 +50,10 @@ type Config struct {
 	// registrations PENDING for 43 s after a kill -9.
 	SessionTimeout time.Duration `env:"WR_CONSUMER_SESSION_TIMEOUT" envDefault:"6s"`
 	Heartbeat      time.Duration `env:"WR_CONSUMER_HEARTBEAT" envDefault:"1s"`
+	// SchedulerTxnID is the schedulers' transactional id prefix (their own
+	// variable and default): a rebuild fences their ids before it reads
+	// waitroom.admissions (empty: fence.DefaultPrefix).
+	SchedulerTxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 	View           view.Config
 	Snapshot       snapshot.Config
 	Kafka          config.Kafka
@@ -133,7 +138,9 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 	opts := func(topic string) consume.Options { return consumeOptions(cfg, m, topic) }
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
 	a.Go(items.Run)
-	a.Go(func(ctx context.Context) error { return AutoRebuild(ctx, rdb, watch, record, base, a.Reg, log) })
+	a.Go(func(ctx context.Context) error {
+		return AutoRebuild(ctx, rdb, watch, record, base, cmp.Or(cfg.SchedulerTxnID, fence.DefaultPrefix), a.Reg, log)
+	})
 	// The DLQ's producer (acks from every in-sync replica) writes the snapshots too.
 	sw, adm := snapshot.NewWriter(rdb, dlqClient, log.Named("snapshot")), kadm.NewClient(admCl)
 	a.Go(func(ctx context.Context) error {

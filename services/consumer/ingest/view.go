@@ -194,15 +194,16 @@ var errItemLost = errors.New("the batch waits for a lost item's rebuild")
 
 // AutoRebuild rebuilds the view whenever the watcher distrusts it and no one
 // else is rebuilding (an empty Redis, one older than the record, or a rebuild
-// whose rebuilder died), until ctx ends.
+// whose rebuilder died), until ctx ends. A rebuild fences the schedulers'
+// transactional ids of txnPrefix before it reads the admissions.
 func AutoRebuild(ctx context.Context, rdb redis.UniversalClient, w *view.Watcher, rec *view.KafkaRecord, base []kgo.Opt,
-	reg prometheus.Registerer, log *zap.Logger) error {
+	txnPrefix string, reg prometheus.Registerer, log *zap.Logger) error {
 	took := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "waitroom_view_rebuild_seconds",
 		Help: "Time of one automatic rebuild of the Redis view.", Buckets: prometheus.ExponentialBuckets(0.1, 2, 12)})
 	runs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "waitroom_view_rebuilds_total",
 		Help: "Automatic rebuilds of the Redis view, by result (ok, error)."}, []string{"result"})
 	reg.MustRegister(took, runs)
-	rb := rebuild.New(rdb, base, log.Named("rebuild"))
+	rb := rebuild.New(rdb, base, log.Named("rebuild")).WithFence(txnPrefix)
 	t := time.NewTicker(w.Interval())
 	defer t.Stop()
 	for {

@@ -36,6 +36,9 @@ type Env struct {
 	FlagKey   string `env:"WR_FLAG_KEY" secret:"true"`
 	LogLevel  string `env:"WR_LOG_LEVEL" envDefault:"warn"`
 	LogFormat string `env:"WR_LOG_FORMAT" envDefault:"console"`
+	// SchedulerTxnID is the schedulers' transactional id prefix: a rebuild
+	// fences their ids before it reads waitroom.admissions.
+	SchedulerTxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 }
 
 // DefaultEnv is the Env of an empty environment (the defaults of its tags).

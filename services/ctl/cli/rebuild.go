@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/redisview/rebuild"
 )
 
@@ -73,7 +75,7 @@ func (a *app) runRebuild(ctx context.Context, o *rebuildOpts) error {
 		return err
 	}
 	defer rdb.Close()
-	rep, err := rebuild.New(rdb, base, a.log).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle, Items: o.items})
+	rep, err := rebuild.New(rdb, base, a.log).WithFence(cmp.Or(a.env.SchedulerTxnID, fence.DefaultPrefix)).Run(ctx, rebuild.Options{Reason: o.reason, Settle: o.settle, Items: o.items})
 	if errors.Is(err, rebuild.ErrLocked) {
 		return fmt.Errorf("%w (the consumer may be rebuilding already)", err)
 	}

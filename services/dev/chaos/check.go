@@ -38,7 +38,11 @@ type tail struct {
 
 func newTail(brokers []string) (*tail, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics.Registrations, topics.Admissions),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+		// What the record holds: committed admissions only (a fenced
+		// leader's aborted transaction admitted nobody), control records
+		// kept so the tail reaches an end that is a transaction marker.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return nil, fmt.Errorf("kafka client of the record: %w", err)
 	}
@@ -56,6 +60,9 @@ func (t *tail) run(ctx context.Context) {
 				t.next[r.Topic] = map[int32]int64{}
 			}
 			t.next[r.Topic][r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			switch r.Topic {
 			case topics.Registrations:
 				if ev, err := topics.DecodeRegistration(r.Value); err == nil {
@@ -73,9 +80,10 @@ func (t *tail) run(ctx context.Context) {
 	}
 }
 
-// caughtUp waits until the tail has read both topics up to their ends now.
+// caughtUp waits until the tail has read both topics up to their last
+// stable offsets now.
 func (t *tail) caughtUp(ctx context.Context) error {
-	ends, err := t.adm.ListEndOffsets(ctx, topics.Registrations, topics.Admissions)
+	ends, err := t.adm.ListCommittedOffsets(ctx, topics.Registrations, topics.Admissions)
 	if err != nil {
 		return fmt.Errorf("list end offsets: %w", err)
 	}

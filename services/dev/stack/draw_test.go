@@ -44,12 +44,14 @@ func adminPost(t *testing.T, e *env, item, body string) []byte {
 	return b
 }
 
-// records reads every record of topic off the brokers, in partition order.
+// records reads every committed record of topic off the brokers (to the last
+// stable offset; the transaction markers, kept to reach it, left out), in
+// partition order.
 func records(t *testing.T, e *env, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(e.kcl).ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(e.kcl).ListCommittedOffsets(ctx, topic)
 	require.NoError(t, err)
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -57,7 +59,8 @@ func records(t *testing.T, e *env, topic string) []*kgo.Record {
 			want[o.Partition] = o.Offset
 		}
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	require.NoError(t, err)
 	defer cl.Close()
 	var out []*kgo.Record
@@ -66,7 +69,9 @@ func records(t *testing.T, e *env, topic string) []*kgo.Record {
 		require.NoError(t, ctx.Err(), "reading %s", topic)
 		fs.EachRecord(func(r *kgo.Record) {
 			if end, ok := want[r.Partition]; ok && r.Offset < end {
-				out = append(out, r)
+				if !r.Attrs.IsControl() {
+					out = append(out, r)
+				}
 				if r.Offset == end-1 {
 					delete(want, r.Partition)
 				}

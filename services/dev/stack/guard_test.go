@@ -192,7 +192,8 @@ func (e *env) doNoFail(method, path string, body []byte) answer {
 // admittedOnTopic reads waitroom.admissions until it has seen n tokens of item.
 func (e *env) admittedOnTopic(t *testing.T, item string, n int) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topics.Admissions), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topics.Admissions), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	require.NoError(t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -730,7 +730,9 @@ func copyRecordDroppingOneLeave(t *testing.T, e *env, live map[string]lineAt) (b
 		}
 		for _, res := range cl.ProduceSync(ctx, out...) {
 			require.NoError(t, res.Err)
-			require.Equal(t, want[res.Record], res.Record.Offset, "the copy keeps %s's offsets", topic)
+			if topic != topics.Admissions { // written in transactions: their markers took offsets the copy has not
+				require.Equal(t, want[res.Record], res.Record.Offset, "the copy keeps %s's offsets", topic)
+			}
 		}
 	}
 	return brokers, item, tokenID

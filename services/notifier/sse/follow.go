@@ -19,12 +19,15 @@ type BadRecordFunc func(ctx context.Context, r *kgo.Record, err error)
 // the topic as of start. The end is pinned by time rather than "latest when
 // the offsets are looked up", so an event published between start and that
 // look-up is not missed; margin covers clock skew with the scheduler (events
-// are idempotent, so reading a few again costs nothing).
+// are idempotent, so reading a few again costs nothing). It reads committed:
+// admissions of a transaction the broker aborted (a fenced leader's) are
+// never told.
 func FollowOpts(start time.Time, margin time.Duration) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ConsumeTopics(topics.Admissions),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(start.Add(-margin).UnixMilli())),
 		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 }
 

@@ -96,7 +96,7 @@ func TestPublishAcksUpToFirstFailure(t *testing.T) {
 		Waiting: tk.Waiting, Active: tk.Active, Epoch: 1, At: at.UnixMilli(), V: topics.Version, Applied: tk.Admits[0].Applied}, 10_000)
 	require.Greater(t, len(parts), 2)
 
-	s.publish(ctx, 1, at, []dueItem{{item: "part", tk: tk}})
+	s.publish(ctx, s.prod, 1, at, []dueItem{{item: "part", tk: tk}})
 	left, err := w.line.Unpublished(ctx, "part", n)
 	require.NoError(t, err)
 	assert.Equal(t, want[len(parts[0].Admitted):], left, "acknowledged up to the failed event only")
@@ -104,7 +104,7 @@ func TestPublishAcksUpToFirstFailure(t *testing.T) {
 	// The next tick publishes the rest.
 	tk, err = w.line.Promote(ctx, "part", 1, at, time.Second)
 	require.NoError(t, err)
-	s.publish(ctx, 1, at, []dueItem{{item: "part", tk: tk}})
+	s.publish(ctx, s.prod, 1, at, []dueItem{{item: "part", tk: tk}})
 	left, err = w.line.Unpublished(ctx, "part", n)
 	require.NoError(t, err)
 	assert.Empty(t, left)

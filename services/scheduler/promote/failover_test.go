@@ -155,7 +155,7 @@ func (w *world) runScheduler(ctx context.Context, wt *view.Watcher) (stop func()
 // counts each tokenId's admissions.
 func (w *world) admittedCounts(ctx context.Context, item string) map[string]int {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(w.brokers...), kgo.ConsumeTopics(topics.Admissions),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	require.NoError(w.t, err)
 	defer cl.Close()
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -221,7 +221,7 @@ func TestATickWhoseViewChangedMidTickPublishesNothing(t *testing.T) {
 
 	// Confirmed (the watcher trusts g1), then a rebuild starts.
 	require.NoError(t, view.SetRebuilding(ctx, w.rdb, "g2", "a rebuild started mid-tick"))
-	require.NoError(t, s.tickItems(ctx, 1, until(time.Now().Add(time.Minute)), []string{"mid"}, time.Now(), map[string]bool{}, false))
+	require.NoError(t, s.tickItems(ctx, s.prod, 1, until(time.Now().Add(time.Minute)), []string{"mid"}, time.Now(), map[string]bool{}, false))
 	n, err := w.rdb.ZCard(ctx, queue.KeysFor("mid").Admitted).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n, "the promote ran: the tick had something to publish")

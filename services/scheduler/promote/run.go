@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/domain/draw"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/kafka/blocklist"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/kafka/itemcache"
 	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
@@ -32,6 +33,11 @@ type Config struct {
 	Burst      time.Duration `env:"WR_SCHEDULER_BURST" envDefault:"1s"`
 	// Shards divides the items among the replicas (1..64; every replica the same).
 	Shards int `env:"WR_SCHEDULER_SHARDS" envDefault:"8"`
+	// TxnID prefixes the transactional ids (one per shard) under which the
+	// leaders write waitroom.admissions; the consumer's rebuild fences the
+	// same ids before it reads the topic (the same value everywhere; empty:
+	// fence.DefaultPrefix).
+	TxnID string `env:"WR_SCHEDULER_TRANSACTIONAL_ID" envDefault:"waitroom-scheduler"`
 	// MaxEventBytes bounds one admission event; bigger ticks go out as several.
 	MaxEventBytes int `env:"WR_SCHEDULER_MAX_EVENT_BYTES" envDefault:"900000"`
 	// AdminToken guards the admin API and the console (at least
@@ -156,7 +162,7 @@ func build(ctx context.Context, cfg Config, a *service.App, addr string) error {
 	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval})
 	host, _ := os.Hostname()
 	s := New(rdb, prod, Options{Tick: cfg.Tick, LockExpiry: cfg.LockExpiry, Burst: cfg.Burst, MaxEventBytes: cfg.MaxEventBytes, View: watch, Shards: cfg.Shards,
-		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now,
+		Describe: host + " " + addr, DrawKey: []byte(cfg.DrawKey), Clock: cfg.Clock.Now, TxnPrefix: cmp.Or(cfg.TxnID, fence.DefaultPrefix), TxnOpts: base,
 		Steer: SteerOptions{Every: cfg.SteerEvery, MinStep: cfg.SteerMinStep, SignalTimeout: cfg.SteerSignalTimeout}}, reg, log)
 
 	items, err := itemcache.New(base, log.Named("items"))

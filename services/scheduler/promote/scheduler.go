@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
 	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
@@ -107,6 +108,15 @@ type Options struct {
 	DrawKey []byte
 	// Steer tunes the steering of the items whose policy asks for it.
 	Steer SteerOptions
+	// TxnPrefix, when set, makes every write of a shard's leader to
+	// waitroom.admissions (its epoch claim, admissions, steering) a Kafka
+	// transaction under the shard's transactional id fence.ID(TxnPrefix,
+	// shard), with clients built from TxnOpts: a new leader of the shard,
+	// and a rebuild before it reads the topic, fence whatever an earlier
+	// leader still sends (WR_SCHEDULER_TRANSACTIONAL_ID). Empty: the
+	// Producer writes them, outside transactions.
+	TxnPrefix string
+	TxnOpts   []kgo.Opt
 	// DrawCheckEvery is how often a tick also looks for due draws (the pools
 	// of every item it ticks: two reads an item, about a fifth of a tick's
 	// Redis work over 10,000 items); default 1 s, at least the tick. A draw
@@ -131,6 +141,9 @@ type Scheduler struct {
 	progress atomic.Int64  // unix ns of the loop's last step (stepped)
 	draws    draws
 	steer    *steering
+	txns     map[int]*fence.Producer // per shard led, with TxnPrefix (the loop's alone)
+
+	hookPublish func() // tests: runs right before a confirmed tick publishes
 }
 
 // Leading reports whether this replica leads any shard right now.
@@ -179,7 +192,7 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 	return &Scheduler{
 		rdb: rdb, ep: &epochs{rdb: rdb}, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
 		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock, id: hex.EncodeToString(b[:]),
-		steer: newSteering(rdb, opt.Steer, reg),
+		steer: newSteering(rdb, opt.Steer, reg), txns: map[int]*fence.Producer{},
 	}
 }
 
@@ -301,15 +314,19 @@ func (s *Scheduler) acquire(ctx context.Context, sh int) *lease {
 		return nil
 	}
 	l := s.hold(ctx, sh, mu)
-	var err error
-	if l.epoch, err = s.ep.next(ctx); err == nil {
-		err = s.claim(ctx, l.epoch)
+	out, err := s.output(ctx, sh)
+	if err == nil {
+		l.epoch, err = s.ep.next(ctx)
+	}
+	if err == nil {
+		err = s.claim(ctx, out, l.epoch)
 	}
 	if err == nil {
 		err = l.lostErr()
 	}
 	if err != nil {
 		s.log.Warn("not leading the shard", zap.Int("shard", sh), zap.Error(err))
+		s.closeOutput(sh)
 		l.release()
 		s.unlock(ctx, mu)
 		return nil
@@ -324,6 +341,7 @@ func (s *Scheduler) drop(ctx context.Context, held map[int]*lease, sh int, relea
 	l := held[sh]
 	delete(held, sh)
 	s.mark(held)
+	s.closeOutput(sh)
 	if l == nil {
 		return
 	}
@@ -395,7 +413,7 @@ func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
 		}
 		shardBegan := time.Now()
 		s.stepped()
-		err := s.tickItems(ctx, l.epoch, l, mine[sh], now, seen, draws)
+		err := s.tickItems(ctx, s.shardOutput(sh), l.epoch, l, mine[sh], now, seen, draws)
 		s.m.shardTick.Observe(time.Since(shardBegan).Seconds())
 		if err != nil {
 			if ctx.Err() == nil {
@@ -445,18 +463,23 @@ func (s *Scheduler) tick(ctx context.Context, epoch int64, mu deadline) error {
 	}
 	seen := make(map[string]bool, len(items))
 	now := s.now()
-	err = s.tickItems(ctx, epoch, mu, items, now, seen, s.draws.checkDue(now, s.opt.DrawCheckEvery))
+	err = s.tickItems(ctx, s.prod, epoch, mu, items, now, seen, s.draws.checkDue(now, s.opt.DrawCheckEvery))
 	s.m.perItem.sweep(seen)
 	return err
 }
 
 // tickItems promotes items once under mu and epoch and publishes what
-// changed (and, with draws, publishes the items' due draws first);
+// changed on out (and, with draws, publishes the items' due draws first);
 // errStepDown when the lock ran out or an item fenced the epoch.
-func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, items []string, start time.Time, seen map[string]bool, draws bool) error {
+func (s *Scheduler) tickItems(ctx context.Context, out Producer, epoch int64, mu deadline, items []string, start time.Time, seen map[string]bool, draws bool) error {
 	if !time.Now().Before(mu.Until()) {
 		return fmt.Errorf("%w: the lock expired at %s", errStepDown, mu.Until().Format(time.RFC3339Nano))
 	}
+	// A transactional out takes its producer epoch (again, after a failed
+	// transaction) before the view is confirmed below: a rebuild that
+	// starts after the confirmation fences this epoch before it reads the
+	// admissions, so the tick's publish is either read by it or refused.
+	canPublish := s.outputReady(ctx, out)
 	// An item whose node lost its keys admits nobody until it is rebuilt:
 	// its line in Redis is empty or behind, not the line.
 	items = s.opt.View.Usable(items)
@@ -512,11 +535,12 @@ func (s *Scheduler) tickItems(ctx context.Context, epoch int64, mu deadline, ite
 	// in Redis, published by the next tick of a view still trusted, or lost
 	// with the view, whose rebuild from the record returns those people to
 	// their places.
-	if len(due) > 0 && s.stillConfirmed(ctx) {
-		s.publish(ctx, epoch, start, due)
+	if len(due) > 0 && canPublish && s.stillConfirmed(ctx) {
+		s.beforePublish()
+		s.publish(ctx, out, epoch, start, due)
 	}
-	if steerNow {
-		s.steerItems(ctx, epoch, slices.Collect(maps.Keys(ticked)), ticked, start)
+	if steerNow && canPublish {
+		s.steerItems(ctx, out, epoch, slices.Collect(maps.Keys(ticked)), ticked, start)
 	}
 	// Counted after the tick's writes too: a Redis restored to before them
 	// (a failover to a replica that missed them) has a lower count, and the
@@ -542,7 +566,7 @@ type dueItem struct {
 // every admission reaches the topic at least once, and in line order.
 // Publishing outlives a cancelled ctx for a moment, so a graceful stop loses
 // nothing.
-func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, items []dueItem) {
+func (s *Scheduler) publish(ctx context.Context, out Producer, epoch int64, at time.Time, items []dueItem) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	event := func(d dueItem, page []queue.Admit) []topics.AdmissionEvent {
@@ -567,13 +591,13 @@ func (s *Scheduler) publish(ctx context.Context, epoch int64, at time.Time, item
 			return
 		}
 		failed := map[*kgo.Record]error{}
-		res := s.prod.ProduceSync(pctx, recs...)
+		res := out.ProduceSync(pctx, recs...)
 		for _, r := range res {
 			if r.Err != nil {
 				failed[r.Record] = r.Err
 			}
 		}
-		if err := s.advance(pctx, res); err != nil {
+		if err := s.advance(pctx, out, res); err != nil {
 			s.log.Warn("advance the view marker past the published admissions", zap.Error(err))
 		}
 		var ackItems []string

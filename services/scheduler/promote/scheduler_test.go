@@ -63,7 +63,7 @@ func (w *world) replica(opt Options) *Scheduler {
 // admissions reads the admission events of item until total tokens were admitted.
 func (w *world) admissions(item string, total int, timeout time.Duration) []topics.AdmissionEvent {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(w.brokers...), kgo.ConsumeTopics(topics.Admissions),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	require.NoError(w.t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

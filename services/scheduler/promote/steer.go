@@ -104,7 +104,7 @@ func (st *steering) count(item string, admitted int) {
 // each decision that changed on waitroom.admissions, then writes it to
 // Redis for promote: record first, view after. Items no longer steered,
 // or no longer this shard's, are forgotten.
-func (s *Scheduler) steerItems(ctx context.Context, epoch int64, items []string, ticks map[string]queue.Tick, now time.Time) {
+func (s *Scheduler) steerItems(ctx context.Context, out Producer, epoch int64, items []string, ticks map[string]queue.Tick, now time.Time) {
 	st := s.steer
 	pols, err := s.steerPolicies(ctx, items)
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Scheduler) steerItems(ctx context.Context, epoch int64, items []string,
 			s.log.Warn("write the effective target", zap.String("item", item), zap.Error(err))
 		}
 	}
-	s.recordSteering(ctx, epoch, now, decided, decisions)
+	s.recordSteering(ctx, out, epoch, now, decided, decisions)
 	for item, it := range st.items {
 		if _, ok := ticks[item]; !ok && it.epoch == epoch { // this leadership's, not ticked: no longer active
 			delete(st.items, item)
@@ -172,8 +172,8 @@ func (s *Scheduler) steerItems(ctx context.Context, epoch int64, items []string,
 	}
 }
 
-// recordSteering publishes the decisions, then writes those recorded.
-func (s *Scheduler) recordSteering(ctx context.Context, epoch int64, now time.Time, items []string, ds []topics.SteerDecision) {
+// recordSteering publishes the decisions on out, then writes those recorded.
+func (s *Scheduler) recordSteering(ctx context.Context, out Producer, epoch int64, now time.Time, items []string, ds []topics.SteerDecision) {
 	if len(items) == 0 {
 		return
 	}
@@ -184,8 +184,8 @@ func (s *Scheduler) recordSteering(ctx context.Context, epoch int64, now time.Ti
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res := s.prod.ProduceSync(pctx, recs...)
-	if err := s.advance(pctx, res); err != nil {
+	res := out.ProduceSync(pctx, recs...)
+	if err := s.advance(pctx, out, res); err != nil {
 		s.log.Warn("advance the view marker past the steering records", zap.Error(err))
 	}
 	for i, r := range res {

@@ -78,28 +78,36 @@ func (s *Scheduler) touch(ctx context.Context) error {
 // claim publishes that epoch is taken, before its first promote: a rebuild
 // of a lost Redis reads the highest epoch ever used back from the topic and
 // fences every item above it.
-func (s *Scheduler) claim(ctx context.Context, epoch int64) error {
+func (s *Scheduler) claim(ctx context.Context, out Producer, epoch int64) error {
 	ev := topics.AdmissionEvent{V: topics.Version, Kind: topics.KindEpochClaim, ItemID: topics.EpochClaimItem,
 		Admitted: []string{}, Epoch: epoch, At: s.now().UnixMilli()}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res := s.prod.ProduceSync(cctx, &kgo.Record{Topic: topics.Admissions, Key: []byte(topics.EpochClaimItem), Value: topics.Encode(&ev)})
+	res := out.ProduceSync(cctx, &kgo.Record{Topic: topics.Admissions, Key: []byte(topics.EpochClaimItem), Value: topics.Encode(&ev)})
 	if err := res.FirstErr(); err != nil {
 		return fmt.Errorf("claim epoch %d on %s: %w", epoch, topics.Admissions, err)
 	}
-	if err := s.advance(cctx, res); err != nil {
+	if err := s.advance(cctx, out, res); err != nil {
 		s.log.Warn("advance the view marker past the epoch claim", zap.Error(err))
 	}
 	return nil
 }
 
-// advance records on the view's marker the admission events just published,
-// so a Redis rolled back to before them is noticed as older than the record.
-func (s *Scheduler) advance(ctx context.Context, res kgo.ProduceResults) error {
+// advance records on the view's marker the admission events just published
+// on out, so a Redis rolled back to before them is noticed as older than
+// the record. A transaction's events are followed by its commit marker,
+// which the topic's end counts too: the marker is advanced past it
+// (committedPast).
+func (s *Scheduler) advance(ctx context.Context, out Producer, res kgo.ProduceResults) error {
 	next := map[int32]int64{}
 	for _, r := range res {
 		if r.Err == nil && r.Record.Offset+1 > next[r.Record.Partition] {
 			next[r.Record.Partition] = r.Record.Offset + 1
+		}
+	}
+	if len(next) > 0 {
+		if err := committedPast(ctx, out, next); err != nil {
+			s.log.Warn("read the admissions' last stable offsets", zap.Error(err))
 		}
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
