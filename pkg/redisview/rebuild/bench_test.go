@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/redisview/rebuild"
@@ -74,6 +75,7 @@ func BenchmarkRebuild(b *testing.B) {
 	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
 	st0 := testenv.ReadRedisStats(b, rdb)
 	cpu0, proc0 := st0.CPU, testenv.ProcCPU(b)
+	sched0 := redisSched(b, rdb)
 	b.ResetTimer()
 	var rep rebuild.Report
 	for range b.N {
@@ -82,6 +84,7 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	sched := redisSched(b, rdb)
 	st := testenv.ReadRedisStats(b, rdb)
 	cpu, proc := time.Duration((st.CPU-cpu0)*float64(time.Second)), testenv.ProcCPU(b)-proc0
 	logRedisWork(b, st0, st, rep.Records*int64(b.N))
@@ -97,6 +100,42 @@ func BenchmarkRebuild(b *testing.B) {
 	// This process's CPU per record: reading and decoding the topics, kfake
 	// serving the fetches, building the script calls.
 	b.ReportMetric(proc.Seconds()*1e6/float64(rep.Records)/float64(b.N), "proc-cpu-µs/record")
+	// Of the rebuild's time, the share redis-server's main thread ran, and
+	// the share it was ready to run but waited for a core (the scheduler's
+	// run queue): the rest it slept, with no command to run, waiting for
+	// this process.
+	if took := rep.Took * time.Duration(b.N); sched.ok && sched0.ok && took > 0 {
+		b.ReportMetric(100*float64(sched.run-sched0.run)/float64(took), "redis-run-%")
+		b.ReportMetric(100*float64(sched.wait-sched0.wait)/float64(took), "redis-runq-%")
+	}
+}
+
+// sched is a thread's time on a core and ready but waiting for one
+// (/proc/PID/schedstat); ok is false where the file cannot be read.
+type sched struct {
+	run, wait time.Duration
+	ok        bool
+}
+
+// redisSched reads the schedstat of rdb's redis-server main thread (when it
+// runs on this machine, as testenv's does).
+func redisSched(b *testing.B, rdb redis.UniversalClient) sched {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "process_id:")
+	pid, _, _ := strings.Cut(rest, "\r\n")
+	raw, err := os.ReadFile("/proc/" + strings.TrimSpace(pid) + "/schedstat")
+	if err != nil {
+		return sched{}
+	}
+	var run, wait int64
+	if _, err := fmt.Sscan(string(raw), &run, &wait); err != nil {
+		return sched{}
+	}
+	return sched{time.Duration(run), time.Duration(wait), true}
 }
 
 // logRedisWork logs where redis-server's time went per record between two

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -56,20 +55,38 @@ func committedReader(base []kgo.Opt, topic string, want map[int32]kgo.Offset) (*
 	return cl, nil
 }
 
+// part is a run of one fetch's records on its way to fn, with what prep
+// made of each (filled on a worker, then done is closed).
+type part struct {
+	recs    []*kgo.Record
+	prepped []any
+	done    chan struct{}
+}
+
+// partLen is how many records a part holds, and readAhead how many parts
+// the fetching may run ahead of fn: fn starts on a fetch as soon as its
+// first part is decoded, and the fetching and decoding of the next ones go
+// on meanwhile (on a core the applying leaves), instead of a whole fetch
+// (up to FetchMaxPartitionBytes, some 100,000 records) being decoded while
+// the applying runs dry, then applied while nothing is decoded.
+const (
+	partLen   = 4096
+	readAhead = 16
+)
+
 // read hands every record of topic within b to fn, each partition in offset
 // order (partitions interleaved), with a client of its own built from base.
-// prep (may be nil) runs first over each fetch's records on every core (the
-// decoding); fn gets its result, in order.
+// prep (may be nil) runs first over each record on worker goroutines (the
+// decoding), as many as GOMAXPROCS, ahead of fn; fn gets its result, in
+// order, on the caller's goroutine.
 func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func(*kgo.Record) any, fn func(*kgo.Record, any) error) (int64, error) {
 	want := map[int32]kgo.Offset{}
-	left := 0
 	for p, se := range b {
 		if se[1] > se[0] {
 			want[p] = kgo.NewOffset().At(se[0])
-			left++
 		}
 	}
-	if left == 0 {
+	if len(want) == 0 {
 		return 0, nil
 	}
 	cl, err := committedReader(base, topic, want)
@@ -77,12 +94,49 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func
 		return 0, err
 	}
 	defer cl.Close()
-	done := map[int32]bool{}
+	fctx, cancel := context.WithCancel(ctx)
+	parts := make(chan *part, readAhead)
+	ferr := make(chan error, 1)
+	go func() { ferr <- fetch(fctx, cl, topic, b, len(want), prep, parts) }()
 	var n int64
+	err = func() error {
+		for p := range parts {
+			<-p.done
+			for i, r := range p.recs {
+				if err := fn(r, p.prepped[i]); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	}()
+	cancel() // after fn failed, the fetching stops; wait for it before closing the client
+	if fe := <-ferr; err == nil && fe != nil {
+		err = fe
+	}
+	return n, err
+}
+
+// fetch polls cl for topic's records within b (left partitions to read to
+// their end) and sends them to out in parts, in order, each part's prep
+// started on a worker; it closes out when done.
+func fetch(ctx context.Context, cl *kgo.Client, topic string, b bounds, left int, prep func(*kgo.Record) any, out chan<- *part) error {
+	defer close(out)
+	workers := make(chan struct{}, runtime.GOMAXPROCS(0))
+	send := func(p *part) error {
+		select {
+		case out <- p:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("read %s: %w", topic, ctx.Err())
+		}
+	}
+	done := map[int32]bool{}
 	for left > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("read %s: %w", topic, err)
+			return fmt.Errorf("read %s: %w", topic, err)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -91,7 +145,7 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func
 			}
 		})
 		if ferr != nil {
-			return n, ferr
+			return ferr
 		}
 		recs := make([]*kgo.Record, 0, fs.NumRecords())
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -109,30 +163,25 @@ func read(ctx context.Context, base []kgo.Opt, topic string, b bounds, prep func
 				}
 			}
 		})
-		prepped := make([]any, len(recs))
-		if prep != nil {
-			workers := runtime.GOMAXPROCS(0)
-			var wg sync.WaitGroup
-			per := (len(recs) + workers - 1) / workers
-			for lo := 0; lo < len(recs); lo += per {
-				hi := min(lo+per, len(recs))
-				wg.Go(func() {
-					for i := lo; i < hi; i++ {
-						prepped[i] = prep(recs[i])
+		for lo := 0; lo < len(recs); lo += partLen {
+			p := &part{recs: recs[lo:min(lo+partLen, len(recs))], done: make(chan struct{})}
+			p.prepped = make([]any, len(p.recs))
+			if prep == nil {
+				close(p.done)
+			} else {
+				workers <- struct{}{}
+				go func() {
+					defer close(p.done)
+					for i, r := range p.recs {
+						p.prepped[i] = prep(r)
 					}
-				})
+					<-workers
+				}()
 			}
-			wg.Wait()
-		}
-		for i, r := range recs {
-			if ferr = fn(r, prepped[i]); ferr != nil {
-				break
+			if err := send(p); err != nil {
+				return err
 			}
-			n++
-		}
-		if ferr != nil {
-			return n, ferr
 		}
 	}
-	return n, nil
+	return nil
 }

@@ -58,7 +58,7 @@ type replayer struct {
 	snap map[string]*snapshot.Snapshot
 
 	// The applier (flush, sync): batches in order, done once it returned.
-	batches chan []queue.Op
+	batches chan prepared
 	done    chan struct{}
 	mu      sync.Mutex
 	err     error // the applier's first error
@@ -327,20 +327,35 @@ func (r *replayer) rest() error {
 	return nil
 }
 
-// flush hands the pending ops to the applier, which runs them through
-// queue.Line.Replay (in order, one batch after the other) while the replay
-// reads and decodes the next ones: redis-server runs the scripts on its
-// core while this process works on the other.
+// prepared is a batch of ops made into its script calls (queue.Line.Prepare).
+type prepared struct {
+	ops   []queue.Op
+	batch *queue.Batch
+}
+
+// ahead is how many prepared batches may wait for the applier.
+const ahead = 4
+
+// flush makes the pending ops into their script calls (queue.Line.Prepare:
+// the calls of queue.Line.Replay) and hands them to the applier, which
+// sends them (in order, one batch after the other) while the replay reads,
+// decodes and prepares the next ones: redis-server runs the scripts on its
+// core while this process works on the other, and it does not wait between
+// two batches for the next one to be built.
 func (r *replayer) flush() error {
 	if len(r.ops) == 0 {
 		return r.failed()
 	}
+	b, err := r.line.Prepare(r.ctx, r.ops)
+	if err != nil {
+		return err
+	}
 	if r.batches == nil {
-		r.batches, r.done = make(chan []queue.Op, 2), make(chan struct{})
+		r.batches, r.done = make(chan prepared, ahead), make(chan struct{})
 		go r.applier()
 	}
 	select {
-	case r.batches <- r.ops:
+	case r.batches <- prepared{r.ops, b}:
 	case <-r.done:
 	}
 	r.ops = make([]queue.Op, 0, replayBatch)
@@ -379,11 +394,11 @@ func (r *replayer) failed() error {
 // one fails (its error is kept; the rest are drained unapplied).
 func (r *replayer) applier() {
 	defer close(r.done)
-	for ops := range r.batches {
+	for b := range r.batches {
 		if r.failed() != nil {
 			continue
 		}
-		if err := r.apply(ops); err != nil {
+		if err := r.apply(b); err != nil {
 			r.mu.Lock()
 			r.err = err
 			r.mu.Unlock()
@@ -391,9 +406,10 @@ func (r *replayer) applier() {
 	}
 }
 
-// apply runs one batch through queue.Line.Replay.
-func (r *replayer) apply(ops []queue.Op) error {
-	res, err := r.line.Replay(r.ctx, ops)
+// apply runs one prepared batch (queue.Batch.Run).
+func (r *replayer) apply(b prepared) error {
+	ops := b.ops
+	res, err := b.batch.Run(r.ctx)
 	if err != nil {
 		return fmt.Errorf("replay %d records: %w", len(ops), err)
 	}

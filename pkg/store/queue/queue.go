@@ -362,19 +362,51 @@ func enqueueArgs(ops []Op, idx []int) []any {
 // Apply's callers rely on to retry a batch: Replay's error means the view
 // holds some unknown part of ops, and only starting over from an empty view
 // is right. A record Redis refused is its Result's Err, as with Apply.
+// Replay is Prepare, then Batch.Run.
 func (l *Line) Replay(ctx context.Context, ops []Op) ([]Result, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
+	b, err := l.Prepare(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	return b.Run(ctx)
+}
+
+// Batch is ops made into the script calls Replay sends (Line.Prepare), not
+// sent yet: a replay builds the next batch while Redis runs the one before,
+// so Redis does not wait for the building.
+type Batch struct {
+	ops   []Op
+	calls []call
+	pipe  redis.Pipeliner
+}
+
+// Prepare plans ops into script calls on a pipeline of their own, as Replay
+// sends them; Batch.Run sends them. Batches run one after the other on one
+// goroutine apply their ops in order, as one Replay of them all would.
+func (l *Line) Prepare(ctx context.Context, ops []Op) (*Batch, error) {
 	calls := plan(ops)
 	_, cluster := l.rdb.(*redis.ClusterClient)
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		return sendCalls(ctx, p, cluster, ops, calls)
-	})
-	if err != nil && !IsRecordError(err) {
+	p := l.rdb.Pipeline()
+	if err := sendCalls(ctx, p, cluster, ops, calls); err != nil {
 		return nil, fmt.Errorf("replay %d ops: %w", len(ops), err)
 	}
-	return readCalls(ops, calls)
+	return &Batch{ops: ops, calls: calls, pipe: p}, nil
+}
+
+// Run sends the batch in one round trip and reads one Result per op, as
+// Replay does (its error: the view holds an unknown part of the ops).
+func (b *Batch) Run(ctx context.Context) ([]Result, error) {
+	if len(b.ops) == 0 {
+		return nil, nil
+	}
+	_, err := b.pipe.Exec(ctx)
+	if err != nil && !IsRecordError(err) {
+		return nil, fmt.Errorf("replay %d ops: %w", len(b.ops), err)
+	}
+	return readCalls(b.ops, b.calls)
 }
 
 // apply runs one chunk. On a Redis Cluster a MULTI cannot span the items'
