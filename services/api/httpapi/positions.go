@@ -144,9 +144,10 @@ func posKey(b []byte, item, tokenID string) []byte {
 }
 
 // status answers from memory when it can (ok), else the caller reads exactly
-// and calls remember. every, when positive and shorter, replaces exactEvery
-// for this item (see Server.exactEvery: items that release idle places).
-func (p *positions) status(ctx context.Context, item, tokenID string, every time.Duration) (line.Status, bool) {
+// and calls remember. gen is the item's generation now (p.gen, read once by
+// the caller); every, when positive and shorter, replaces exactEvery for this
+// item (see exactEveryOf: items that release idle places).
+func (p *positions) status(ctx context.Context, item, tokenID string, gen view.ItemGen, every time.Duration) (line.Status, bool) {
 	if every <= 0 || every > p.exactEvery {
 		every = p.exactEvery
 	}
@@ -157,7 +158,6 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	e, found := sh.m[string(key)]
 	sh.mu.Unlock()
 	now := p.now()
-	gen := p.gen(item)
 	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
 		return line.Status{}, false
 	}
