@@ -23,7 +23,26 @@
 # api on 25080), OPENLOOP (fixed-rate runs after the wrk rounds, e.g.
 # OPENLOOP="status:5000 register:3000": bench/openloop at that rate for DUR
 # against the ceiling then the api, latency counted from when each request
-# was due), WRK=0 (skip the wrk rounds: only the OPENLOOP runs).
+# was due), WRK=0 (skip the wrk rounds: only the OPENLOOP runs),
+# STACK=1 (the OPENLOOP runs also go to the dev stack's own api on
+# PORT_BASE+180: the configuration of `make run`, every service in one
+# process, whose CPU per request is then the whole process's; API_ENV is
+# given to the dev stack too, so its api reads the same settings),
+# BASE_API (the path of a waitroom-api built from another tree, e.g. the
+# commit before a change: started beside the api on PORT_BASE+81 with the
+# same environment, and measured in every run right after the api, as
+# "base", so a before/after pair comes from the same minutes), and with
+# PPROF=1 each OPENLOOP run of an api also takes a CPU profile and a 5 s
+# runtime trace of it, TRACE_SECONDS long (5), and its heap profile at the
+# end ($OUT/open-<server>-<path>-<rate>-<round>.{prof,trace,heap}; read the
+# trace with `go tool trace`).
+#
+# "make run" at a fixed rate (status 5,000/s, register 3,000/s), beside the
+# ceiling and the api as its own process (the status bucket raised: at its
+# default 5/s, 1,000 tokens allow 5,000 reads a second, no more):
+#
+#   STACK=1 WRK=0 DUR=20s OPENLOOP="status:5000 register:3000" \
+#     API_ENV="WR_THROTTLE_STATUS_RATE=100000 WR_THROTTLE_STATUS_BURST=100000" bench/ceiling.sh
 #
 # Redis commands per request come from INFO commandstats (every command,
 # those run inside scripts included) around each run: "gross" is all of
@@ -49,6 +68,9 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/waitroom-ceiling.XXXXXX")}
 mkdir -p "$OUT"
 PB=${PORT_BASE:-18000}
 API_ADDR=127.0.0.1:$((PB + 80))
+BASE_ADDR=127.0.0.1:$((PB + 81))
+STACK_API_ADDR=127.0.0.1:$((PB + 180))
+BASE_PPROF_ADDR=127.0.0.1:$((PB + 62))
 CEIL_ADDR=127.0.0.1:$((PB + 99))
 PPROF_ADDR=127.0.0.1:$((PB + 60))
 STACK_PPROF_ADDR=127.0.0.1:$((PB + 61))
@@ -72,14 +94,16 @@ go build -o "$OUT/bin/waitroomctl" ./services/ctl
 . "$root/bench/procs.sh"
 
 log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
-WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=$KAFKA_PORTS \
-  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=127.0.0.1:$((PB + 180)) \
+stack_env=()
+[ "${STACK:-0}" = 1 ] && read -r -a stack_env <<<"${API_ENV:-}"
+env "${stack_env[@]}" WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=$KAFKA_PORTS \
+  WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=$STACK_API_ADDR \
   WR_CONSUMER_ADDR=127.0.0.1:$((PB + 181)) WR_DEV_SCHEDULER_ADDRS=127.0.0.1:$((PB + 182)),127.0.0.1:$((PB + 183)) \
   WR_NOTIFIER_ADDR=127.0.0.1:$((PB + 190)) WR_DEV_FRONT_ADDR=127.0.0.1:$((PB + 100)) \
   "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
 stack_pid=$!
 pids+=($stack_pid)
-wait_http http://127.0.0.1:$((PB + 180))/readyz 120
+wait_http http://$STACK_API_ADDR/readyz 120
 redis_pid=$(redis-cli -p $REDIS_PORT info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
 
 log "an item that admits nobody during the run: $ITEM"
@@ -95,15 +119,30 @@ env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=$KAFKA
   "$OUT/bin/waitroom-api" >"$OUT/api.log" 2>&1 &
 api_pid=$!
 pids+=($api_pid)
+base_pid=
+if [ -n "${BASE_API:-}" ]; then
+  log "starting the base api ($BASE_API) on $BASE_ADDR"
+  pprof_env=()
+  [ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$BASE_PPROF_ADDR)
+  env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$BASE_ADDR WR_KAFKA_BROKERS=$KAFKA_BROKERS \
+    WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
+    WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
+    "$BASE_API" >"$OUT/base.log" 2>&1 &
+  base_pid=$!
+  pids+=($base_pid)
+fi
 "$OUT/bin/ceiling" -addr $CEIL_ADDR >"$OUT/ceiling.log" 2>&1 &
 ceil_pid=$!
 pids+=($ceil_pid)
 wait_http http://$API_ADDR/readyz 60
 wait_http http://$CEIL_ADDR/ 10
-for _ in $(seq 1 100); do # the api's item cache has the bench item
-  code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://$API_ADDR/api/v1/items/$ITEM/registrations" -d '{"userId":"probe"}')
-  [ "$code" = 202 ] && break
-  sleep 0.1
+[ -n "$base_pid" ] && wait_http http://$BASE_ADDR/readyz 60
+for addr in $API_ADDR ${base_pid:+$BASE_ADDR} $([ "${STACK:-0}" = 1 ] && echo $STACK_API_ADDR); do
+  for _ in $(seq 1 100); do # each api's item cache has the bench item
+    code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://$addr/api/v1/items/$ITEM/registrations" -d '{"userId":"probe"}')
+    [ "$code" = 202 ] && break
+    sleep 0.1
+  done
 done
 
 log "registering $TOKENS waiting users for the status run"
@@ -130,9 +169,10 @@ hz=$(getconf CLK_TCK)
 run() {
   local name=$1 pid=$2 url=$3 script=$4
   shift 4
-  local before after rbefore rafter sbefore safter dbefore dafter out rate p99 n bad prof=""
-  if [ "${PPROF:-0}" = 1 ] && [ "$pid" = "$api_pid" ]; then
-    curl -s -o "$OUT/$name.prof" "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
+  local before after rbefore rafter sbefore safter dbefore dafter out rate p99 n bad prof="" paddr=$PPROF_ADDR
+  [ "$pid" = "$base_pid" ] && paddr=$BASE_PPROF_ADDR
+  if [ "${PPROF:-0}" = 1 ] && [ "$pid" != "$ceil_pid" ]; then
+    curl -s -o "$OUT/$name.prof" "http://$paddr/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
     prof=$!
     curl -s -o "$OUT/stack-$name.prof" "http://$STACK_PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
     prof="$prof $!"
@@ -168,23 +208,38 @@ for r in $(seq "$ROUNDS"); do
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
     read -r crate cp99 ccpu credis cothers cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
-    read -r arate ap99 acpu aredis aothers an aerr <<<"$(run "$path-$r" "$api_pid" "http://$API_ADDR" "${args[0]}" "${args[1]}")" || true
     printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "(the ceiling's answers are not checked)"
-    printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" api "$arate" "$ap99" "$acpu" \
-      "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$aerr"
-    awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" \
-      'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (api / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc}'
+    for who in api ${base_pid:+base}; do
+      if [ $who = api ]; then pid=$api_pid addr=$API_ADDR name=$path-$r; else pid=$base_pid addr=$BASE_ADDR name=base-$path-$r; fi
+      read -r arate ap99 acpu aredis aothers an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
+      printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" $who "$arate" "$ap99" "$acpu" \
+        "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$aerr"
+      awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" -v w=$who \
+        'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (%s / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc, w}'
+    done
   done
 done
-# open RATE_SPEC PID URL NAME: one fixed-rate run (bench/openloop); prints
-# its line with the server's CPU µs per request appended.
+# open RATE_SPEC PID URL NAME [PPROF_ADDR]: one fixed-rate run
+# (bench/openloop); prints its line with the server's CPU µs per request
+# appended. With PPROF=1 and a PPROF_ADDR, a CPU profile of the run and a 5 s
+# runtime trace from 1 s after the warm-up go to $OUT/open-NAME-PATH-RATE.*.
 open_run() {
-  local spec=$1 pid=$2 url=$3 name=$4 path=${1%%:*} rate=${1##*:} before after out n
-  local args=(-item "$ITEM")
+  local spec=$1 pid=$2 url=$3 name=$4 paddr=${5:-} path=${1%%:*} rate=${1##*:} before after out n prof=""
+  local args=(-item "$ITEM") f=$OUT/open-${4%%-*}-${1%%:*}-${1##*:}-${4##*-}
   [ "$path" = status ] && args=(-tokens "$OUT/tokens.txt")
+  if [ "${PPROF:-0}" = 1 ] && [ -n "$paddr" ]; then
+    curl -s -o "$f.prof" "http://$paddr/debug/pprof/profile?seconds=$((${DUR%s} + 1))" &
+    prof=$!
+    (sleep 3 && curl -s -o "$f.trace" "http://$paddr/debug/pprof/trace?seconds=${TRACE_SECONDS:-5}") &
+    prof="$prof $!"
+  fi
   before=$(cpu_ticks "$pid")
   out=$("$OUT/bin/openloop" -url "$url" -rate "$rate" -dur "$DUR" -label "$name" "${args[@]}")
   after=$(cpu_ticks "$pid")
+  if [ -n "$prof" ]; then
+    wait $prof
+    curl -s -o "$f.heap" "http://$paddr/debug/pprof/heap"
+  fi
   n=$(echo "$out" | sed -n 's/.* sent=\([0-9]*\) .*/\1/p')
   echo "$out cpu=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}')us/req"
 }
@@ -193,7 +248,9 @@ if [ -n "${OPENLOOP:-}" ]; then
   for r in $(seq "$ROUNDS"); do
     for spec in $OPENLOOP; do
       open_run "$spec" "$ceil_pid" "http://$CEIL_ADDR" "ceiling-$r"
-      open_run "$spec" "$api_pid" "http://$API_ADDR" "api-$r"
+      open_run "$spec" "$api_pid" "http://$API_ADDR" "api-$r" "$PPROF_ADDR"
+      [ -n "$base_pid" ] && open_run "$spec" "$base_pid" "http://$BASE_ADDR" "base-$r" "$BASE_PPROF_ADDR"
+      [ "${STACK:-0}" = 1 ] && open_run "$spec" "$stack_pid" "http://$STACK_API_ADDR" "stack-$r" "$STACK_PPROF_ADDR"
     done
   done
 fi

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +22,11 @@ import (
 // net/http server answering a fixed 202 JSON (bench/ceiling's), driven the
 // same way in the same run. So allocs/op is the server's (and, for register,
 // kfake's, in this process), and the api's ns/op over plain's is its cost
-// over a server that does nothing. Figures and command: BENCHMARKS.md.
+// over a server that does nothing. cpu-ns/op is the process's CPU (user and
+// system, getrusage) per request: the server's and the client's, which is the
+// same for both; on a shared machine it moves far less than ns/op, which
+// counts the time the process waited for a core. Figures and command:
+// BENCHMARKS.md.
 func BenchmarkHotPaths(b *testing.B) {
 	url, addr := benchAPI(b, func(cfg *httpapi.Config) {
 		cfg.Throttle = httpapi.ThrottleConfig{StatusRate: 100_000, StatusBurst: 100_000, Period: time.Minute}
@@ -104,6 +109,7 @@ func rawLoop(b *testing.B, addr string, code int, build func(i int, buf []byte) 
 	buf := make([]byte, 0, 1024)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	for i := 0; i < b.N; i++ {
 		buf = build(i, buf[:0])
 		if _, err := c.Write(buf); err != nil {
@@ -113,6 +119,16 @@ func rawLoop(b *testing.B, addr string, code int, build func(i int, buf []byte) 
 			b.Fatalf("request %d: answer %d, %v; want %d", i, got, err, code)
 		}
 	}
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU the process has used so far (user and system).
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // readAnswer reads one HTTP/1.1 answer with a Content-Length and returns its

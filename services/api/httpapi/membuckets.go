@@ -27,9 +27,11 @@ type memBuckets struct {
 	shards      [64]memShard
 }
 
+// memShard holds its buckets by pointer: a read takes its token in place,
+// so only a new bucket writes the map (hashing the key a second time).
 type memShard struct {
 	mu sync.Mutex
-	m  map[string]memBucket
+	m  map[string]*memBucket
 	// sweepAt is the size at which the shard next drops its full buckets.
 	sweepAt int
 }
@@ -48,7 +50,7 @@ const maxMemBuckets = 1_000_000
 func newMemBuckets(l redis_rate.Limit, max int) *memBuckets {
 	b := &memBuckets{rate: float64(l.Rate) / l.Period.Seconds(), burst: float64(l.Burst), perShard: max/64 + 1, seed: maphash.MakeSeed()}
 	for i := range b.shards {
-		b.shards[i].m = map[string]memBucket{}
+		b.shards[i].m = map[string]*memBucket{}
 		b.shards[i].sweepAt = minSweep
 	}
 	return b
@@ -92,12 +94,13 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	sh := &b.shards[maphash.String(b.seed, key)%uint64(len(b.shards))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[key]
-	if !ok {
-		makeRoom(sh.m, &sh.sweepAt, b.perShard, func(e memBucket) bool { // full again: as good as none
+	e := sh.m[key]
+	if e == nil {
+		makeRoom(sh.m, &sh.sweepAt, b.perShard, func(e *memBucket) bool { // full again: as good as none
 			return e.tokens+now.Sub(e.at).Seconds()*b.rate >= b.burst
 		})
-		e = memBucket{tokens: b.burst, at: now}
+		e = &memBucket{tokens: b.burst, at: now}
+		sh.m[key] = e
 	}
 	if dt := now.Sub(e.at).Seconds(); dt > 0 {
 		e.tokens = min(b.burst, e.tokens+dt*b.rate)
@@ -105,9 +108,7 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	e.at = now
 	if e.tokens >= 1 {
 		e.tokens--
-		sh.m[key] = e
 		return true, 0
 	}
-	sh.m[key] = e
 	return false, time.Duration((1 - e.tokens) / b.rate * float64(time.Second))
 }

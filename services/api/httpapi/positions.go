@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"hash/maphash"
+	"maps"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/pkg/domain/line"
@@ -43,8 +45,10 @@ type positions struct {
 	seed       maphash.Seed
 	shards     [64]posShard
 
+	// items are the items' motions, a map copied on the rare insert (items
+	// are few: the item cache's), so a read looks its item up without a lock.
 	mu    sync.Mutex
-	items map[string]*motion
+	items atomic.Pointer[map[string]*motion]
 }
 
 // posShard holds entries by pointer: an entry is never written once stored
@@ -77,16 +81,24 @@ type posEntry struct {
 	left bool
 }
 
-// motion is an item's last Motion read and the read in flight, if any. mu
-// guards the fields only, never a Redis read: the readers of one item share
-// one read at a time (next), and while the last read is fresh they answer
-// from it without waiting for the next.
+// motion is an item's last Motion read and the read in flight, if any. The
+// readers of one item share one read at a time (next), and while the last
+// read is fresh they answer from it without waiting for the next. A fresh
+// answer takes no lock (last, reading): every status read of an item passes
+// here, and a lock they all take stalls them all whenever the kernel
+// deschedules its holder. mu guards next, never a Redis read.
 type motion struct {
-	mu   sync.Mutex
-	m    line.Motion
-	at   time.Time
-	gen  view.ItemGen
-	next *motionRead
+	last    atomic.Pointer[motionSnap] // the last good read; nil: none, or it failed
+	reading atomic.Bool                // next is set
+	mu      sync.Mutex
+	next    *motionRead
+}
+
+// motionSnap is one Motion read, never written once stored.
+type motionSnap struct {
+	m   line.Motion
+	at  time.Time
+	gen view.ItemGen
 }
 
 // motionRead is one Motion read shared by the readers that wait for it
@@ -103,7 +115,8 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 		timeout = 2 * time.Second
 	}
 	p := &positions{line: line, view: w, fresh: fresh, exactEvery: exactEvery, max: max, timeout: timeout, now: time.Now,
-		seed: maphash.MakeSeed(), items: map[string]*motion{}}
+		seed: maphash.MakeSeed()}
+	p.items.Store(&map[string]*motion{})
 	for i := range p.shards {
 		p.shards[i].m = map[string]*posEntry{}
 		p.shards[i].sweepAt = minSweep
@@ -144,9 +157,10 @@ func posKey(b []byte, item, tokenID string) []byte {
 }
 
 // status answers from memory when it can (ok), else the caller reads exactly
-// and calls remember. every, when positive and shorter, replaces exactEvery
-// for this item (see Server.exactEvery: items that release idle places).
-func (p *positions) status(ctx context.Context, item, tokenID string, every time.Duration) (line.Status, bool) {
+// and calls remember. gen is the item's generation now (p.gen, read once by
+// the caller); every, when positive and shorter, replaces exactEvery for this
+// item (see exactEveryOf: items that release idle places).
+func (p *positions) status(ctx context.Context, item, tokenID string, gen view.ItemGen, every time.Duration) (line.Status, bool) {
 	if every <= 0 || every > p.exactEvery {
 		every = p.exactEvery
 	}
@@ -157,7 +171,6 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 	e, found := sh.m[string(key)]
 	sh.mu.Unlock()
 	now := p.now()
-	gen := p.gen(item)
 	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
 		return line.Status{}, false
 	}
@@ -190,22 +203,18 @@ func (p *positions) status(ctx context.Context, item, tokenID string, every time
 // never waits for Redis. Only past fresh do readers wait, for one shared
 // read (the first of them starts it).
 func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, now time.Time) (line.Motion, bool) {
-	p.mu.Lock()
-	mo := p.items[item]
-	if mo == nil {
-		mo = &motion{}
-		p.items[item] = mo // items are few: the item cache's
+	mo := p.itemMotion(item)
+	if l := mo.last.Load(); l != nil && l.gen == gen && now.Sub(l.at) < p.fresh && (now.Sub(l.at) < p.fresh/2 || mo.reading.Load()) {
+		return l.m, true // fresh, and the next read is not due or under way
 	}
-	p.mu.Unlock()
 	mo.mu.Lock()
-	if mo.gen == gen && !mo.at.IsZero() && now.Sub(mo.at) < p.fresh {
-		m := mo.m
-		if mo.next == nil && now.Sub(mo.at) >= p.fresh/2 {
+	if l := mo.last.Load(); l != nil && l.gen == gen && now.Sub(l.at) < p.fresh {
+		if mo.next == nil && now.Sub(l.at) >= p.fresh/2 {
 			r := startRead(mo, gen)
 			go p.read(ctx, mo, r, item)
 		}
 		mo.mu.Unlock()
-		return m, true
+		return l.m, true
 	}
 	r := mo.next
 	lead := r == nil
@@ -228,10 +237,30 @@ func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, n
 	return r.m, true
 }
 
+// itemMotion is item's motion, made on its first read.
+func (p *positions) itemMotion(item string) *motion {
+	if mo := (*p.items.Load())[item]; mo != nil {
+		return mo
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := *p.items.Load()
+	if mo := old[item]; mo != nil {
+		return mo
+	}
+	next := make(map[string]*motion, len(old)+1)
+	maps.Copy(next, old)
+	mo := &motion{}
+	next[item] = mo
+	p.items.Store(&next)
+	return mo
+}
+
 // startRead makes mo's next read, with mo.mu held.
 func startRead(mo *motion, gen view.ItemGen) *motionRead {
 	r := &motionRead{done: make(chan struct{}), gen: gen}
 	mo.next = r
+	mo.reading.Store(true)
 	return r
 }
 
@@ -244,10 +273,11 @@ func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item st
 	mo.mu.Lock()
 	mo.next = nil
 	if r.err != nil {
-		mo.at = time.Time{}
+		mo.last.Store(nil)
 	} else {
-		mo.m, mo.at, mo.gen = r.m, p.now(), r.gen
+		mo.last.Store(&motionSnap{m: r.m, at: p.now(), gen: r.gen})
 	}
+	mo.reading.Store(false)
 	mo.mu.Unlock()
 	close(r.done)
 }

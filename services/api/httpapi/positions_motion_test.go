@@ -97,3 +97,54 @@ func TestMotionReadIsSharedAndNeverWaitedForWhileFresh(t *testing.T) {
 	assert.True(t, <-late, "answered by the shared read")
 	assert.Equal(t, int32(2), line.calls.Load(), "the waiting reader joined the read in flight")
 }
+
+// A fresh answer takes no lock: with the item's motion lock and the items'
+// lock held (as by a reader the kernel has descheduled), readers of a fresh
+// motion still answer, both before half of fresh and past it while the next
+// read is under way; only a reader that must start or wait for a read takes
+// the lock.
+func TestFreshMotionAnswersWhileItsLockIsHeld(t *testing.T) {
+	line := &heldLine{Line: queue.New(testenv.Redis(t)), gate: make(chan struct{})}
+	close(line.gate)
+	const fresh = time.Second
+	p := newPositions(line, nil, fresh, time.Minute, 1000, 5*time.Second)
+	t0 := time.Now()
+	p.now = func() time.Time { return t0 }
+	ctx := context.Background()
+	_, ok := p.motion(ctx, "drop", view.ItemGen{}, t0)
+	require.True(t, ok, "the first read")
+
+	answers := func(now time.Time) bool {
+		done := make(chan bool, 1)
+		go func() {
+			_, ok := p.motion(ctx, "drop", view.ItemGen{}, now)
+			done <- ok
+		}()
+		select {
+		case ok := <-done:
+			return ok
+		case <-time.After(time.Second):
+			return false
+		}
+	}
+	mo := p.itemMotion("drop")
+	held := func(f func()) {
+		p.mu.Lock()
+		mo.mu.Lock()
+		defer p.mu.Unlock()
+		defer mo.mu.Unlock()
+		f()
+	}
+	held(func() {
+		assert.True(t, answers(t0.Add(fresh/4)), "fresh: answered without the locks")
+	})
+
+	line.gate = make(chan struct{}) // the next read is held in Redis
+	_, ok = p.motion(ctx, "drop", view.ItemGen{}, t0.Add(fresh*3/4))
+	require.True(t, ok, "past half of fresh: answered, the next read started")
+	require.Eventually(t, func() bool { return line.calls.Load() == 2 }, 5*time.Second, time.Millisecond)
+	held(func() {
+		assert.True(t, answers(t0.Add(fresh*3/4)), "the next read under way: answered without the locks")
+	})
+	close(line.gate)
+}

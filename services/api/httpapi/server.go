@@ -448,12 +448,17 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	}
 	// Each Redis read below bounds itself by StatusTimeout: an answer from
 	// memory, the common case, sets no timer.
+	// The item, its view generation and the time are each read once per
+	// answer; the generation before the read (positions.remember's).
 	ctx := c.Request.Context()
-	st, err := s.readStatus(ctx, q)
+	gen := s.opt.View.ItemGen(q.ItemID)
+	it, known := s.items.Get(q.ItemID)
+	every := exactEveryOf(it)
+	st, err := s.readStatus(ctx, q, gen, every)
 	resumed := ""
 	if err == nil && st.State == line.Duplicated && st.TokenID != "" && q.Proven() {
 		rctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
-		q, resumed, st, err = s.resume(rctx, q, st.TokenID)
+		q, resumed, st, err = s.resume(rctx, q, st.TokenID, gen, every)
 		cancel()
 	}
 	if s.refuseView(c, q.ItemID, err) {
@@ -464,14 +469,14 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 		httpserver.Abort(c, registration.Unavailable("the line cannot be read right now; retry shortly"))
 		return
 	}
-	it, known := s.items.Get(q.ItemID)
-	a := registration.AnswerOf(st, registration.VerdictOf(it, known), s.now())
+	now := s.now() // after the read: an admission that ended during it is told ended
+	a := registration.AnswerOf(st, registration.VerdictOf(it, known), now)
 	cursor := ""
 	if a.Status == registration.StatusWaiting && a.Position > 0 {
 		a.Position, cursor = s.told(cursorOf(c), q.ItemID, q.TokenID, a.Position)
 	}
 	if it.IdleTimeoutSeconds > 0 && liveness.Counts(a.Status) {
-		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), s.now())
+		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), now)
 	}
 	resp := StatusResponse{Status: a.Status, ItemID: q.ItemID, UserID: q.UserID, TokenID: q.TokenID,
 		Position: a.Position, WaitingTotal: a.WaitingTotal, Token: resumed, Notice: it.Notice, Cursor: cursor}
@@ -482,7 +487,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	case registration.StatusRejected:
 		resp.Message = it.RejectMessage
 	case registration.StatusWaiting:
-		if secs, ok := registration.ETA(a.Position, registration.PaceOf(st), it, known, s.now()); ok {
+		if secs, ok := registration.ETA(a.Position, registration.PaceOf(st), it, known, now); ok {
 			resp.EtaSeconds = &secs
 		}
 	case registration.StatusAdmitted:
@@ -497,7 +502,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	d := registration.PollAfterIdle(a, it.IdleTimeoutSeconds)
 	if a.Status == registration.StatusPreQueue {
 		resp.DrawAt, resp.InDraw = a.DrawAt.UnixMilli(), a.InDraw
-		d = registration.CapForIdle(registration.PreQueuePollAfter(a.DrawAt, s.now()), it.IdleTimeoutSeconds)
+		d = registration.CapForIdle(registration.PreQueuePollAfter(a.DrawAt, now), it.IdleTimeoutSeconds)
 	}
 	if d > 0 {
 		resp.PollAfterMs = d.Milliseconds()
@@ -507,19 +512,20 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 }
 
 // readStatus reads where q's registration stands: from memory when an exact
-// read of it is recent enough (positions), else exactly. A read from Redis
-// (the exact one, or the item's motion) is bounded by StatusTimeout.
-func (s *Server) readStatus(ctx context.Context, q token.Queue) (line.Status, error) {
+// read of it is recent enough (positions: every, see exactEveryOf), else
+// exactly, remembered under gen, the item's view generation read before. A
+// read from Redis (the exact one, or the item's motion) is bounded by
+// StatusTimeout.
+func (s *Server) readStatus(ctx context.Context, q token.Queue, gen view.ItemGen, every time.Duration) (line.Status, error) {
 	if s.pos == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
 		defer cancel()
 		return s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	}
-	if st, ok := s.pos.status(ctx, q.ItemID, q.TokenID, s.exactEvery(q.ItemID)); ok {
+	if st, ok := s.pos.status(ctx, q.ItemID, q.TokenID, gen, every); ok {
 		s.m.readsMemory.Inc()
 		return st, nil
 	}
-	gen := s.pos.gen(q.ItemID)
 	ctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
 	defer cancel()
 	st, err := s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
@@ -538,23 +544,24 @@ func (s *Server) readStatus(ctx context.Context, q token.Queue) (line.Status, er
 // its status. The new token is the answer's "token": the page or app keeps
 // it from then on. Only a proven userId keys a place another token can find,
 // so nobody resumes a place by typing a name.
-func (s *Server) resume(ctx context.Context, q token.Queue, live string) (token.Queue, string, line.Status, error) {
+func (s *Server) resume(ctx context.Context, q token.Queue, live string, gen view.ItemGen, every time.Duration) (token.Queue, string, line.Status, error) {
 	r := q
 	r.TokenID = live
 	raw, err := s.signer.IssueQueue(r, s.opt.QueueTokenTTL)
 	if err != nil {
 		return q, "", line.Status{}, fmt.Errorf("sign the resumed queue token: %w", err)
 	}
-	st, err := s.readStatus(ctx, r)
+	st, err := s.readStatus(ctx, r, gen, every)
 	return r, raw, st, err
 }
 
-// exactEvery is how long an exact read of item may answer from memory when
-// shorter than Options.StatusExactEvery (0: that): for an item that releases
-// idle places, half its idleTimeout, so a released place reads ABANDONED at
-// its holder's first poll back and the places behind it move up within that.
-func (s *Server) exactEvery(item string) time.Duration {
-	if it, ok := s.items.Get(item); ok && it.IdleTimeoutSeconds > 0 {
+// exactEveryOf is how long an exact read of item it may answer from memory
+// when shorter than Options.StatusExactEvery (0: that): for an item that
+// releases idle places, half its idleTimeout, so a released place reads
+// ABANDONED at its holder's first poll back and the places behind it move up
+// within that.
+func exactEveryOf(it topics.ItemState) time.Duration {
+	if it.IdleTimeoutSeconds > 0 {
 		return time.Duration(it.IdleTimeoutSeconds) * time.Second / 2
 	}
 	return 0
