@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/kafka/kclient"
 	"github.com/waitroom/waitroom/topics"
 )
 
@@ -19,8 +21,11 @@ type KafkaRecord struct {
 	group string
 	grace time.Duration
 
+	base []kgo.Opt // ReadGaps's: nil, Settle looks at nothing
+
 	mu      sync.Mutex
-	samples []sample // admissions end offsets, oldest first
+	samples []sample                // admissions end offsets, oldest first
+	empty   map[string]kclient.Span // per admissions partition, offsets read holding no event
 }
 
 type sample struct {
@@ -84,9 +89,79 @@ func (r *KafkaRecord) Floor(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
-// Forget drops what was sampled: a rebuild just read the topics.
+// ReadGaps makes r a Settler (Settle): it reads the admissions the view has
+// not applied through clients built from base. It returns r.
+func (r *KafkaRecord) ReadGaps(base []kgo.Opt) *KafkaRecord {
+	r.base = base
+	return r
+}
+
+// gapRead bounds one Settle's read of Kafka.
+const gapRead = 5 * time.Second
+
+// Settle implements Settler for the admissions partitions: a partition whose
+// offsets from applied to floor hold no committed event (only the markers of
+// transactions, the events of aborted ones: a leader that died or was fenced
+// mid-transaction, or one that died between its commit and the advance of
+// the marker) is not behind. Those offsets are read read_committed once (one
+// client for every such partition); what was found empty is remembered, so
+// a partition left idle costs no read at the next checks. A committed event
+// in them keeps the floor: the view missed it.
+func (r *KafkaRecord) Settle(ctx context.Context, applied, floor map[string]int64) (map[string]int64, error) {
+	out := make(map[string]int64, len(floor))
+	spans := map[int32]kclient.Span{}
+	r.mu.Lock()
+	for k, f := range floor {
+		out[k] = f
+		topic, p, ok := ParseField(k)
+		a := applied[k]
+		if !ok || topic != topics.Admissions || a >= f || r.base == nil {
+			continue
+		}
+		if e, ok := r.empty[k]; ok && e.From <= a && f <= e.To {
+			out[k] = a
+			continue
+		}
+		spans[p] = kclient.Span{From: a, To: f}
+	}
+	r.mu.Unlock()
+	if len(spans) == 0 {
+		return out, nil
+	}
+	held := map[int32]bool{}
+	rctx, cancel := context.WithTimeout(ctx, gapRead)
+	defer cancel()
+	// No reset: offsets no longer held are an error, not a skip past them.
+	err := kclient.ReadSpans(rctx, r.base, topics.Admissions, spans, kclient.ReadOptions{
+		Client: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NoResetOffset())},
+	}, func(rec *kgo.Record) error {
+		held[rec.Partition] = true
+		return kclient.SkipPartition
+	})
+	if err != nil {
+		return out, fmt.Errorf("read the admissions the view has not applied: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.empty == nil {
+		r.empty = map[string]kclient.Span{}
+	}
+	for p, sp := range spans {
+		if !held[p] {
+			k := Field(topics.Admissions, p)
+			out[k] = sp.From
+			r.empty[k] = sp
+		}
+	}
+	return out, nil
+}
+
+// Forget drops what was sampled (a rebuild just read the topics) and what
+// was found empty.
 func (r *KafkaRecord) Forget() {
 	r.mu.Lock()
-	r.samples = nil
+	r.samples, r.empty = nil, nil
 	r.mu.Unlock()
 }
+
+var _ Settler = (*KafkaRecord)(nil)

@@ -23,6 +23,15 @@ type Record interface {
 	Floor(ctx context.Context) (map[string]int64, error)
 }
 
+// Settler is a Record that can look at what a view has not applied yet:
+// Settle returns floor lowered to applied (per topic-partition) where the
+// offsets from applied to floor hold nothing the view must apply, and floor
+// as it is elsewhere, also with its error (where it could not look). The
+// Watcher calls it only for a view that looks behind floor.
+type Settler interface {
+	Settle(ctx context.Context, applied, floor map[string]int64) (map[string]int64, error)
+}
+
 // Status is the Watcher's verdict on the view.
 type Status struct {
 	Trusted bool
@@ -165,15 +174,11 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 		return st, nil
 	}
 	if w.opt.Record != nil {
-		floor, err := w.opt.Record.Floor(ctx)
-		if err != nil {
-			return Status{}, fmt.Errorf("read the record's offsets: %w", err)
+		var behind string
+		if m, behind, err = w.behindRecord(ctx); err != nil {
+			return Status{}, err
 		}
-		// Re-read the marker: an apply between the two reads must not look like a rollback.
-		if m, ok, err = Read(ctx, w.rdb); err != nil || !ok {
-			return Status{}, fmt.Errorf("re-read the view marker (found %v): %w", ok, err)
-		}
-		if behind := Behind(m.Applied, floor); behind != "" {
+		if behind != "" {
 			return Status{Reason: "the Redis view is older than the record: " + behind, Cause: "behind", Gen: m.Gen, Checked: now}, nil
 		}
 	}
@@ -194,6 +199,36 @@ func (w *Watcher) judge(ctx context.Context) (Status, error) {
 	s := Status{Trusted: true, Gen: m.Gen, Writes: m.Writes, Checked: now}
 	w.judgeItems(ctx, &s, prev)
 	return s, nil
+}
+
+// behindRecord reads the record's floor, then the marker again (an apply
+// between the two reads must not look like a rollback), and describes where
+// the view is behind the floor ("" when it is not). Only a view that looks
+// behind costs more: a Record that is a Settler then looks at the offsets
+// the view has not applied, and what holds nothing to apply (transaction
+// markers, aborted events) is not behind. A Settler that fails leaves the
+// floor where it could not look (logged): the view is judged behind there.
+func (w *Watcher) behindRecord(ctx context.Context) (Marker, string, error) {
+	floor, err := w.opt.Record.Floor(ctx)
+	if err != nil {
+		return Marker{}, "", fmt.Errorf("read the record's offsets: %w", err)
+	}
+	m, ok, err := Read(ctx, w.rdb)
+	if err != nil || !ok {
+		return Marker{}, "", fmt.Errorf("re-read the view marker (found %v): %w", ok, err)
+	}
+	behind := Behind(m.Applied, floor)
+	if s, ok := w.opt.Record.(Settler); ok && behind != "" {
+		floor, err = s.Settle(ctx, m.Applied, floor)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Marker{}, "", fmt.Errorf("read what the view has not applied: %w", err)
+			}
+			w.log.Warn("read what the view has not applied; judged behind where unread", zap.Error(err))
+		}
+		behind = Behind(m.Applied, floor)
+	}
+	return m, behind, nil
 }
 
 // judgeNode compares the node a ready view was made ready on with the node

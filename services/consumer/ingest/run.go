@@ -133,7 +133,9 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 		return fmt.Errorf("kafka admin client: %w", err)
 	}
 	a.OnClose(admCl.Close)
-	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0)
+	// The record reads what the view has not applied before judging it behind:
+	// a dead leader's abort marker is no missed admission.
+	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0).ReadGaps(base)
 	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval, Record: record})
 	opts := func(topic string) consume.Options { return consumeOptions(cfg, m, topic) }
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}

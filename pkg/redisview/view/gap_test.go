@@ -1,0 +1,161 @@
+package view_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/waitroom/waitroom/pkg/foundation/testenv"
+	"github.com/waitroom/waitroom/pkg/kafka/fence"
+	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/topics"
+	"go.uber.org/zap/zaptest"
+)
+
+// gapPart is the admissions partition the tests write to (partition 0 stays
+// empty).
+const gapPart = 1
+
+// txnClient is a shard leader's transactional producer of partition gapPart.
+func txnClient(t *testing.T, base []kgo.Opt, id string, timeout time.Duration) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, base...), kgo.TransactionalID(id), kgo.TransactionTimeout(timeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// admission is an admission event of partition gapPart.
+func admission(v string) *kgo.Record {
+	return &kgo.Record{Topic: topics.Admissions, Partition: gapPart, Key: []byte("item"), Value: []byte(v)}
+}
+
+// lso is the last stable offset of partition gapPart.
+func lso(t *testing.T, ctx context.Context, adm *kadm.Client) int64 {
+	t.Helper()
+	l, err := adm.ListCommittedOffsets(ctx, topics.Admissions)
+	require.NoError(t, err)
+	o, ok := l.Lookup(topics.Admissions, gapPart)
+	require.True(t, ok)
+	require.NoError(t, o.Err)
+	return o.Offset
+}
+
+// newGroup makes the registrations consumer group "g" the record reads
+// (nothing consumed yet).
+func newGroup(t *testing.T, ctx context.Context, adm *kadm.Client) {
+	t.Helper()
+	var o kadm.Offsets
+	o.AddOffset(topics.Registrations, 0, 0, -1)
+	_, err := adm.CommitOffsets(ctx, "g", o)
+	require.NoError(t, err)
+}
+
+// judged is the verdict of w on the record as it stands now: two checks,
+// the second after the record's grace, so the topic's ends of now are
+// compared with the marker.
+func judged(t *testing.T, ctx context.Context, w *view.Watcher, grace time.Duration) view.Status {
+	t.Helper()
+	w.Check(ctx)
+	time.Sleep(grace + 20*time.Millisecond)
+	return w.Check(ctx)
+}
+
+// A leader fenced mid-transaction (a rebuild's Fence, or a new leader
+// taking its id) leaves an abort marker at the end of its partition, past
+// the view's marker: the view is not older than the record, and stays
+// trusted on later checks. A committed admission the view missed still makes
+// it older than the record, also behind an abort marker.
+func TestRecordPassesOverAbortMarkersNotMissedAdmissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	brokers := testenv.Kafka(t, 2)
+	rdb := testenv.Redis(t)
+	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	admCl, err := kgo.NewClient(base...)
+	require.NoError(t, err)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	newGroup(t, ctx, adm)
+	field := view.Field(topics.Admissions, gapPart)
+
+	// A leader's committed tick, applied: the marker is past its commit marker.
+	id := fence.ID("t", 0)
+	leader := txnClient(t, base, id, fence.Timeout)
+	require.NoError(t, leader.BeginTransaction())
+	require.NoError(t, leader.ProduceSync(ctx, admission("applied")).FirstErr())
+	require.NoError(t, leader.EndTransaction(ctx, kgo.TryCommit))
+	applied := lso(t, ctx, adm)
+	require.Equal(t, int64(2), applied, "one event and its commit marker")
+	require.NoError(t, view.SetReady(ctx, rdb, "g1", map[string]int64{field: applied}, time.Now()))
+
+	// The leader dies mid-transaction; a rebuild fences its id.
+	require.NoError(t, leader.BeginTransaction())
+	require.NoError(t, leader.ProduceSync(ctx, admission("aborted")).FirstErr())
+	require.NoError(t, fence.Fence(ctx, admCl, fence.IDs("t")...))
+	require.Equal(t, applied+2, lso(t, ctx, adm), "the aborted event and its abort marker")
+
+	const grace = 100 * time.Millisecond
+	plain := view.NewWatcher(rdb, view.Options{Record: view.NewKafkaRecord(adm, "g", grace)}, nil, zaptest.NewLogger(t))
+	st := judged(t, ctx, plain, grace)
+	require.False(t, st.Trusted, "without reading the gap, the abort marker looks like a missed admission")
+	require.Equal(t, "behind", st.Cause)
+
+	rec := view.NewKafkaRecord(adm, "g", grace).ReadGaps(base)
+	w := view.NewWatcher(rdb, view.Options{Record: rec}, nil, zaptest.NewLogger(t))
+	st = judged(t, ctx, w, grace)
+	require.True(t, st.Trusted, "an abort marker is no missed admission: %+v", st)
+	require.True(t, w.Check(ctx).Trusted, "and later checks (what was read is remembered)")
+
+	// A committed admission the marker was not advanced past (a client's, or
+	// a leader that died between its commit and its advance).
+	other := txnClient(t, base, fence.ID("t", 1), fence.Timeout)
+	require.NoError(t, other.BeginTransaction())
+	require.NoError(t, other.ProduceSync(ctx, admission("missed")).FirstErr())
+	require.NoError(t, other.EndTransaction(ctx, kgo.TryCommit))
+	st = judged(t, ctx, w, grace)
+	require.False(t, st.Trusted, "a missed admission behind the abort marker makes the view older than the record")
+	require.Equal(t, "behind", st.Cause)
+	require.Contains(t, st.Reason, field)
+
+	// Once applied (the marker past it), the view is trusted again.
+	require.NoError(t, view.Advance(ctx, rdb, topics.Admissions, gapPart, lso(t, ctx, adm)).Err())
+	require.True(t, judged(t, ctx, w, grace).Trusted)
+}
+
+// A leader that dies mid-transaction and is never fenced: the coordinator
+// aborts its transaction after the transaction timeout and writes the abort
+// marker itself. Until then the last stable offset holds before the open
+// transaction (nothing to apply); after, the marker is past the view's, and
+// the view stays trusted throughout.
+func TestRecordPassesOverATimedOutTransaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	brokers := testenv.Kafka(t, 2)
+	rdb := testenv.Redis(t)
+	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	admCl, err := kgo.NewClient(base...)
+	require.NoError(t, err)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	newGroup(t, ctx, adm)
+	require.NoError(t, view.SetReady(ctx, rdb, "g1", map[string]int64{view.Field(topics.Admissions, gapPart): 0}, time.Now()))
+
+	const timeout = time.Second
+	dead := txnClient(t, base, fence.ID("t", 0), timeout)
+	require.NoError(t, dead.BeginTransaction())
+	require.NoError(t, dead.ProduceSync(ctx, admission("never committed")).FirstErr())
+	// The leader is gone: its client sends nothing more.
+
+	const grace = 100 * time.Millisecond
+	w := view.NewWatcher(rdb, view.Options{Record: view.NewKafkaRecord(adm, "g", grace).ReadGaps(base)}, nil, zaptest.NewLogger(t))
+	require.True(t, judged(t, ctx, w, grace).Trusted, "open: nothing stable to apply")
+	require.Eventually(t, func() bool { return lso(t, ctx, adm) == 2 }, 20*time.Second, 50*time.Millisecond,
+		"the coordinator aborts the transaction after its timeout")
+	st := judged(t, ctx, w, grace)
+	require.True(t, st.Trusted, "the coordinator's abort marker is no missed admission: %+v", st)
+}
