@@ -2,12 +2,15 @@ package view_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
@@ -158,4 +161,51 @@ func TestRecordPassesOverATimedOutTransaction(t *testing.T) {
 		"the coordinator aborts the transaction after its timeout")
 	st := judged(t, ctx, w, grace)
 	require.True(t, st.Trusted, "the coordinator's abort marker is no missed admission: %+v", st)
+}
+
+// The record reads Kafka only for a view that looks behind: none while the
+// marker is at the topic's end, one for an abort marker past it, and none
+// at the checks after (what was found empty is remembered).
+func TestRecordReadsOnlyWhatTheViewLooksBehindBy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	require.NoError(t, testenv.EnsureTopics(brokers, 2))
+	var fetches atomic.Int64
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fetches.Add(1)
+		return nil, nil, false // counted, then served
+	})
+	rdb := testenv.Redis(t)
+	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	admCl, err := kgo.NewClient(base...)
+	require.NoError(t, err)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	newGroup(t, ctx, adm)
+
+	leader := txnClient(t, base, fence.ID("t", 0), fence.Timeout)
+	require.NoError(t, leader.BeginTransaction())
+	require.NoError(t, leader.ProduceSync(ctx, admission("applied")).FirstErr())
+	require.NoError(t, leader.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, view.SetReady(ctx, rdb, "g1", map[string]int64{view.Field(topics.Admissions, gapPart): lso(t, ctx, adm)}, time.Now()))
+
+	const grace = 100 * time.Millisecond
+	w := view.NewWatcher(rdb, view.Options{Record: view.NewKafkaRecord(adm, "g", grace).ReadGaps(base)}, nil, zaptest.NewLogger(t))
+	require.True(t, judged(t, ctx, w, grace).Trusted)
+	require.True(t, judged(t, ctx, w, grace).Trusted)
+	require.Zero(t, fetches.Load(), "the marker at the end: nothing read")
+
+	require.NoError(t, leader.BeginTransaction())
+	require.NoError(t, leader.ProduceSync(ctx, admission("aborted")).FirstErr())
+	require.NoError(t, fence.Fence(ctx, admCl, fence.ID("t", 0)))
+	require.True(t, judged(t, ctx, w, grace).Trusted)
+	read := fetches.Load()
+	require.Positive(t, read, "the offsets past the marker read")
+	require.True(t, judged(t, ctx, w, grace).Trusted)
+	require.True(t, judged(t, ctx, w, grace).Trusted)
+	require.Equal(t, read, fetches.Load(), "read once")
 }
