@@ -157,8 +157,8 @@ chaos-ci: build ## the short chaos run make test includes (five process faults a
 chaos-nodeloss: build ## issue 23 on the production shape: Redis as a 3-master Redis Cluster, each service its own process; a master holding some of the load's items (not the view's marker) killed -9 and restarted empty, then the one holding the scheduler's epoch counter: their items 503 until rebuilt, never a position the view no longer backs, the line's order kept with newcomers behind, the other items admitting throughout, the fence never backwards (see RELIABILITY.md)
 	WR_CHAOS_BASE_PORT=$${WR_CHAOS_BASE_PORT:-19400} WR_CHAOS_REDIS_CLUSTER=true WR_CHAOS_ISOLATE=false WR_CHAOS_NEMESIS=0 WR_CHAOS_SKEW=0 WR_CHAOS_SETTLE=3s WR_CHAOS_AIM_SLACK=2 WR_CHAOS_DEADLINE=4m WR_CHAOS_FAULTS=redis-node-empty,redis-epoch-node-empty bin/waitroom-chaos
 
-soak-chaos: build ## one hour of steady load under the nemesis (not in make test): every process's RSS and goroutines each minute (printed, and meter.csv in the run's dir); fails when any grew past x1.1 from minute 20 to 60, or on any violation. The apis' position cache is bounded below the hour's people (WR_STATUS_TOKENS), so a full cache is not taken for a leak
-	WR_STATUS_TOKENS=10000 WR_CHAOS_FAULTS=none WR_CHAOS_NEMESIS=60m WR_CHAOS_METER=1m WR_CHAOS_MAX_PEOPLE=100000 WR_CHAOS_DEADLINE=90m bin/waitroom-chaos
+soak-chaos: build ## one hour of steady load under the nemesis (not in make test): every process's RSS, goroutines and (WR_CHAOS_PPROF) live heap after a forced GC each minute (printed, and meter.csv in the run's dir); fails when any of the three grew past x1.1 from minute 20 to 60, or on any violation. The apis' position cache is bounded below the hour's people (WR_STATUS_TOKENS), so a full cache is not taken for a leak
+	WR_STATUS_TOKENS=10000 WR_CHAOS_PPROF=true WR_CHAOS_FAULTS=none WR_CHAOS_NEMESIS=60m WR_CHAOS_METER=1m WR_CHAOS_MAX_PEOPLE=100000 WR_CHAOS_DEADLINE=90m bin/waitroom-chaos
 
 topics: ## create or verify the Kafka topics on WR_KAFKA_BROKERS
 	$(GO) run ./services/ctl topics ensure

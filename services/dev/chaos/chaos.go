@@ -512,13 +512,13 @@ func (r *run) faults(ctx context.Context, faults []Fault) []Row {
 	return rows
 }
 
-// memoryRow judges the meter's samples (every process's RSS and goroutines
+// memoryRow judges the meter's samples (every process's RSS, goroutines, heap
 // within o.Growth from a third of the way in) and plots them.
 func memoryRow(o Options, mt *meter, out io.Writer) Row {
 	mt.mu.Lock()
 	bad := growth(mt.samples, o.Growth, unjudged)
 	mt.mu.Unlock()
-	row := Row{Fault: "memory", What: fmt.Sprintf("every process's RSS and goroutines at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
+	row := Row{Fault: "memory", What: fmt.Sprintf("every process's RSS, goroutines and live heap at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
 	if len(bad) > 0 {
 		row.Err = errors.New(strings.Join(bad, "; "))
 	}

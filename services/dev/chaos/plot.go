@@ -126,7 +126,7 @@ func readMeterCSV(path string) ([]sample, []string, error) {
 	var samples []sample
 	var names []string
 	for i, r := range rows {
-		if i == 0 || len(r) != 4 {
+		if i == 0 || len(r) < 4 {
 			continue // the header
 		}
 		min, err1 := strconv.ParseFloat(r[0], 64)
@@ -139,8 +139,18 @@ func readMeterCSV(path string) ([]sample, []string, error) {
 		if len(samples) == 0 || samples[len(samples)-1].At != at {
 			samples = append(samples, sample{At: at, RSS: map[string]int64{}, Goroutines: map[string]int64{}})
 		}
-		s := samples[len(samples)-1]
+		s := &samples[len(samples)-1]
 		s.RSS[r[1]], s.Goroutines[r[1]] = rss, gr
+		if len(r) > 4 { // heap_bytes, since the meter reads the live heap
+			heap, err := strconv.ParseInt(r[4], 10, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s line %d: heap_bytes: %w", path, i+1, err)
+			}
+			if s.Heap == nil {
+				s.Heap = map[string]int64{}
+			}
+			s.Heap[r[1]] = heap
+		}
 		if !slices.Contains(names, r[1]) {
 			names = append(names, r[1])
 		}

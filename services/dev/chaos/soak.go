@@ -1,9 +1,11 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,16 +19,21 @@ import (
 )
 
 // sample is one reading of every process: its resident memory and, for a
-// Go service, its goroutines.
+// Go service, its goroutines and its live heap.
 type sample struct {
 	At         time.Duration // since the load started
 	RSS        map[string]int64
 	Goroutines map[string]int64
+	// Heap is the bytes a Go service's heap holds right after a forced
+	// collection (its pprof's HeapAlloc with gc=1): what it keeps, whatever
+	// the GC's headroom (GOGC) lets RSS float above it. Nil when not read.
+	Heap map[string]int64
 }
 
-// meter reads every process's RSS (/proc/PID/status) and goroutines (the
-// go_goroutines of its /metrics) every interval, prints a line per reading
-// and appends it to a CSV file: the soak's memory curve.
+// meter reads every process's RSS (/proc/PID/status), goroutines (the
+// go_goroutines of its /metrics) and, for a service with a pprof listener
+// (cluster.Options.Pprof), live heap every interval, prints a line per
+// reading and appends it to a CSV file: the soak's memory curve.
 type meter struct {
 	c     *cluster.Cluster
 	out   io.Writer
@@ -39,7 +46,7 @@ type meter struct {
 
 func (m *meter) run(ctx context.Context, every time.Duration) {
 	if f, err := os.Create(m.csv); err == nil {
-		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines")
+		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines,heap_bytes")
 		f.Close()
 	}
 	for sleepCtx(ctx, every) {
@@ -50,24 +57,27 @@ func (m *meter) run(ctx context.Context, every time.Duration) {
 		var line []string
 		f, _ := os.OpenFile(m.csv, os.O_APPEND|os.O_WRONLY, 0o644)
 		for _, p := range m.c.All() {
-			line = append(line, fmt.Sprintf("%s %d MiB/%d", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name]))
+			line = append(line, fmt.Sprintf("%s %d MiB/%d/%d MiB", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name], s.Heap[p.Name]>>20))
 			if f != nil {
-				fmt.Fprintf(f, "%.2f,%s,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name])
+				fmt.Fprintf(f, "%.2f,%s,%d,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name], s.Heap[p.Name])
 			}
 		}
 		if f != nil {
 			f.Close()
 		}
-		fmt.Fprintf(m.out, "soak: +%s rss/goroutines: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
+		fmt.Fprintf(m.out, "soak: +%s rss/goroutines/live heap: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
 	}
 }
 
 func (m *meter) read() sample {
-	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}}
+	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}, Heap: map[string]int64{}}
 	cl := &http.Client{Timeout: 2 * time.Second}
 	for _, p := range m.c.All() {
 		if pid := p.PID(); pid > 0 {
 			s.RSS[p.Name] = rssKiB(pid)
+		}
+		if p.PprofAddr != "" {
+			s.Heap[p.Name] = liveHeap(p)
 		}
 		if p.Addr == "" {
 			continue
@@ -85,6 +95,39 @@ func (m *meter) read() sample {
 		}
 	}
 	return s
+}
+
+// liveHeap is the HeapAlloc of p's heap profile taken after a forced
+// collection (/debug/pprof/heap?gc=1&debug=1), in bytes: 0 when it cannot be
+// read. The pprof listener is inside p's namespace when isolated, reached
+// from there rather than through its In link, so a cut link does not blind
+// the meter. It costs p one full collection per reading.
+func liveHeap(p *cluster.Proc) int64 {
+	tr := &http.Transport{DisableKeepAlives: true}
+	if p.Net != nil && p.Net.NS != nil {
+		ns := p.Net.NS
+		tr.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return ns.Dial(ctx, addr) }
+	}
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return heapAlloc(resp.Body)
+}
+
+// heapAlloc is the "# HeapAlloc = N" of a debug=1 heap profile (0: none).
+func heapAlloc(r io.Reader) int64 {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // unjudged are the processes the soak reads but does not hold to the growth
@@ -108,14 +151,16 @@ func rssKiB(pid int) int64 {
 	return 0
 }
 
-// growth checks the soak's memory: no process's RSS, nor its goroutines, at
-// the end is above limit times the same a third of the way in (at 20 min of
-// an hour: the warm-up is over, a leak has had 40 minutes to show). Each
-// side is the mean of a window of readings (a twelfth of them: 5 of an
-// hour's 60), so one reading taken mid-fault does not decide; a reading
-// that failed (zero) is left out of its window. Fewer than
-// three readings prove nothing and are refused. Processes in unjudged are
-// read but not judged.
+// growth checks the soak's memory: no process's RSS, nor its goroutines, nor
+// its live heap (when read), at the end is above limit times the same a
+// third of the way in (at 20 min of an hour: the warm-up is over, a leak has
+// had 40 minutes to show). Each side is the mean of a window of readings (a
+// twelfth of them: 5 of an hour's 60), so one reading taken mid-fault does
+// not decide; a reading that failed (zero) is left out of its window. Fewer
+// than three readings prove nothing and are refused. Processes in unjudged
+// are read but not judged. RSS alone can move without a leak (GOGC's
+// headroom above the heap live at the last collection); the live heap
+// cannot, so it says which of a failing RSS is kept memory.
 func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
 	if len(samples) < 3 {
 		return []string{fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))}
@@ -153,6 +198,7 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 	}
 	check("RSS KiB", func(s sample) map[string]int64 { return s.RSS })
 	check("goroutines", func(s sample) map[string]int64 { return s.Goroutines })
+	check("live heap bytes", func(s sample) map[string]int64 { return s.Heap })
 	sort.Strings(bad)
 	return bad
 }

@@ -1,10 +1,20 @@
 package chaos
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	httppprof "net/http/pprof"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/waitroom/waitroom/services/dev/cluster"
 )
 
 // The soak's judgement: a process whose RSS or goroutines grew past x1.1
@@ -48,5 +58,79 @@ func TestGrowthJudgesTheLastReadingAgainstAThirdOfTheWay(t *testing.T) {
 func TestRSSOfThisProcess(t *testing.T) {
 	if n := rssKiB(os.Getpid()); n <= 0 {
 		t.Fatalf("VmRSS of this process: %d KiB", n)
+	}
+}
+
+// The live heap is judged like RSS: an hour's slow leak of kept memory fails
+// even while RSS stays flat (the GC's headroom hides it), and one reading
+// taken mid-backlog does not; a process whose heap is not read (zero, or no
+// pprof: a nil map) is not judged on it.
+func TestGrowthJudgesTheLiveHeap(t *testing.T) {
+	hour := func(heap func(min int) int64) []sample {
+		var ss []sample
+		for m := 1; m <= 60; m++ {
+			ss = append(ss, sample{At: time.Duration(m) * time.Minute, RSS: map[string]int64{"consumer-1": 100 << 10},
+				Goroutines: map[string]int64{"consumer-1": 60}, Heap: map[string]int64{"consumer-1": heap(m)}})
+		}
+		return ss
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []sample
+		bad     string
+	}{
+		{"flat", hour(func(int) int64 { return 20 << 20 }), ""},
+		{"an hour's slow leak of live heap", hour(func(m int) int64 { return 20<<20 + int64(m)<<17 }), "live heap"},
+		{"one reading 40% up mid-backlog", hour(func(m int) int64 { return map[bool]int64{true: 28 << 20, false: 20 << 20}[m == 58] }), ""},
+		{"not read", hour(func(int) int64 { return 0 }), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := growth(tc.samples, 1.1, nil)
+			if tc.bad == "" && len(bad) > 0 || tc.bad != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.bad)) {
+				t.Fatalf("growth = %q, want one about %q", bad, tc.bad)
+			}
+		})
+	}
+}
+
+// The meter reads HeapAlloc from a live heap profile: this process's own,
+// served by net/http/pprof as the services serve theirs.
+func TestHeapAllocOfAHeapProfile(t *testing.T) {
+	var b bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	n := heapAlloc(&b)
+	if n <= 0 || n > int64(ms.Sys) {
+		t.Fatalf("HeapAlloc of this process's heap profile: %d bytes (Sys %d)", n, ms.Sys)
+	}
+	if n := heapAlloc(strings.NewReader("heap profile: 0: 0 [0: 0] @ heap/1048576\n# Sys = 100\n")); n != 0 {
+		t.Fatalf("HeapAlloc of a profile without one: %d", n)
+	}
+}
+
+// The meter reads a service's live heap from its pprof listener, as
+// pkg/app/service serves it (WR_PPROF_ADDR), and the CSV it writes reads back
+// with the heap beside RSS and goroutines.
+func TestLiveHeapFromAPprofListener(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", httppprof.Index)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	p := &cluster.Proc{Name: "consumer-1", PprofAddr: strings.TrimPrefix(srv.URL, "http://")}
+	n := liveHeap(p)
+	if n <= 0 {
+		t.Fatalf("live heap of this process through its pprof listener: %d bytes", n)
+	}
+	csv := filepath.Join(t.TempDir(), "meter.csv")
+	body := "minutes,process,rss_kib,goroutines,heap_bytes\n1.00,consumer-1,90000,60," + strconv.FormatInt(n, 10) + "\n"
+	if err := os.WriteFile(csv, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := readMeterCSV(csv)
+	if err != nil || len(got) != 1 || got[0].Heap["consumer-1"] != n || got[0].RSS["consumer-1"] != 90000 {
+		t.Fatalf("read back %+v, %v; want the heap %d beside RSS 90000", got, err, n)
 	}
 }

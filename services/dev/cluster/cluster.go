@@ -257,12 +257,14 @@ func (c *Cluster) buildServices(bin func(string) string, logs string, redisEnv [
 		addr := c.addr(off + i)
 		e := append(append([]string{}, common...), env...)
 		e = append(e, "WR_KAFKA_CLIENT_ID=waitroom-"+name)
+		pprof := ""
 		if o.Pprof {
-			e = append(e, "WR_PPROF_ADDR="+c.addr(off+i+offPprof))
+			pprof = c.addr(off + i + offPprof)
+			e = append(e, "WR_PPROF_ADDR="+pprof)
 		}
 		e = append(e, o.ProcEnv[name]...)
 		return &Proc{Name: name, Kind: kind, Bin: bin("waitroom-" + kind), LogFile: filepath.Join(logs, name+".log"),
-			Addr: addr, Health: "http://" + addr + "/readyz", Env: append(e, "WR_"+strings.ToUpper(kind)+"_ADDR="+addr)}
+			Addr: addr, PprofAddr: pprof, Health: "http://" + addr + "/readyz", Env: append(e, "WR_"+strings.ToUpper(kind)+"_ADDR="+addr)}
 	}
 	keysEnv := []string{"WR_TOKEN_KEY=" + tokenKey, "WR_ADMISSION_KEY=" + admissionKey}
 	// The apis sit behind the front door, which connects from loopback and

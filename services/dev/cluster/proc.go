@@ -23,6 +23,9 @@ type Proc struct {
 	Env  []string
 	// Addr is the HTTP listener of a service (empty for Kafka, Redis, Caddy).
 	Addr string
+	// PprofAddr is the service's net/http/pprof listener (Options.Pprof;
+	// inside its namespace when isolated, so reached with Net.NS.Dial).
+	PprofAddr string
 	// Health is the URL that answers 200 once the process serves (a
 	// service's /readyz; empty: Ready waits for the port in ReadyAddr).
 	Health    string
