@@ -35,6 +35,14 @@ type Config struct {
 	ItemsGroup     string        `env:"WR_CONSUMER_ITEMS_GROUP" envDefault:"waitroom-items"`
 	MaxPollRecords int           `env:"WR_CONSUMER_MAX_POLL_RECORDS" envDefault:"10000"`
 	MaxBackoff     time.Duration `env:"WR_CONSUMER_MAX_BACKOFF" envDefault:"5s"`
+	// FetchMaxBytes and FetchMaxPartitionBytes bound what the registrations
+	// consumer fetches ahead of its handler, per broker and per partition
+	// (franz-go buffers one fetch per broker until polled): a backlog after a
+	// fault then holds a few MiB, not franz-go's 50 MiB per broker, and does
+	// not set the process's RSS for minutes (GOGC=400 lets RSS follow the
+	// heap live at the last collection). Zero takes these defaults.
+	FetchMaxBytes          int32 `env:"WR_CONSUMER_FETCH_MAX_BYTES" envDefault:"1048576"`
+	FetchMaxPartitionBytes int32 `env:"WR_CONSUMER_FETCH_MAX_PARTITION_BYTES" envDefault:"1048576"`
 	// RecordAttempts and RecordBackoff bound the retries of a record Redis
 	// refuses (a corrupt key) before it goes to the DLQ; zero takes the default.
 	RecordAttempts int           `env:"WR_CONSUMER_RECORD_ATTEMPTS" envDefault:"3"`
@@ -72,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_CONSUMER_GROUP and WR_CONSUMER_ITEMS_GROUP must differ (both %q)", c.Group)
 	case c.MaxPollRecords <= 0:
 		return fmt.Errorf("WR_CONSUMER_MAX_POLL_RECORDS must be positive, not %d", c.MaxPollRecords)
+	case c.FetchMaxBytes < 0 || c.FetchMaxPartitionBytes < 0:
+		return fmt.Errorf("WR_CONSUMER_FETCH_MAX_BYTES (%d) and WR_CONSUMER_FETCH_MAX_PARTITION_BYTES (%d) must not be negative", c.FetchMaxBytes, c.FetchMaxPartitionBytes)
 	case c.MaxBackoff <= 0:
 		return fmt.Errorf("WR_CONSUMER_MAX_BACKOFF must be positive, not %s", c.MaxBackoff)
 	case c.RecordAttempts < 0:
@@ -184,6 +194,13 @@ func newDLQProducer(ctx context.Context, cfg Config, base []kgo.Opt) (*kgo.Clien
 	return kclient.NewChecked(ctx, cfg.Kafka, "dlq producer", append(base, kgo.RequiredAcks(kgo.AllISRAcks()))...)
 }
 
+// The defaults of Config.FetchMaxBytes and FetchMaxPartitionBytes, for a
+// Config built by hand.
+const (
+	defaultFetchMaxBytes          = 1048576
+	defaultFetchMaxPartitionBytes = 1048576
+)
+
 // groupConsumers are the group members that consume waitroom.registrations
 // (cfg.Group, with regsOpts) and waitroom.items (cfg.ItemsGroup).
 func groupConsumers(cfg Config, base []kgo.Opt, regsOpts ...kgo.Opt) (regs, items *kgo.Client, err error) {
@@ -196,7 +213,9 @@ func groupConsumers(cfg Config, base []kgo.Opt, regsOpts ...kgo.Opt) (regs, item
 		}
 		return o
 	}
-	regs, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""), regsOpts)...)
+	fetch := []kgo.Opt{kgo.FetchMaxBytes(cmp.Or(cfg.FetchMaxBytes, defaultFetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(cmp.Or(cfg.FetchMaxPartitionBytes, defaultFetchMaxPartitionBytes))}
+	regs, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.Group, topics.Registrations), member(""), fetch, regsOpts)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka registrations consumer: %w", err)
 	}
