@@ -62,7 +62,8 @@ type Options struct {
 	// StrictPositions fails a run in which a client was told a position
 	// larger than one told before (reported either way).
 	StrictPositions bool
-	// Meter reads every process's RSS and goroutines this often (0: never)
+	// Meter reads every process's RSS and goroutines, and with Cluster.Pprof each
+	// service's live heap, this often (0: never)
 	// into meter.csv in the cluster's dir; with it, the run fails when a
 	// process's last reading is above Growth (default 1.1) times its
 	// reading a third of the way in (the soak).
@@ -528,7 +529,7 @@ func memoryRow(o Options, mt *meter, out io.Writer) Row {
 	}
 	fmt.Fprintf(out, "chaos: memory: %s\n", res)
 	svg := strings.TrimSuffix(mt.csv, ".csv") + ".svg"
-	title := fmt.Sprintf("RSS and goroutines of every process, seed %d, %s of nemesis at %.0f people/s", o.Seed, o.Nemesis, o.Rate)
+	title := fmt.Sprintf("RSS, goroutines and live heap of every process, seed %d, %s of nemesis at %.0f people/s", o.Seed, o.Nemesis, o.Rate)
 	if err := PlotMeter(mt.csv, svg, title); err != nil {
 		fmt.Fprintf(out, "chaos: memory: no plot: %v\n", err)
 	} else {

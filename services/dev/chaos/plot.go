@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// plotSVG draws the soak's curves as an SVG: each process's RSS (MiB) and
-// goroutines over the run, one panel each, with the window the soak judges
+// plotSVG draws the soak's curves as an SVG: each process's RSS (MiB),
+// goroutines and, when read, live heap (MiB) over the run, one panel each, with the window the soak judges
 // against (a third of the way in) and the window it judges (the end)
 // shaded, as growth reads them. Processes are drawn in the order given.
 func plotSVG(w io.Writer, samples []sample, names []string, title string) error {
@@ -26,14 +26,16 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 		left, right     = 70, 170
 		top, gap, below = 40, 60, 40
 	)
-	height := top + 2*panelH + gap + below
+	panels := 2
+	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Heap) > 0 }) {
+		panels = 3
+	}
+	height := top + panels*panelH + (panels-1)*gap + below
 	span := samples[len(samples)-1].At.Minutes()
 	if span <= 0 {
 		span = 1
 	}
 	x := func(d time.Duration) float64 { return left + d.Minutes()/span*float64(width-left-right) }
-	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-		"#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#000000", "#e7ba52", "#5254a3", "#ad494a"}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="15">%s</text>`+"\n", left, html.EscapeString(title))
@@ -65,12 +67,7 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
 				left, width-right, y(v), y(v), left-6, y(v)+4, strconv.FormatFloat(v, 'f', -1, 64))
 		}
-		step := niceCeil(span / 6)
-		for m := 0.0; m <= span+1e-9; m += step {
-			xv := x(time.Duration(m * float64(time.Minute)))
-			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%g min</text>`+"\n",
-				xv, xv, y0+panelH, y0+panelH+4, xv, y0+panelH+26, m)
-		}
+		minuteTicks(&b, span, x, y0+panelH)
 		shown := 0 // legend rows so far: a process without readings has none
 		for j, n := range names {
 			var pts []string
@@ -82,7 +79,7 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 			if len(pts) == 0 {
 				continue
 			}
-			c := colors[j%len(colors)]
+			c := plotColor(j)
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", c, strings.Join(pts, " "))
 			ly := y0 + 14 + 15*shown
 			shown++
@@ -92,9 +89,30 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 	}
 	panel(0, "RSS (MiB)", func(s sample) map[string]int64 { return s.RSS }, 1024)
 	panel(1, "goroutines", func(s sample) map[string]int64 { return s.Goroutines }, 1)
+	if panels == 3 {
+		panel(2, "live heap after a GC (MiB)", func(s sample) map[string]int64 { return s.Heap }, 1<<20)
+	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// minuteTicks draws the time axis of a panel whose bottom is at y0: a tick
+// and its minute at a nice step, about six over the span.
+func minuteTicks(b *strings.Builder, span float64, x func(time.Duration) float64, y0 int) {
+	step := niceCeil(span / 6)
+	for m := 0.0; m <= span+1e-9; m += step {
+		xv := x(time.Duration(m * float64(time.Minute)))
+		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%g min</text>`+"\n",
+			xv, xv, y0, y0+4, xv, y0+26, m)
+	}
+}
+
+// plotColor is the colour of the j-th process's curve.
+func plotColor(j int) string {
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+		"#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#000000", "#e7ba52", "#5254a3", "#ad494a"}
+	return colors[j%len(colors)]
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten (0 stays 1).

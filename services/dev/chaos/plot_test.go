@@ -80,3 +80,33 @@ func TestThePlotDrawsEveryProcessFromTheMetersCSV(t *testing.T) {
 func trimFloat(f float64) string { return strings.TrimSuffix(strings.TrimRight(fmtF(f), "0"), ".") }
 func fmtF(f float64) string      { return strconv.FormatFloat(f, 'f', 2, 64) }
 func itoa(n int64) string        { return strconv.FormatInt(n, 10) }
+
+// A meter.csv with the live heap draws it in a third panel, one curve per
+// process whose heap was read (kafka's is never: zero).
+func TestThePlotDrawsTheLiveHeap(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "meter.csv")
+	body := "minutes,process,rss_kib,goroutines,heap_bytes\n"
+	for m := 1; m <= 30; m++ {
+		body += trimFloat(float64(m)) + ",api-1,60000,40," + itoa(20<<20+int64(m)<<16) + "\n"
+		body += trimFloat(float64(m)) + ",kafka,30000,0,0\n"
+	}
+	if err := os.WriteFile(csv, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svg := filepath.Join(dir, "meter.svg")
+	if err := PlotMeter(csv, svg, "heap"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b, new(struct{})); err != nil {
+		t.Fatalf("the plot is not well-formed SVG: %v", err)
+	}
+	// RSS of api-1 and kafka, goroutines of api-1, live heap of api-1.
+	if n := strings.Count(string(b), "<polyline"); n != 4 || !strings.Contains(string(b), "live heap after a GC (MiB)") {
+		t.Fatalf("%d curves, want 4 with a live heap panel", n)
+	}
+}

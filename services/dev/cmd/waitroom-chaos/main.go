@@ -55,7 +55,8 @@ type Config struct {
 	// than before (always reported; false only reports it). The pollers send
 	// back the status cursor, so no api replica tells more than the last answer.
 	StrictPositions bool `env:"WR_CHAOS_STRICT_POSITIONS" envDefault:"true"`
-	// Meter reads every process's RSS and goroutines this often (0: never);
+	// Meter reads every process's RSS and goroutines, and with Pprof each
+	// service's live heap, this often (0: never);
 	// the run fails when one grew past Growth times its reading a third of
 	// the way in (make soak-chaos).
 	Meter  time.Duration `env:"WR_CHAOS_METER" envDefault:"0"`
