@@ -108,7 +108,7 @@ func liveHeap(p *cluster.Proc) int64 {
 		ns := p.Net.NS
 		tr.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return ns.Dial(ctx, addr) }
 	}
-	cl := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
 	resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
 		return 0

@@ -19,6 +19,9 @@ func TestPprofGivesEveryServiceItsOwnPort(t *testing.T) {
 					addr = v
 				}
 			}
+			if p.PprofAddr != addr {
+				t.Fatalf("%s: PprofAddr %q, but WR_PPROF_ADDR=%q (the meter reads the heap there)", p.Name, p.PprofAddr, addr)
+			}
 			if !on {
 				if addr != "" {
 					t.Fatalf("%s: WR_PPROF_ADDR=%s without Pprof", p.Name, addr)
