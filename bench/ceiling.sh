@@ -111,25 +111,24 @@ WR_ADMIN_URL=http://127.0.0.1:$((PB + 182)) WR_ADMIN_TOKEN=dev-admin-token \
   "$OUT/bin/waitroomctl" items set "$ITEM" --enabled --stock 1000000 --rate 0.001 --max-active 1000 >"$OUT/items.log" 2>&1
 
 log "starting the api on $API_ADDR and the ceiling on $CEIL_ADDR"
-pprof_env=()
-[ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$PPROF_ADDR)
-env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$API_ADDR WR_KAFKA_BROKERS=$KAFKA_BROKERS \
-  WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
-  WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
-  "$OUT/bin/waitroom-api" >"$OUT/api.log" 2>&1 &
-api_pid=$!
-pids+=($api_pid)
+# start_api ADDR PPROF_ADDR BINARY LOG: an api process on ADDR (its pid in api_started)
+start_api() {
+  local pprof_env=()
+  [ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$2)
+  env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$1 WR_KAFKA_BROKERS=$KAFKA_BROKERS \
+    WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
+    WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
+    "$3" >"$4" 2>&1 &
+  api_started=$!
+  pids+=($api_started)
+}
+start_api "$API_ADDR" "${PPROF_ADDR:-}" "$OUT/bin/waitroom-api" "$OUT/api.log"
+api_pid=$api_started
 base_pid=
 if [ -n "${BASE_API:-}" ]; then
   log "starting the base api ($BASE_API) on $BASE_ADDR"
-  pprof_env=()
-  [ "${PPROF:-0}" = 1 ] && pprof_env=(WR_PPROF_ADDR=$BASE_PPROF_ADDR)
-  env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$BASE_ADDR WR_KAFKA_BROKERS=$KAFKA_BROKERS \
-    WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
-    WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
-    "$BASE_API" >"$OUT/base.log" 2>&1 &
-  base_pid=$!
-  pids+=($base_pid)
+  start_api "$BASE_ADDR" "${BASE_PPROF_ADDR:-}" "$BASE_API" "$OUT/base.log"
+  base_pid=$api_started
 fi
 "$OUT/bin/ceiling" -addr $CEIL_ADDR >"$OUT/ceiling.log" 2>&1 &
 ceil_pid=$!
