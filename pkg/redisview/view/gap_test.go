@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -60,6 +61,20 @@ func newGroup(t *testing.T, ctx context.Context, adm *kadm.Client) {
 
 // judged is the verdict of w on the record as it stands now: two checks,
 // the second after the record's grace, so the topic's ends of now are
+// gapEnv is a Redis, the client options for brokers, a client and its admin,
+// with the registrations group committed at nothing.
+func gapEnv(t *testing.T, ctx context.Context, brokers []string) (redis.UniversalClient, []kgo.Opt, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	admCl, err := kgo.NewClient(base...)
+	require.NoError(t, err)
+	t.Cleanup(admCl.Close)
+	adm := kadm.NewClient(admCl)
+	newGroup(t, ctx, adm)
+	return rdb, base, admCl, adm
+}
+
 // compared with the marker.
 func judged(t *testing.T, ctx context.Context, w *view.Watcher, grace time.Duration) view.Status {
 	t.Helper()
@@ -77,14 +92,7 @@ func judged(t *testing.T, ctx context.Context, w *view.Watcher, grace time.Durat
 func TestRecordPassesOverAbortMarkersNotMissedAdmissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	brokers := testenv.Kafka(t, 2)
-	rdb := testenv.Redis(t)
-	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
-	admCl, err := kgo.NewClient(base...)
-	require.NoError(t, err)
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	newGroup(t, ctx, adm)
+	rdb, base, admCl, adm := gapEnv(t, ctx, testenv.Kafka(t, 2))
 	field := view.Field(topics.Admissions, gapPart)
 
 	// A leader's committed tick, applied; the marker advanced past its event
@@ -140,14 +148,7 @@ func TestRecordPassesOverAbortMarkersNotMissedAdmissions(t *testing.T) {
 func TestRecordPassesOverATimedOutTransaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	brokers := testenv.Kafka(t, 2)
-	rdb := testenv.Redis(t)
-	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
-	admCl, err := kgo.NewClient(base...)
-	require.NoError(t, err)
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	newGroup(t, ctx, adm)
+	rdb, base, _, adm := gapEnv(t, ctx, testenv.Kafka(t, 2))
 	require.NoError(t, view.SetReady(ctx, rdb, "g1", map[string]int64{view.Field(topics.Admissions, gapPart): 0}, time.Now()))
 
 	const timeout = time.Second
@@ -181,13 +182,7 @@ func TestRecordReadsOnlyWhatTheViewLooksBehindBy(t *testing.T) {
 		fetches.Add(1)
 		return nil, nil, false // counted, then served
 	})
-	rdb := testenv.Redis(t)
-	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
-	admCl, err := kgo.NewClient(base...)
-	require.NoError(t, err)
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	newGroup(t, ctx, adm)
+	rdb, base, admCl, adm := gapEnv(t, ctx, brokers)
 
 	leader := txnClient(t, base, fence.ID("t", 0), fence.Timeout)
 	require.NoError(t, leader.BeginTransaction())
