@@ -88,10 +88,18 @@ local function scores(toks)
 end
 pcall(function()
   local users, toks, curs, n, nc = {}, {}, {}, 0, 0
-  for a = first, stop, stride do
-    n = n + 1
-    toks[n] = ARGV[a + 1]
-    users[n] = stride > 3 and ARGV[a + 3] or toks[n]
+  local argv = ARGV
+  if stride > 3 then
+    for a = first, stop, stride do
+      n = n + 1
+      toks[n], users[n] = argv[a + 1], argv[a + 3]
+    end
+  else
+    for a = first, stop, stride do
+      n = n + 1
+      toks[n] = argv[a + 1]
+    end
+    users = toks
   end
   for lo = 1, n, CHUNK do
     local hi = math.min(lo + CHUNK - 1, n)
