@@ -207,7 +207,8 @@ func TestAdmittedToldOnlyOncePublished(t *testing.T) {
 	e := newAPI(t, item("rec"))
 	toks, qs := e.lineUp("rec", 2)
 	e.admit("rec") // both admitted in Redis (rate 50/s), neither published
-	for i := 0; i < 2; i++ { // twice each: the second read must not come from a cached admission
+	// Twice each: the second read must not come from a cached admission.
+	for i := 0; i < 2; i++ {
 		for _, tok := range toks {
 			st := e.status("rec", tok)
 			assert.Equal(t, "WAITING", st.Status)
