@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/store/queue"
+	"github.com/waitroom/waitroom/topics"
 )
 
 // An admission is told (status ADMITTED, AdmittedUntil live) only once its
@@ -63,4 +65,40 @@ func TestAdmissionToldOnlyOncePublished(t *testing.T) {
 	_, live, err = l.AdmittedUntil(ctx, "tp", "t00001")
 	require.NoError(t, err)
 	assert.True(t, live)
+}
+
+// A tick longer than the page the check searches (a big tick): the tokens
+// past the page are judged by expiry, not told before their event is out,
+// and a token admitted before that tick and published reads ADMITTED.
+func TestABigTickIsToldOnlyOncePublished(t *testing.T) {
+	ctx := context.Background()
+	l := queue.New(testenv.Redis(t))
+	setupItem(t, l, "tb", 1, 0, 60, 5001)
+	t0 := time.UnixMilli(1_000_000_000_000)
+	_, err := tick(t, l, "tb", 1, t0, time.Second) // t00000, published
+	require.NoError(t, err)
+	_, err = l.ApplyItem(ctx, topics.ItemState{ItemID: "tb", Stock: -1, Enabled: true, Version: 2,
+		Policy: topics.AdmissionPolicy{RatePerSecond: 10_000, SessionTTLSeconds: 60}})
+	require.NoError(t, err)
+	tk, err := l.Promote(ctx, "tb", 1, t0.Add(time.Second), time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(5000), tk.UnpublishedTotal)
+
+	for _, i := range []int{1, 4096, 4097, 5000} {
+		tok := fmt.Sprintf("t%05d", i)
+		st, err := l.Status(ctx, "tb", fmt.Sprintf("u%d", i), tok, 0, int64(i))
+		require.NoError(t, err)
+		assert.Equal(t, line.Waiting, st.State, tok)
+		_, live, err := l.AdmittedUntil(ctx, "tb", tok)
+		require.NoError(t, err)
+		assert.False(t, live, tok)
+	}
+	st, err := l.Status(ctx, "tb", "u0", "t00000", 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, line.Admitted, st.State, "published before the big tick")
+
+	require.NoError(t, l.AckPublished(ctx, 1, []string{"tb"}, []int{5000}))
+	st, err = l.Status(ctx, "tb", "u5000", "t05000", 0, 5000)
+	require.NoError(t, err)
+	assert.Equal(t, line.Admitted, st.State)
 }
