@@ -326,9 +326,11 @@ func (l *Line) Complete(ctx context.Context, item, tokenID, userID string) (ok b
 }
 
 // AdmittedUntil returns when tokenID's admission to item expires; ok is false
-// when it is not admitted (never, expired and dropped, or completed).
+// when it is not admitted (never, expired and dropped, or completed) or its
+// admission is not on waitroom.admissions yet (still in the unpublished list).
 func (l *Line) AdmittedUntil(ctx context.Context, item, tokenID string) (until time.Time, ok bool, err error) {
-	ms, err := l.rdb.ZScore(ctx, KeysFor(item).Admitted, tokenID).Result()
+	k := KeysFor(item)
+	ms, err := admittedScript.Run(ctx, l.rdb, []string{k.Admitted, k.Unpublished}, tokenID).Float64()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, false, nil
 	}

@@ -70,6 +70,8 @@ var (
 	markLua string
 	//go:embed status.lua
 	statusSrc string
+	//go:embed admitted.lua
+	admittedSrc string
 	//go:embed motion.lua
 	motionSrc string
 	//go:embed rewind.lua
@@ -101,6 +103,7 @@ var (
 	leaveScript     = redis.NewScript(leaveSrc)
 	markScript      = redis.NewScript(markSrc)
 	statusScript    = redis.NewScript(statusSrc)
+	admittedScript  = redis.NewScript(admittedSrc)
 	motionScript    = redis.NewScript(motionSrc)
 	rewindScript    = redis.NewScript(rewindSrc)
 	applyItemScript = redis.NewScript(withPrelude(applyItemSrc))
@@ -238,7 +241,7 @@ func New(rdb redis.UniversalClient) *Line { return &Line{rdb: rdb} }
 // and AckPublished call it again by themselves when Redis answers NOSCRIPT
 // (after a restart or flush); Apply loads its scripts in each transaction.
 func (l *Line) Load(ctx context.Context) error {
-	for _, s := range append(writeScripts, statusScript, applyItemScript, promoteScript, completeScript, ackScript, admitScript, settleScript) {
+	for _, s := range append(writeScripts, statusScript, admittedScript, applyItemScript, promoteScript, completeScript, ackScript, admitScript, settleScript) {
 		if err := s.Load(ctx, l.rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}
@@ -686,7 +689,7 @@ func isNoScript(err error) bool {
 // token holds key (operators and tests, never a client's request).
 func (l *Line) Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (line.Status, error) {
 	k := KeysFor(item)
-	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express, k.Pool, k.Late},
+	v, err := statusScript.Run(ctx, l.rdb, []string{k.Users, k.Waiting, k.Admitted, k.Applied, k.Pace, k.Paced, k.Head, k.Express, k.Pool, k.Late, k.Unpublished},
 		key, strconv.FormatInt(int64(partition), 10), strconv.FormatInt(offset, 10), tokenID).Slice()
 	if err != nil {
 		return line.Status{}, fmt.Errorf("status of %s in %s: %w", key, item, err)

@@ -11,6 +11,8 @@
 -- KEYS[8] wr:{item}:express   ZSET waiting places of bypass codes (admitted at the next tick)
 -- KEYS[9] wr:{item}:pool      ZSET pre-queued tokenIds scored by draw window
 -- KEYS[10] wr:{item}:late     ZSET tokenIds queued behind a pending draw
+-- KEYS[11] wr:{item}:unpublished LIST admissions not on waitroom.admissions yet,
+--                             "tokenId<TAB>expiry<TAB>offsets" each (prelude's admit)
 -- ARGV[1] place key  ARGV[2] partition  ARGV[3] offset (of the token's record)
 -- ARGV[4] tokenId ('': whichever token holds the key, for operators and tests)
 -- Only the place of ARGV[4] is ever answered: another token of the same key
@@ -22,7 +24,10 @@
 --            the admitted count (active), the oldest "ms:n" of the pace (or false),
 --            the token's seq and the item's head (all read at once: the api
 --            answers later reads from memory by how far the head moved)
---   ADMITTED a=expiry ms (may be past: expired)   tokenId=the token
+--   ADMITTED a=expiry ms (may be past: expired)   tokenId=the token; only once the
+--            admission is on waitroom.admissions (Kafka is the record): until the
+--            scheduler's publish is acknowledged (ack.lua) it reads WAITING at
+--            position 1 in the short form, b=waitingTotal + the unpublished count
 --   POOLED   a=the draw's window (unix ms) b=how many are in that draw  tokenId=the token
 --   LATE     a=the pending draw's window  b=how many are in it  tokenId=the token
 --   DUPLICATE (applied, but another token holds the key's place: tokenId names it if live),
@@ -56,6 +61,22 @@ if cur == tok then
   end
   local exp = redis.call('ZSCORE', KEYS[3], cur)
   if exp then
+    -- Not told before it is published: a failover rebuilds the view from
+    -- Kafka, where an unpublished admission never happened. The list holds
+    -- what was admitted since the last acknowledged publish: empty or one
+    -- tick's admissions, longer only while publishing fails. Scanned:
+    -- its first 4096 entries, searched at once (plain find); past them (a
+    -- big tick) entries are in admission order, so an expiry no earlier
+    -- than the 4096th entry's is taken for unpublished.
+    local n = redis.call('LLEN', KEYS[11])
+    if n > 0 then
+      local es = redis.call('LRANGE', KEYS[11], 0, 4095)
+      local page = '\n' .. table.concat(es, '\n')
+      if string.find(page, '\n' .. cur .. '\t', 1, true) or
+        (n > #es and tonumber(exp) >= tonumber(string.match(es[#es], '\t([^\t]*)'))) then
+        return {'WAITING', 1, redis.call('ZCARD', KEYS[2]) + n, cur}
+      end
+    end
     return {'ADMITTED', tonumber(exp), 0, cur}
   end
 end

@@ -123,6 +123,7 @@ func TestES256AdmissionsOverTheAPI(t *testing.T) {
 	r, q := s.register("tix", "ivy")
 	s.apply(q)
 	s.admit("tix")
+	s.ack("tix")
 	st := s.status("tix", r.Token)
 	require.Equal(t, "ADMITTED", st.Status)
 

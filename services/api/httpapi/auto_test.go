@@ -38,8 +38,13 @@ func lineKeeper(t *testing.T, s *api, item string, on *atomic.Bool) {
 					UserID: q.PlaceKey(), Partition: q.Partition, Offset: q.Offset}}); err != nil && ctx.Err() == nil {
 					t.Errorf("apply: %v", err)
 				}
-				if _, err := s.line.Promote(ctx, item, 1, time.Now(), time.Second); err != nil && ctx.Err() == nil {
+				tk, err := s.line.Promote(ctx, item, 1, time.Now(), time.Second)
+				if err != nil && ctx.Err() == nil {
 					t.Errorf("promote: %v", err)
+				}
+				// Published, as the scheduler acknowledges it: told from now on.
+				if err := s.line.AckPublished(ctx, 1, []string{item}, []int{int(tk.UnpublishedTotal)}); err != nil && ctx.Err() == nil {
+					t.Errorf("ack: %v", err)
 				}
 			})
 		}

@@ -60,6 +60,7 @@ func TestBlockedUsersAndRanges(t *testing.T) {
 	r, q := s.register("drop", "alice")
 	s.apply(q)
 	s.admit("drop")
+	s.ack("drop")
 	st := s.status("drop", r.Token)
 	require.Equal(t, "ADMITTED", st.Status)
 	admission := st.AdmissionToken

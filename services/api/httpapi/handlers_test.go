@@ -93,6 +93,7 @@ func TestAdmissionTokenLifecycle(t *testing.T) {
 	assert.Equal(t, int64(1), st.Position)
 	require.NotNil(t, st.EtaSeconds)
 	e.admit("tix")
+	e.ack("tix")
 	st = e.status("tix", r.Token)
 	require.Equal(t, "ADMITTED", st.Status)
 	require.NotEmpty(t, st.AdmissionToken)

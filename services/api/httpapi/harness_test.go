@@ -188,11 +188,22 @@ func (s *api) apply(q token.Queue) {
 	require.NoError(s.t, err)
 }
 
-// admit runs one promote of item, as the scheduler's leader does.
+// admit runs one promote of item, as the scheduler's leader does. Its
+// admissions are not published yet: the place tells them once ack ran.
 func (s *api) admit(itemID string) {
 	s.t.Helper()
 	_, err := s.line.Promote(context.Background(), itemID, 1, time.Now(), time.Second)
 	require.NoError(s.t, err)
+}
+
+// ack acknowledges item's unpublished admissions, as the scheduler does
+// once their event is on waitroom.admissions: from then on they are told.
+func (s *api) ack(itemID string) {
+	s.t.Helper()
+	ctx := context.Background()
+	entries, err := s.line.Unpublished(ctx, itemID, 1<<20)
+	require.NoError(s.t, err)
+	require.NoError(s.t, s.line.AckPublished(ctx, 1, []string{itemID}, []int{len(entries)}))
 }
 
 func (s *api) status(itemID, tok string) httpapi.StatusResponse {

@@ -52,6 +52,7 @@ func TestStatusFromMemoryIsExact(t *testing.T) {
 	admitted := 0
 	for k := 0; k < 8; k++ {
 		e.admit("slow")
+		e.ack("slow")
 		time.Sleep(300 * time.Millisecond) // past WR_STATUS_MOTION_FRESH
 		for _, tok := range tracked {
 			got := e.status("slow", tok)

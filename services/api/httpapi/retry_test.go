@@ -59,6 +59,7 @@ func TestRetriedRegistrationKeepsOnePlace(t *testing.T) {
 
 	// Admitted, completed, then a late retry: still completed, not in line again.
 	e.admit("tix")
+	e.ack("tix")
 	st := e.status("tix", r1.Token)
 	require.Equal(t, "ADMITTED", st.Status)
 	c := e.post("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})

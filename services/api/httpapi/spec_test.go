@@ -135,6 +135,7 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	c.exchange("GET", "/api/v1/items/other/registrations/"+otok+"?cursor="+ost.Cursor, "", false, 200, "").decode(t, &ost)
 	require.Equal(t, "WAITING", ost.Status)
 	s.admit("shoe")
+	s.ack("shoe")
 	c.exchange("GET", reg+"/current", "", false, 200, "", "Authorization", "Bearer "+tok).decode(t, &st)
 	require.Equal(t, "ADMITTED", st.Status)
 	admission := st.AdmissionToken

@@ -78,6 +78,7 @@ func TestThrottlePerToken(t *testing.T) {
 	s.apply(qd)
 	s.admit("gig")
 	s.admit("gig")
+	s.ack("gig")
 	admission := func(r httpapi.RegisterResponse) string {
 		st := s.status("gig", r.Token)
 		require.Equal(t, "ADMITTED", st.Status)

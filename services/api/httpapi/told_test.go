@@ -197,3 +197,42 @@ func TestACursorHoldsAcrossARebuildThatPutsSomeoneBack(t *testing.T) {
 	assert.Equal(t, int64(2), again.Position, "told a larger position after the rebuild")
 	assert.Equal(t, int64(3), e.statusWith("solo", toks[2], "").Position, "no cursor: the line as it is")
 }
+
+// An admission is told once it is on waitroom.admissions (issue 24): promoted
+// in Redis but not published yet, the person reads WAITING at position 1 with
+// no admission token, and an admission token for it (as a token handed out
+// before a failover would be) is neither verified nor completed; once the
+// scheduler's publish is acknowledged, it reads ADMITTED.
+func TestAdmittedToldOnlyOncePublished(t *testing.T) {
+	e := newAPI(t, item("rec"))
+	toks, qs := e.lineUp("rec", 2)
+	e.admit("rec") // both admitted in Redis (rate 50/s), neither published
+	// Twice each: the second read must not come from a cached admission.
+	for i := 0; i < 2; i++ {
+		for _, tok := range toks {
+			st := e.status("rec", tok)
+			assert.Equal(t, "WAITING", st.Status)
+			assert.Equal(t, int64(1), st.Position)
+			assert.Empty(t, st.AdmissionToken)
+		}
+	}
+	admit, err := token.New(token.EdDSA, admissionKey, "a1") // the api's admission key
+	require.NoError(t, err)
+	adm, err := admit.IssueAdmission(token.Admission{TokenID: qs[0].TokenID, ItemID: "rec", UserID: qs[0].UserID,
+		ExpiresAt: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	for _, path := range []string{"/api/v1/admissions/verify", "/api/v1/admissions/complete"} {
+		a := e.post(path, httpapi.AdmissionRequest{Token: adm, ItemID: "rec"})
+		assert.Equal(t, http.StatusGone, a.Code, "%s: %s", path, a.Body)
+		assert.Equal(t, "ADMISSION_ENDED", a.errCode(t), path)
+	}
+
+	e.ack("rec")
+	for _, tok := range toks {
+		st := e.status("rec", tok)
+		assert.Equal(t, "ADMITTED", st.Status)
+		assert.NotEmpty(t, st.AdmissionToken)
+	}
+	a := e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: adm, ItemID: "rec"})
+	assert.Equal(t, http.StatusOK, a.Code, "published, and the refused complete ended nothing: %s", a.Body)
+}

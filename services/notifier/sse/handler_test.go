@@ -40,6 +40,7 @@ func TestStreamOnTheHandlerOfAnotherEngine(t *testing.T) {
 		tk, err := w.line.Promote(ctx, "h", 1, time.Now(), time.Second)
 		require.NoError(t, err)
 		require.Equal(t, head, tk.Head)
+		require.NoError(t, w.line.AckPublished(ctx, 1, []string{"h"}, []int{int(tk.UnpublishedTotal)})) // published: told
 		hub.Admission(topics.AdmissionEvent{V: 1, ItemID: "h", Admitted: tk.Unpublished, Head: tk.Head, Waiting: tk.Waiting, At: time.Now().UnixMilli()})
 	}
 	time.Sleep(100 * time.Millisecond) // a few heartbeats

@@ -445,6 +445,7 @@ func TestFinalStates(t *testing.T) {
 	tk, err = w.line.Promote(ctx, "f", 1, time.Now(), time.Second)
 	require.NoError(t, err)
 	require.Equal(t, []string{regs[1].TokenID, regs[2].TokenID, regs[3].TokenID}, tk.Unpublished, "regs[1] expired and regs[2..3] admitted")
+	require.NoError(t, w.line.AckPublished(ctx, 1, []string{"f"}, []int{int(tk.UnpublishedTotal)})) // published: told
 	ok, err := w.line.Complete(ctx, "f", regs[3].TokenID, regs[3].UserID)
 	require.NoError(t, err)
 	require.True(t, ok)

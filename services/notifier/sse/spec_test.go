@@ -43,8 +43,9 @@ func TestAnswersMatchTheSpec(t *testing.T) {
 	admitted := w.register("go", 1)[0]
 	sold, closed := w.register("gone", 1)[0], w.register("shut", 1)[0]
 	w.setItem("go", -1, true, topics.AdmissionPolicy{RatePerSecond: 10, SessionTTLSeconds: 60})
-	_, err := w.line.Promote(context.Background(), "go", 1, time.Now(), time.Second)
+	tk, err := w.line.Promote(context.Background(), "go", 1, time.Now(), time.Second)
 	require.NoError(t, err)
+	require.NoError(t, w.line.AckPublished(context.Background(), 1, []string{"go"}, []int{int(tk.UnpublishedTotal)})) // published: told
 	pending, err := w.signer.IssueQueue(token.Queue{TokenID: "not-applied-yet", ItemID: "wait", UserID: "late", Offset: 99}, time.Hour)
 	require.NoError(t, err)
 	nt := w.notifier(time.Second, 0)
