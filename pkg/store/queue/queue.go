@@ -57,6 +57,12 @@ func withPrelude(src string) string {
 	return prelude + src
 }
 
+// withUnpublished is a script that reads admissions with the rule of
+// unpublished.lua before it.
+func withUnpublished(src string) string {
+	return unpublishedLua + src
+}
+
 // ActiveItems is the registry of items with a live line: the scheduler's work
 // list, so nothing ever needs KEYS or SCAN.
 const ActiveItems = "wr:items:active"
@@ -95,6 +101,8 @@ var (
 
 	//go:embed prelude.lua
 	prelude string
+	//go:embed unpublished.lua
+	unpublishedLua string
 	// The sources of the scripts that share the prelude's rules.
 	enqueueSrc, leaveSrc, markSrc, abandonSrc = withPrelude(enqueueLua), withPrelude(leaveLua), withPrelude(markLua), withPrelude(abandonLua)
 	applyAdmissionSrc, completeSrc            = withPrelude(applyAdmissionLua), withPrelude(completeLua)
@@ -102,8 +110,8 @@ var (
 	enqueueScript   = redis.NewScript(enqueueSrc)
 	leaveScript     = redis.NewScript(leaveSrc)
 	markScript      = redis.NewScript(markSrc)
-	statusScript    = redis.NewScript(statusSrc)
-	admittedScript  = redis.NewScript(admittedSrc)
+	statusScript    = redis.NewScript(withUnpublished(statusSrc))
+	admittedScript  = redis.NewScript(withUnpublished(admittedSrc))
 	motionScript    = redis.NewScript(motionSrc)
 	rewindScript    = redis.NewScript(rewindSrc)
 	applyItemScript = redis.NewScript(withPrelude(applyItemSrc))

@@ -61,21 +61,10 @@ if cur == tok then
   end
   local exp = redis.call('ZSCORE', KEYS[3], cur)
   if exp then
-    -- Not told before it is published: a failover rebuilds the view from
-    -- Kafka, where an unpublished admission never happened. The list holds
-    -- what was admitted since the last acknowledged publish: empty or one
-    -- tick's admissions, longer only while publishing fails. Scanned:
-    -- its first 4096 entries, searched at once (plain find); past them (a
-    -- big tick) entries are in admission order, so an expiry no earlier
-    -- than the 4096th entry's is taken for unpublished.
-    local n = redis.call('LLEN', KEYS[11])
-    if n > 0 then
-      local es = redis.call('LRANGE', KEYS[11], 0, 4095)
-      local page = '\n' .. table.concat(es, '\n')
-      if string.find(page, '\n' .. cur .. '\t', 1, true) or
-        (n > #es and tonumber(exp) >= tonumber(string.match(es[#es], '\t([^\t]*)'))) then
-        return {'WAITING', 1, redis.call('ZCARD', KEYS[2]) + n, cur}
-      end
+    -- Not told before it is published (unpublished.lua).
+    local n = unpublished(KEYS[11], cur, exp)
+    if n then
+      return {'WAITING', 1, redis.call('ZCARD', KEYS[2]) + n, cur}
     end
     return {'ADMITTED', tonumber(exp), 0, cur}
   end
