@@ -325,12 +325,25 @@ func (l *Line) Complete(ctx context.Context, item, tokenID, userID string) (ok b
 	return n == 1, nil
 }
 
-// AdmittedUntil returns when tokenID's admission to item expires; ok is false
-// when it is not admitted (never, expired and dropped, or completed) or its
-// admission is not on waitroom.admissions yet (still in the unpublished list).
+// AdmittedUntil returns when tokenID's admission to item expires, to tell
+// it; ok is false when it is not admitted (never, expired and dropped, or
+// completed) or its admission is not on waitroom.admissions yet (still in
+// the unpublished list).
 func (l *Line) AdmittedUntil(ctx context.Context, item, tokenID string) (until time.Time, ok bool, err error) {
+	return l.admittedUntil(ctx, item, tokenID, "told")
+}
+
+// HeldUntil is AdmittedUntil for the holder of the admission's token
+// (verify, complete): it was told from a published admission, so the
+// scheduler's acknowledgement of the publish is not waited for (the
+// notifier tells it from the topic, often before that acknowledgement).
+func (l *Line) HeldUntil(ctx context.Context, item, tokenID string) (until time.Time, ok bool, err error) {
+	return l.admittedUntil(ctx, item, tokenID, "")
+}
+
+func (l *Line) admittedUntil(ctx context.Context, item, tokenID, mode string) (until time.Time, ok bool, err error) {
 	k := KeysFor(item)
-	ms, err := admittedScript.Run(ctx, l.rdb, []string{k.Admitted, k.Unpublished}, tokenID).Float64()
+	ms, err := admittedScript.Run(ctx, l.rdb, []string{k.Admitted, k.Unpublished}, tokenID, mode).Float64()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, false, nil
 	}

@@ -85,7 +85,7 @@ func (s *Server) liveAdmission(ctx context.Context, c *gin.Context, a token.Admi
 		s.m.viewRefused.Inc()
 		return time.Time{}, false
 	}
-	until, live, err := s.line.AdmittedUntil(ctx, a.ItemID, a.TokenID)
+	until, live, err := s.line.HeldUntil(ctx, a.ItemID, a.TokenID)
 	if s.refuseView(c, a.ItemID, err) {
 		return time.Time{}, false
 	}

@@ -48,7 +48,7 @@ type Producer interface {
 type Line interface {
 	Status(ctx context.Context, item, key, tokenID string, partition int32, offset int64) (line.Status, error)
 	Motion(ctx context.Context, item string) (line.Motion, error)
-	AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error)
+	HeldUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error)
 	Complete(ctx context.Context, item, tokenID, key string) (bool, error)
 }
 

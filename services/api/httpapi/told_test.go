@@ -200,9 +200,11 @@ func TestACursorHoldsAcrossARebuildThatPutsSomeoneBack(t *testing.T) {
 
 // An admission is told once it is on waitroom.admissions (issue 24): promoted
 // in Redis but not published yet, the person reads WAITING at position 1 with
-// no admission token, and an admission token for it (as a token handed out
-// before a failover would be) is neither verified nor completed; once the
-// scheduler's publish is acknowledged, it reads ADMITTED.
+// no admission token; once the scheduler's publish is acknowledged, it reads
+// ADMITTED. An admission token is handed out only for a published admission
+// (this status answer, or the notifier's event read from the topic, which
+// often comes before the scheduler's acknowledgement), so its holder is
+// verified without waiting for that acknowledgement.
 func TestAdmittedToldOnlyOncePublished(t *testing.T) {
 	e := newAPI(t, item("rec"))
 	toks, qs := e.lineUp("rec", 2)
@@ -221,11 +223,8 @@ func TestAdmittedToldOnlyOncePublished(t *testing.T) {
 	adm, err := admit.IssueAdmission(token.Admission{TokenID: qs[0].TokenID, ItemID: "rec", UserID: qs[0].UserID,
 		ExpiresAt: time.Now().Add(time.Minute)})
 	require.NoError(t, err)
-	for _, path := range []string{"/api/v1/admissions/verify", "/api/v1/admissions/complete"} {
-		a := e.post(path, httpapi.AdmissionRequest{Token: adm, ItemID: "rec"})
-		assert.Equal(t, http.StatusGone, a.Code, "%s: %s", path, a.Body)
-		assert.Equal(t, "ADMISSION_ENDED", a.errCode(t), path)
-	}
+	a := e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: adm, ItemID: "rec"})
+	assert.Equal(t, http.StatusOK, a.Code, "a holder told from the topic before the acknowledgement: %s", a.Body)
 
 	e.ack("rec")
 	for _, tok := range toks {
@@ -233,6 +232,6 @@ func TestAdmittedToldOnlyOncePublished(t *testing.T) {
 		assert.Equal(t, "ADMITTED", st.Status)
 		assert.NotEmpty(t, st.AdmissionToken)
 	}
-	a := e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: adm, ItemID: "rec"})
-	assert.Equal(t, http.StatusOK, a.Code, "published, and the refused complete ended nothing: %s", a.Body)
+	a = e.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: adm, ItemID: "rec"})
+	assert.Equal(t, http.StatusOK, a.Code, "published: %s", a.Body)
 }

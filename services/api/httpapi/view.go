@@ -67,8 +67,8 @@ func (l viewLine) Status(ctx context.Context, item, key, tokenID string, partiti
 	return st, l.w.ConfirmItem(ctx, item)
 }
 
-func (l viewLine) AdmittedUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error) {
-	t, ok, err := l.Line.AdmittedUntil(ctx, item, tokenID)
+func (l viewLine) HeldUntil(ctx context.Context, item, tokenID string) (time.Time, bool, error) {
+	t, ok, err := l.Line.HeldUntil(ctx, item, tokenID)
 	if err != nil {
 		return t, ok, err
 	}
