@@ -161,6 +161,19 @@ func (e *env) status(itemID, tok string) httpapi.StatusResponse {
 	return s
 }
 
+// admitted waits until tok's status reads ADMITTED and returns it: a place
+// promoted in Redis reads WAITING at position 1 until the scheduler's
+// publish of its admission is acknowledged (status.lua, unpublished.lua).
+func (e *env) admitted(itemID, tok string) httpapi.StatusResponse {
+	e.t.Helper()
+	var st httpapi.StatusResponse
+	require.Eventually(e.t, func() bool {
+		st = e.status(itemID, tok)
+		return st.Status == "ADMITTED"
+	}, 15*time.Second, 20*time.Millisecond, "admitted and published")
+	return st
+}
+
 // waitLine waits until item's line holds n tokens and returns it in order.
 func (e *env) waitLine(itemID string, n int) []string {
 	e.t.Helper()

@@ -85,8 +85,7 @@ func TestEpochCounterNodeRestartedEmpty(t *testing.T) {
 			// Someone admitted completes on each item: the next in line is
 			// admitted by a leader whose epoch is above every earlier one.
 			for id, rs := range regs {
-				st := e.status(id, rs[0].Token)
-				require.Equal(t, "ADMITTED", st.Status, "%s", id)
+				st := e.admitted(id, rs[0].Token)
 				a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: id})
 				require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 				require.Eventually(t, func() bool { return e.status(id, rs[5].Token).Status == "ADMITTED" }, 30*time.Second, 20*time.Millisecond,

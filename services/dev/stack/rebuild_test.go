@@ -70,8 +70,7 @@ func lineScenarioOf(t *testing.T, e *env, before, lose func(), mustRefuse bool) 
 	}
 
 	for _, i := range []int{0, 1} { // two admitted people complete
-		st := e.status(item, regs[i].Token)
-		require.Equal(t, "ADMITTED", st.Status)
+		st := e.admitted(item, regs[i].Token)
 		a := e.admissionCall("/api/v1/admissions/complete", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: item})
 		require.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 	}
