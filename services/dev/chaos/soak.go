@@ -86,13 +86,10 @@ func (m *meter) read() sample {
 		if err != nil {
 			continue
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-				s.Goroutines[p.Name], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			}
+		if n, ok := prefixedInt(resp.Body, "go_goroutines "); ok {
+			s.Goroutines[p.Name] = n
 		}
+		resp.Body.Close()
 	}
 	return s
 }
@@ -119,15 +116,27 @@ func liveHeap(p *cluster.Proc) int64 {
 
 // heapAlloc is the "# HeapAlloc = N" of a debug=1 heap profile (0: none).
 func heapAlloc(r io.Reader) int64 {
+	n, _ := prefixedInt(r, "# HeapAlloc = ")
+	return n
+}
+
+// prefixedInt is the integer after prefix on the first line of r that
+// starts with it (a unit after the number, as /proc's " kB", is left out);
+// false when there is no such line.
+func prefixedInt(r io.Reader, prefix string) (int64, bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				return 0, true
+			}
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			return n, true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // unjudged are the processes the soak reads but does not hold to the growth
@@ -138,17 +147,13 @@ var unjudged = map[string]bool{"kafka": true, "redis": true, "redis-replica": tr
 
 // rssKiB is VmRSS of pid in KiB (0 when it cannot be read).
 func rssKiB(pid int) int64 {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
+	defer f.Close()
+	n, _ := prefixedInt(f, "VmRSS:")
+	return n
 }
 
 // growth checks the soak's memory: no process's RSS, nor its goroutines, nor
