@@ -58,7 +58,7 @@ type replayer struct {
 	snap map[string]*snapshot.Snapshot
 
 	// The applier (flush, sync): batches in order, done once it returned.
-	batches chan prepared
+	batches chan *queue.Batch
 	done    chan struct{}
 	mu      sync.Mutex
 	err     error // the applier's first error
@@ -327,12 +327,6 @@ func (r *replayer) rest() error {
 	return nil
 }
 
-// prepared is a batch of ops made into its script calls (queue.Line.Prepare).
-type prepared struct {
-	ops   []queue.Op
-	batch *queue.Batch
-}
-
 // ahead is how many prepared batches may wait for the applier.
 const ahead = 4
 
@@ -351,11 +345,11 @@ func (r *replayer) flush() error {
 		return err
 	}
 	if r.batches == nil {
-		r.batches, r.done = make(chan prepared, ahead), make(chan struct{})
+		r.batches, r.done = make(chan *queue.Batch, ahead), make(chan struct{})
 		go r.applier()
 	}
 	select {
-	case r.batches <- prepared{r.ops, b}:
+	case r.batches <- b:
 	case <-r.done:
 	}
 	r.ops = make([]queue.Op, 0, replayBatch)
@@ -407,9 +401,9 @@ func (r *replayer) applier() {
 }
 
 // apply runs one prepared batch (queue.Batch.Run).
-func (r *replayer) apply(b prepared) error {
-	ops := b.ops
-	res, err := b.batch.Run(r.ctx)
+func (r *replayer) apply(b *queue.Batch) error {
+	ops := b.Ops()
+	res, err := b.Run(r.ctx)
 	if err != nil {
 		return fmt.Errorf("replay %d records: %w", len(ops), err)
 	}

@@ -407,6 +407,9 @@ func (l *Line) Prepare(ctx context.Context, ops []Op) (*Batch, error) {
 	return &Batch{ops: ops, calls: calls, pipe: p}, nil
 }
 
+// Ops are the batch's ops, in the order Run applies them.
+func (b *Batch) Ops() []Op { return b.ops }
+
 // Run sends the batch in one round trip and reads one Result per op, as
 // Replay does (its error: the view holds an unknown part of the ops).
 func (b *Batch) Run(ctx context.Context) ([]Result, error) {
