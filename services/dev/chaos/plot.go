@@ -26,10 +26,8 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 		left, right     = 70, 170
 		top, gap, below = 40, 60, 40
 	)
-	panels := 2
-	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Heap) > 0 }) {
-		panels = 3
-	}
+	specs := meterPanels(samples)
+	panels := len(specs)
 	height := top + panels*panelH + (panels-1)*gap + below
 	span := samples[len(samples)-1].At.Minutes()
 	if span <= 0 {
@@ -87,14 +85,36 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 				width-right+10, width-right+30, ly-4, ly-4, c, width-right+36, ly, html.EscapeString(n))
 		}
 	}
-	panel(0, "RSS (MiB)", func(s sample) map[string]int64 { return s.RSS }, 1024)
-	panel(1, "goroutines", func(s sample) map[string]int64 { return s.Goroutines }, 1)
-	if panels == 3 {
-		panel(2, "live heap after a GC (MiB)", func(s sample) map[string]int64 { return s.Heap }, 1<<20)
+	for i, p := range specs {
+		panel(i, p.what, p.get, p.scale)
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// panelSpec is one panel of the meter's plot: its title, its readings and
+// the unit they are divided by.
+type panelSpec struct {
+	what  string
+	get   func(sample) map[string]int64
+	scale float64
+}
+
+// meterPanels are the panels of samples: RSS and goroutines, then the kept
+// memory and the live heap when the meter read them.
+func meterPanels(samples []sample) []panelSpec {
+	ps := []panelSpec{
+		{"RSS (MiB)", func(s sample) map[string]int64 { return s.RSS }, 1024},
+		{"goroutines", func(s sample) map[string]int64 { return s.Goroutines }, 1},
+	}
+	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Kept) > 0 }) {
+		ps = append(ps, panelSpec{"RSS less free heap pages, after a GC (MiB): judged", func(s sample) map[string]int64 { return s.Kept }, 1024})
+	}
+	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Heap) > 0 }) {
+		ps = append(ps, panelSpec{"live heap after a GC (MiB)", func(s sample) map[string]int64 { return s.Heap }, 1 << 20})
+	}
+	return ps
 }
 
 // minuteTicks draws the time axis of a panel whose bottom is at y0: a tick
@@ -168,6 +188,16 @@ func readMeterCSV(path string) ([]sample, []string, error) {
 				s.Heap = map[string]int64{}
 			}
 			s.Heap[r[1]] = heap
+		}
+		if len(r) > 5 { // kept_kib, since the meter reads the heap's free pages
+			kept, err := strconv.ParseInt(r[5], 10, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s line %d: kept_kib: %w", path, i+1, err)
+			}
+			if s.Kept == nil {
+				s.Kept = map[string]int64{}
+			}
+			s.Kept[r[1]] = kept
 		}
 		if !slices.Contains(names, r[1]) {
 			names = append(names, r[1])

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -28,6 +29,12 @@ type sample struct {
 	// collection (its pprof's HeapAlloc with gc=1): what it keeps, whatever
 	// the GC's headroom (GOGC) lets RSS float above it. Nil when not read.
 	Heap map[string]int64
+	// Kept is RSS less the heap's free pages the runtime still holds
+	// (HeapIdle - HeapReleased), in KiB, read right after that forced
+	// collection: the memory the process keeps, without the headroom
+	// GOGC=400 leaves resident between collections, which swings with the
+	// heap live at the last one. Nil when the heap was not read.
+	Kept map[string]int64
 }
 
 // meter reads every process's RSS (/proc/PID/status), goroutines (the
@@ -46,7 +53,7 @@ type meter struct {
 
 func (m *meter) run(ctx context.Context, every time.Duration) {
 	if f, err := os.Create(m.csv); err == nil {
-		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines,heap_bytes")
+		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib")
 		f.Close()
 	}
 	for sleepCtx(ctx, every) {
@@ -57,27 +64,34 @@ func (m *meter) run(ctx context.Context, every time.Duration) {
 		var line []string
 		f, _ := os.OpenFile(m.csv, os.O_APPEND|os.O_WRONLY, 0o644)
 		for _, p := range m.c.All() {
-			line = append(line, fmt.Sprintf("%s %d MiB/%d/%d MiB", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name], s.Heap[p.Name]>>20))
+			line = append(line, fmt.Sprintf("%s %d MiB/%d/%d MiB/%d MiB", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name], s.Heap[p.Name]>>20, s.Kept[p.Name]>>10))
 			if f != nil {
-				fmt.Fprintf(f, "%.2f,%s,%d,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name], s.Heap[p.Name])
+				fmt.Fprintf(f, "%.2f,%s,%d,%d,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name], s.Heap[p.Name], s.Kept[p.Name])
 			}
 		}
 		if f != nil {
 			f.Close()
 		}
-		fmt.Fprintf(m.out, "soak: +%s rss/goroutines/live heap: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
+		fmt.Fprintf(m.out, "soak: +%s rss/goroutines/live heap/kept: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
 	}
 }
 
 func (m *meter) read() sample {
-	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}, Heap: map[string]int64{}}
+	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}, Heap: map[string]int64{}, Kept: map[string]int64{}}
 	cl := &http.Client{Timeout: 2 * time.Second}
 	for _, p := range m.c.All() {
+		// The heap first: its forced collection, then RSS right after it,
+		// so Kept subtracts the free pages of the same moment.
+		var h heapStats
+		if p.PprofAddr != "" {
+			h = liveHeap(p)
+			s.Heap[p.Name] = h.Alloc
+		}
 		if pid := p.PID(); pid > 0 {
 			s.RSS[p.Name] = rssKiB(pid)
-		}
-		if p.PprofAddr != "" {
-			s.Heap[p.Name] = liveHeap(p)
+			if h.Alloc > 0 && s.RSS[p.Name] > 0 {
+				s.Kept[p.Name] = max(0, s.RSS[p.Name]-h.Free>>10)
+			}
 		}
 		if p.Addr == "" {
 			continue
@@ -94,12 +108,17 @@ func (m *meter) read() sample {
 	return s
 }
 
-// liveHeap is the HeapAlloc of p's heap profile taken after a forced
-// collection (/debug/pprof/heap?gc=1&debug=1), in bytes: 0 when it cannot be
-// read. The pprof listener is inside p's namespace when isolated, reached
+// heapStats is what a debug=1 heap profile says of the heap, in bytes.
+type heapStats struct {
+	Alloc int64 // HeapAlloc: the live heap, right after the profile's forced collection
+	Free  int64 // HeapIdle - HeapReleased: free pages still resident
+}
+
+// liveHeap reads p's heap profile taken after a forced collection
+// (/debug/pprof/heap?gc=1&debug=1): zero when it cannot be read. The pprof listener is inside p's namespace when isolated, reached
 // from there rather than through its In link, so a cut link does not blind
 // the meter. It costs p one full collection per reading.
-func liveHeap(p *cluster.Proc) int64 {
+func liveHeap(p *cluster.Proc) heapStats {
 	tr := &http.Transport{DisableKeepAlives: true}
 	if p.Net != nil && p.Net.NS != nil {
 		ns := p.Net.NS
@@ -108,16 +127,28 @@ func liveHeap(p *cluster.Proc) int64 {
 	cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
 	resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
-		return 0
+		return heapStats{}
 	}
 	defer resp.Body.Close()
-	return heapAlloc(resp.Body)
+	return readHeapStats(resp.Body)
 }
 
-// heapAlloc is the "# HeapAlloc = N" of a debug=1 heap profile (0: none).
-func heapAlloc(r io.Reader) int64 {
-	n, _ := prefixedInt(r, "# HeapAlloc = ")
-	return n
+// readHeapStats reads the "# HeapAlloc = N", "# HeapIdle = N" and
+// "# HeapReleased = N" of a debug=1 heap profile (zero: none).
+func readHeapStats(r io.Reader) heapStats {
+	body, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	if err != nil {
+		return heapStats{}
+	}
+	get := func(name string) int64 {
+		n, _ := prefixedInt(bytes.NewReader(body), "# "+name+" = ")
+		return n
+	}
+	h := heapStats{Alloc: get("HeapAlloc")}
+	if h.Alloc > 0 {
+		h.Free = max(0, get("HeapIdle")-get("HeapReleased"))
+	}
+	return h
 }
 
 // prefixedInt is the integer after prefix on the first line of r that
@@ -163,9 +194,11 @@ func rssKiB(pid int) int64 {
 // twelfth of them: 5 of an hour's 60), so one reading taken mid-fault does
 // not decide; a reading that failed (zero) is left out of its window. Fewer
 // than three readings prove nothing and are refused. Processes in unjudged
-// are read but not judged. RSS alone can move without a leak (GOGC's
-// headroom above the heap live at the last collection); the live heap
-// cannot, so it says which of a failing RSS is kept memory.
+// are read but not judged. RSS alone moves without a leak (GOGC's headroom
+// above the heap live at the last collection stays resident), so a process
+// whose heap was read is judged on its RSS less the heap's free pages
+// (sample.Kept) instead, beside its live heap; the raw RSS is still printed,
+// written and plotted.
 func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
 	if len(samples) < 3 {
 		return []string{fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))}
@@ -201,7 +234,30 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 			}
 		}
 	}
-	check("RSS KiB", func(s sample) map[string]int64 { return s.RSS })
+	// A process whose kept memory was read is judged on it, not on its raw
+	// RSS (see sample.Kept); the others (no pprof listener) on RSS.
+	kept := map[string]bool{}
+	for _, s := range samples {
+		for name, v := range s.Kept {
+			kept[name] = kept[name] || v > 0
+		}
+	}
+	check("RSS KiB", func(s sample) map[string]int64 {
+		m := make(map[string]int64, len(s.RSS))
+		for name, v := range s.RSS {
+			if !kept[name] {
+				m[name] = v
+			}
+		}
+		return m
+	})
+	check("RSS less free heap pages KiB", func(s sample) map[string]int64 {
+		m := make(map[string]int64, len(kept))
+		for name := range kept {
+			m[name] = s.Kept[name]
+		}
+		return m
+	})
 	check("goroutines", func(s sample) map[string]int64 { return s.Goroutines })
 	check("live heap bytes", func(s sample) map[string]int64 { return s.Heap })
 	sort.Strings(bad)

@@ -102,12 +102,15 @@ func TestHeapAllocOfAHeapProfile(t *testing.T) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	n := heapAlloc(&b)
-	if n <= 0 || n > int64(ms.Sys) {
-		t.Fatalf("HeapAlloc of this process's heap profile: %d bytes (Sys %d)", n, ms.Sys)
+	h := readHeapStats(&b)
+	if h.Alloc <= 0 || h.Alloc > int64(ms.Sys) || h.Free < 0 || h.Free > int64(ms.HeapSys) {
+		t.Fatalf("HeapAlloc and free pages of this process's heap profile: %+v bytes (Sys %d, HeapSys %d)", h, ms.Sys, ms.HeapSys)
 	}
-	if n := heapAlloc(strings.NewReader("heap profile: 0: 0 [0: 0] @ heap/1048576\n# Sys = 100\n")); n != 0 {
-		t.Fatalf("HeapAlloc of a profile without one: %d", n)
+	if h := readHeapStats(strings.NewReader("heap profile: 0: 0 [0: 0] @ heap/1048576\n# Sys = 100\n# HeapIdle = 50\n")); h != (heapStats{}) {
+		t.Fatalf("heap of a profile without a HeapAlloc: %+v", h)
+	}
+	if h := readHeapStats(strings.NewReader("# HeapAlloc = 700\n# HeapIdle = 500\n# HeapReleased = 200\n")); h != (heapStats{Alloc: 700, Free: 300}) {
+		t.Fatalf("heap of a profile with 500 idle of which 200 released: %+v, want 300 free", h)
 	}
 }
 
@@ -120,17 +123,54 @@ func TestLiveHeapFromAPprofListener(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	p := &cluster.Proc{Name: "consumer-1", PprofAddr: strings.TrimPrefix(srv.URL, "http://")}
-	n := liveHeap(p)
+	n := liveHeap(p).Alloc
 	if n <= 0 {
 		t.Fatalf("live heap of this process through its pprof listener: %d bytes", n)
 	}
 	csv := filepath.Join(t.TempDir(), "meter.csv")
-	body := "minutes,process,rss_kib,goroutines,heap_bytes\n1.00,consumer-1,90000,60," + strconv.FormatInt(n, 10) + "\n"
+	body := "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib\n1.00,consumer-1,90000,60," + strconv.FormatInt(n, 10) + ",40000\n"
 	if err := os.WriteFile(csv, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := readMeterCSV(csv)
-	if err != nil || len(got) != 1 || got[0].Heap["consumer-1"] != n || got[0].RSS["consumer-1"] != 90000 {
-		t.Fatalf("read back %+v, %v; want the heap %d beside RSS 90000", got, err, n)
+	if err != nil || len(got) != 1 || got[0].Heap["consumer-1"] != n || got[0].RSS["consumer-1"] != 90000 || got[0].Kept["consumer-1"] != 40000 {
+		t.Fatalf("read back %+v, %v; want the heap %d and kept 40000 beside RSS 90000", got, err, n)
+	}
+}
+
+// A process whose kept memory is read is judged on it, not on its raw RSS:
+// RSS swinging with GOGC's headroom while the kept memory is flat passes; a
+// slow leak of kept memory fails even while RSS looks flat; a process
+// without a heap reading is still judged on RSS.
+func TestGrowthJudgesKeptMemoryInsteadOfRSS(t *testing.T) {
+	hour := func(rss, kept func(min int) int64) []sample {
+		var ss []sample
+		for m := 1; m <= 60; m++ {
+			s := sample{At: time.Duration(m) * time.Minute, RSS: map[string]int64{"consumer-1": rss(m), "door": 30 << 10},
+				Goroutines: map[string]int64{"consumer-1": 60, "door": 10}, Heap: map[string]int64{"consumer-1": 20 << 20}, Kept: map[string]int64{}}
+			if k := kept(m); k >= 0 {
+				s.Kept["consumer-1"] = k
+			}
+			ss = append(ss, s)
+		}
+		return ss
+	}
+	flat := func(int) int64 { return 60 << 10 }
+	swing := func(m int) int64 { return int64(96+105*(m/10%2)) << 10 } // 96 and 201 MiB by turns of ten minutes
+	for _, tc := range []struct {
+		name      string
+		rss, kept func(int) int64
+		bad       string
+	}{
+		{"RSS swinging, kept flat", swing, flat, ""},
+		{"RSS flat, kept leaking", flat, func(m int) int64 { return 50<<10 + int64(m)<<9 }, "free heap pages"},
+		{"the same swing without a kept reading: judged on RSS, fails", swing, func(int) int64 { return -1 }, "RSS KiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := growth(hour(tc.rss, tc.kept), 1.1, nil)
+			if tc.bad == "" && len(bad) > 0 || tc.bad != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.bad)) {
+				t.Fatalf("growth = %q, want one about %q", bad, tc.bad)
+			}
+		})
 	}
 }
