@@ -79,6 +79,9 @@ type Report struct {
 	// WriteTook the settling of every line after it (expiries, pace, fence).
 	ReadTook  time.Duration
 	WriteTook time.Duration
+	// FenceTook is the part of ReadTook spent fencing the schedulers'
+	// transactional ids (an open transaction is aborted first).
+	FenceTook time.Duration
 	// Snapshots is how many lines were loaded from a snapshot (their
 	// records before it were not read); Torn names lines whose latest
 	// snapshot was incomplete (replayed from the start instead).
@@ -210,7 +213,8 @@ func (b *Rebuilder) runView(ctx, lctx context.Context, gen string, o Options, st
 	}
 	rep.written(wstart, start, fence, len(r.order), settled)
 	b.log.Info("view rebuilt", zap.String("gen", gen), zap.Int64("records", rep.Records), zap.Int("snapshots", rep.Snapshots), zap.Strings("torn", rep.Torn), zap.Int("items", rep.Items),
-		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took))
+		zap.Int("waiting", rep.Waiting), zap.Int("admitted", rep.Admitted), zap.Int64("epoch", fence), zap.Duration("took", rep.Took),
+		zap.Duration("read", rep.ReadTook), zap.Duration("fence", rep.FenceTook), zap.Duration("write", rep.WriteTook))
 	return rep, nil
 }
 
@@ -255,9 +259,11 @@ func (b *Rebuilder) replay(r *replayer, rep *Report) (map[string]int64, error) {
 		return nil, fmt.Errorf("kafka admin client: %w", err)
 	}
 	defer cl.Close()
+	fstart := time.Now()
 	if err := b.fenceSchedulers(ctx, cl); err != nil {
 		return nil, err
 	}
+	rep.FenceTook = time.Since(fstart)
 	adm := kadm.NewClient(cl)
 	bs := map[string]bounds{}
 	for _, t := range []string{topics.Items, topics.Admissions, topics.Registrations} {
