@@ -183,8 +183,12 @@ func TestEnqueueOutOfMemoryWritesNothing(t *testing.T) {
 		name string
 		args []any // offsets after those of the cases before: none is a replay
 	}{
-		{"line", []any{"0", "3", "3", "a3", "0", "4", "a4", "0"}},
-		{"pooled", []any{"0", "7", "5", "a5", "0", "a5", "1000", "", "0", "6", "a6", "0", "a6", "0", "", "0"}},
+		{"line", queue.EnqueueArgsForTest([]queue.Op{
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a3", UserID: "a3", Offset: 3},
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a4", UserID: "a4", Offset: 4}})},
+		{"pooled", queue.EnqueueArgsForTest([]queue.Op{
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a5", UserID: "a5", Offset: 5, Window: 1000},
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a6", UserID: "a6", Offset: 6}})},
 	} {
 		args := c.args
 		t.Run(c.name, func(t *testing.T) {
@@ -212,15 +216,15 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 	k := queue.KeysFor("big")
 	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 	const n = 3_000
-	args := []any{"0", "3"}
+	ops := make([]queue.Op, n)
 	for i := range n {
 		tok := "b" + strconv.Itoa(i)
 		if i%10 == 9 {
 			tok = "b" + strconv.Itoa(i-5) // the same token again
 		}
-		args = append(args, strconv.Itoa(i+1), tok, "0")
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(i + 1)}
 	}
-	res, err := enqueue.Run(ctx, rdb, keys, args...).Slice()
+	res, err := enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
 	require.NoError(t, err)
 	seq, v := int64(0), 0
 	seqOf := map[string]int64{}
@@ -248,11 +252,11 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 	// Every token again, in a second call: those placed are read from the
 	// first call's writes (the holders and seqs of every chunk), the others
 	// are placed now.
-	args = []any{"0", "3"}
 	for i := range n {
-		args = append(args, strconv.Itoa(n+1+i), "b"+strconv.Itoa(i), "0")
+		tok := "b" + strconv.Itoa(i)
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(n + 1 + i)}
 	}
-	res, err = enqueue.Run(ctx, rdb, keys, args...).Slice()
+	res, err = enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
 	require.NoError(t, err)
 	v = 0
 	for i := range n {
@@ -279,7 +283,9 @@ func TestEnqueueCorruptAppliedOffsetRefusesEachRecord(t *testing.T) {
 	k := queue.KeysFor("bad-offset")
 	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 	require.NoError(t, rdb.HSet(ctx, k.Applied, "0", "x").Err())
-	res, err := enqueue.Run(ctx, rdb, keys, "0", "3", "1", "t1", "0", "2", "t2", "0").Slice()
+	res, err := enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest([]queue.Op{
+		{Kind: queue.OpRegister, ItemID: "bad-offset", TokenID: "t1", UserID: "t1", Offset: 1},
+		{Kind: queue.OpRegister, ItemID: "bad-offset", TokenID: "t2", UserID: "t2", Offset: 2}})...).Slice()
 	require.NoError(t, err, "a record's error is a value, not the call's")
 	require.Len(t, res, 6)
 	for i := 0; i < 6; i += 3 {

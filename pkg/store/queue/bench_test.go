@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,7 +220,7 @@ func BenchmarkApply1000(b *testing.B) {
 				p.ScriptLoad(ctx, queue.EnqueueSrcForTest)
 				p.SAdd(ctx, queue.ActiveItems, "base")
 				for j, op := range ops {
-					cmds[j] = enqueue.EvalSha(ctx, p, keys, "0", "7", strconv.FormatInt(op.Offset, 10), op.TokenID, "0", op.UserID, "0", "", "0")
+					cmds[j] = enqueue.EvalSha(ctx, p, keys, queue.EnqueueArgsForTest([]queue.Op{op})...)
 				}
 				return nil
 			}); err != nil {

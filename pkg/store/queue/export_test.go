@@ -7,3 +7,13 @@ var (
 	EnqueueSrcForTest = enqueueSrc
 	DrawSrcForTest    = withPrelude(drawLua)
 )
+
+// EnqueueArgsForTest is the ARGV of one enqueue.lua call of ops (all
+// registrations of one item and partition), as Apply and Replay send it.
+func EnqueueArgsForTest(ops []Op) []any {
+	idx := make([]int, len(ops))
+	for i := range idx {
+		idx[i] = i
+	}
+	return enqueueArgs(ops, idx)
+}
