@@ -294,3 +294,38 @@ func TestEnqueueCorruptAppliedOffsetRefusesEachRecord(t *testing.T) {
 	assert.Zero(t, rdb.Exists(ctx, k.Waiting, k.Users, k.Seq).Val(), "nothing written")
 	assert.Equal(t, "x", rdb.HGet(ctx, k.Applied, "0").Val())
 }
+
+// A token that a record of a call places at the back of the line is in the
+// line for the records after it in that call, also when it is the holder
+// another record's place key already had (here an admitted token registered
+// again under another user: the later record is a DUPLICATE of its new
+// waiting place, seq included), as one by one.
+func TestEnqueueCallSeesThePlacesItMade(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	for _, item := range []string{"one", "batch"} {
+		k := queue.KeysFor(item)
+		require.NoError(t, rdb.HSet(ctx, k.Users, "uB", "T1").Err())
+		require.NoError(t, rdb.ZAdd(ctx, k.Admitted, redis.Z{Score: 1e15, Member: "T1"}).Err())
+	}
+	ops := func(item string) []queue.Op {
+		return []queue.Op{
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T0", UserID: "uZ", Offset: 1, At: 1_000},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T1", UserID: "uA", Offset: 2, At: 1_000},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T2", UserID: "uB", Offset: 3, At: 1_000},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T3", UserID: "uC", Offset: 4, At: 1_000},
+		}
+	}
+	var alone []queue.Result
+	for _, op := range ops("one") {
+		res, err := l.Apply(ctx, []queue.Op{op})
+		require.NoError(t, err)
+		alone = append(alone, res...)
+	}
+	together, err := l.Apply(ctx, ops("batch"))
+	require.NoError(t, err)
+	assert.Equal(t, queue.Result{Outcome: queue.Duplicate, Seq: 2, TokenID: "T1"}, alone[2])
+	assert.Equal(t, alone, together)
+	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
+}
