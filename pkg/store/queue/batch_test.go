@@ -329,3 +329,30 @@ func TestEnqueueCallSeesThePlacesItMade(t *testing.T) {
 	assert.Equal(t, alone, together)
 	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
 }
+
+// A call whose offsets go back (a record delivered again behind a later one)
+// answers the earlier offset REPLAY, as one by one: a record below the
+// applied offset is never placed, whatever the records before it in the call.
+func TestEnqueueCallOffsetsGoingBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	ops := func(item string) []queue.Op {
+		return []queue.Op{
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T5", UserID: "u5", Offset: 5},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T3", UserID: "u3", Offset: 3},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T6", UserID: "u6", Offset: 6},
+		}
+	}
+	var alone []queue.Result
+	for _, op := range ops("one") {
+		res, err := l.Apply(ctx, []queue.Op{op})
+		require.NoError(t, err)
+		alone = append(alone, res...)
+	}
+	together, err := l.Apply(ctx, ops("batch"))
+	require.NoError(t, err)
+	assert.Equal(t, queue.Replay, alone[1].Outcome)
+	assert.Equal(t, alone, together)
+	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
+}

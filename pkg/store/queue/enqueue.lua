@@ -15,8 +15,9 @@
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
 -- KEYS[11] wr:{item}:changes  STRING changes of the line (the prelude's changed): one a call that applied
 -- ARGV[1] the records' partition  ARGV[2] the fields per record, 3, 4 or 7
--- ARGV[3] '1' when no place key and no tokenId appears twice among the call's
---   records, else '0' (then every record is read as one() reads it, below)
+-- ARGV[3] '1' when the records' offsets increase and no place key and no
+--   tokenId appears twice among them, else '0' (then every record is read as
+--   one() reads it, below)
 -- ARGV[4] the records' timestamps, each the same width (#ARGV[4] / records
 --   digits, zero-padded), in record order: unix ms, the moment an admission
 --   is judged live at (a function of the record, so a rebuild applies it
@@ -353,6 +354,11 @@ end) and seqOK and last ~= nil
 
 local out, k = {}, 0
 
+-- past: whether a record before this one had an offset above the applied
+-- one; the offsets of a fresh call increase, so every record after it is
+-- new (bulk() reads no offset but a run's last).
+local past = false
+
 -- bulk applies the plain new records from record i on, while the pool and
 -- the late set are empty, and returns the first record it left: a record
 -- not applied before, with no bypass code, no window past the last draw,
@@ -362,30 +368,33 @@ local out, k = {}, 0
 -- would add it, without one()'s lookups. Most records are such.
 local function bulk(i)
   if not (plain and fresh and poolN == 0 and lateN == 0) then return i end
-  local argv, num, fmt, hd, il = ARGV, tonumber, string.format, held, inLine
-  local nw, nu, s, l, m = nWaiting, nUsers, seq, last, k
+  local argv, fmt, hd, il = ARGV, string.format, held, inLine
+  if not past then
+    local off = tonumber(argv[O + i])
+    if not off or off <= last then return i end
+    past = true
+  end
+  local nw, nu, s, m = nWaiting, nUsers, seq, k
   local i0 = i
   while i <= n do
-    local off = num(argv[O + i])
     if stride > 4 then
-      local w = num(argv[W + i])
+      local w = tonumber(argv[W + i])
       if argv[W + n + i] ~= '' or not w or w > drawn then break end
     end
-    if not off or off <= l or hd[i] ~= false or il[i] ~= false then break end
+    if hd[i] ~= false or il[i] ~= false then break end
     local tok = argv[K + i]
     s = s + 1
     -- The score as Redis would write the number (%.17g: the integer's
     -- digits), by the cheaper integer format.
     addWaiting[nw + 1], addWaiting[nw + 2], nw = fmt('%d', s), tok, nw + 2
     setUsers[nu + 1], setUsers[nu + 2], nu = argv[U + i], tok, nu + 2
-    l = off
     m = m + 1
     out[m] = s
     i = i + 1
   end
   if i > i0 then
     runs[nRuns + 1], runs[nRuns + 2], runs[nRuns + 3], nRuns = i0, i - 1, seq + 1, nRuns + 3
-    nWaiting, nUsers, seq, last, k, done = nw, nu, s, l, m, true
+    nWaiting, nUsers, seq, last, k, done = nw, nu, s, tonumber(argv[O + i - 1]), m, true
   end
   return i
 end

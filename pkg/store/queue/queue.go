@@ -331,8 +331,9 @@ func plan(ops []Op) []call {
 // record's place key is its token, with no window and no bypass code (the
 // common case), 4 (those and the place key) when some place key is a
 // user's, else 7 (those 4, then window, code, count); whether the records'
-// place keys and tokens are each distinct (fresh); the timestamps in one
-// string of one width; then each other field column by column.
+// offsets increase and their place keys and tokens are each distinct
+// (fresh); the timestamps in one string of one width; then each other
+// field column by column.
 func enqueueArgs(ops []Op, idx []int) []any {
 	stride, width := 3, 1
 	for _, j := range idx {
@@ -388,17 +389,21 @@ func enqueueArgs(ops []Op, idx []int) []any {
 	return args
 }
 
-// fresh is enqueue.lua's ARGV[3]: "1" when no tokenId and (with users, the
-// place keys are not the tokens) no place key appears twice among the
-// records idx, so the script may judge each record by its place key's and
-// token's state before the call; else "0".
+// fresh is enqueue.lua's ARGV[3]: "1" when the offsets of the records idx
+// increase and no tokenId and (with users, the place keys are not the
+// tokens) no place key appears twice among them, so the script may judge
+// each record by its place key's and token's state before the call, and
+// every record after one above the applied offset as new; else "0".
 func fresh(ops []Op, idx []int, users bool) string {
 	toks := make(map[string]struct{}, len(idx))
 	var keys map[string]struct{}
 	if users {
 		keys = make(map[string]struct{}, len(idx))
 	}
-	for _, j := range idx {
+	for k, j := range idx {
+		if k > 0 && ops[j].Offset <= ops[idx[k-1]].Offset {
+			return "0"
+		}
 		if _, ok := toks[ops[j].TokenID]; ok {
 			return "0"
 		}
