@@ -224,23 +224,22 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 		}
 		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(i + 1)}
 	}
-	res, err := enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
+	vals, err := enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
 	require.NoError(t, err)
-	seq, v := int64(0), 0
+	res, err := queue.EnqueueResultsForTest(vals, ops)
+	require.NoError(t, err)
+	seq := int64(0)
 	seqOf := map[string]int64{}
 	for i := range n {
 		if i%10 == 9 {
 			tok := "b" + strconv.Itoa(i-5)
-			require.Equal(t, []any{"DUPLICATE", seqOf[tok], tok}, res[v:v+3], "record %d", i)
-			v += 3
+			require.Equal(t, queue.Result{Outcome: queue.Duplicate, Seq: seqOf[tok], TokenID: tok}, res[i], "record %d", i)
 			continue
 		}
 		seq++
 		seqOf["b"+strconv.Itoa(i)] = seq
-		require.Equal(t, seq, res[v], "record %d", i)
-		v++
+		require.Equal(t, queue.Result{Outcome: queue.Added, Seq: seq, TokenID: "b" + strconv.Itoa(i)}, res[i], "record %d", i)
 	}
-	require.Len(t, res, v)
 	card, err := rdb.ZCard(ctx, k.Waiting).Result()
 	require.NoError(t, err)
 	assert.Equal(t, seq, card)
@@ -256,21 +255,37 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 		tok := "b" + strconv.Itoa(i)
 		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(n + 1 + i)}
 	}
-	res, err = enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
+	vals, err = enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
 	require.NoError(t, err)
-	v = 0
+	res, err = queue.EnqueueResultsForTest(vals, ops)
+	require.NoError(t, err)
 	for i := range n {
 		tok := "b" + strconv.Itoa(i)
 		if s, ok := seqOf[tok]; ok {
-			require.Equal(t, []any{"DUPLICATE", s, tok}, res[v:v+3], "record %d", i)
-			v += 3
+			require.Equal(t, queue.Result{Outcome: queue.Duplicate, Seq: s, TokenID: tok}, res[i], "record %d", i)
 			continue
 		}
 		seq++
-		require.Equal(t, seq, res[v], "record %d", i)
-		v++
+		require.Equal(t, queue.Result{Outcome: queue.Added, Seq: seq, TokenID: tok}, res[i], "record %d", i)
 	}
-	require.Len(t, res, v)
+
+	// New tokens only: one run past a chunk, answered as one run.
+	for i := range n {
+		tok := "c" + strconv.Itoa(i)
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(2*n + 1 + i)}
+	}
+	vals, err = enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
+	require.NoError(t, err)
+	assert.Equal(t, []any{int64(-n), seq + 1}, vals)
+	res, err = queue.EnqueueResultsForTest(vals, ops)
+	require.NoError(t, err)
+	for i := range n {
+		seq++
+		require.Equal(t, queue.Result{Outcome: queue.Added, Seq: seq, TokenID: ops[i].TokenID}, res[i], "record %d", i)
+	}
+	assert.Equal(t, seq, rdb.ZCard(ctx, k.Waiting).Val())
+	assert.Equal(t, strconv.FormatInt(seq, 10), rdb.Get(ctx, k.Seq).Val())
+	assert.Equal(t, "c2999", rdb.HGet(ctx, k.Users, "c2999").Val())
 }
 
 // An applied offset that is not a number refuses each record of a call on

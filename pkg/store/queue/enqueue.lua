@@ -36,7 +36,9 @@
 --   the new seq (an integer), when the record's token was ADDED at the back
 --   of the line (with a bypass code: its place also in express, admitted at
 --   the next tick past any pending draw, see promote.lua, and the use
---   counted); 0 when the offset was applied before (REPLAY); else three
+--   counted); -m then s (two integers) for m > 1 records in a row ADDED at
+--   seqs s, s + 1, ..., s + m - 1 (bulk() below: one answer a run, not one
+--   a record); 0 when the offset was applied before (REPLAY); else three
 --   values, outcome, seq, tokenId: DUPLICATE with the live tokenId of that
 --   user (waiting, pooled, late or admitted) and its seq if waiting (else
 --   0) or, with an empty tokenId, for a token whose own
@@ -374,7 +376,7 @@ local function bulk(i)
     if not off or off <= last then return i end
     past = true
   end
-  local nw, nu, s, m = nWaiting, nUsers, seq, k
+  local nw, nu, s = nWaiting, nUsers, seq
   local i0 = i
   while i <= n do
     if stride > 4 then
@@ -388,13 +390,16 @@ local function bulk(i)
     -- digits), by the cheaper integer format.
     addWaiting[nw + 1], addWaiting[nw + 2], nw = fmt('%d', s), tok, nw + 2
     setUsers[nu + 1], setUsers[nu + 2], nu = argv[U + i], tok, nu + 2
-    m = m + 1
-    out[m] = s
     i = i + 1
   end
   if i > i0 then
     runs[nRuns + 1], runs[nRuns + 2], runs[nRuns + 3], nRuns = i0, i - 1, seq + 1, nRuns + 3
-    nWaiting, nUsers, seq, last, k, done = nw, nu, s, tonumber(argv[O + i - 1]), m, true
+    if i - i0 > 1 then
+      out[k + 1], out[k + 2], k = i0 - i, seq + 1, k + 2
+    else
+      out[k + 1], k = s, k + 1
+    end
+    nWaiting, nUsers, seq, last, done = nw, nu, s, tonumber(argv[O + i - 1]), true
   end
   return i
 end

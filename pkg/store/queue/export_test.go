@@ -17,3 +17,15 @@ func EnqueueArgsForTest(ops []Op) []any {
 	}
 	return enqueueArgs(ops, idx)
 }
+
+// EnqueueResultsForTest reads one enqueue.lua call's answer for ops, as
+// Apply does.
+func EnqueueResultsForTest(vals []any, ops []Op) ([]Result, error) {
+	idx := make([]int, len(ops))
+	for i := range idx {
+		idx[i] = i
+	}
+	out := make([]Result, len(ops))
+	err := parseEnqueue(vals, ops, idx, out, func(i int, err error) { out[i] = Result{Err: err} })
+	return out, err
+}

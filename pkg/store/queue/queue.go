@@ -678,24 +678,43 @@ func readCalls(ops []Op, calls []call) ([]Result, error) {
 }
 
 // parseEnqueue reads enqueue.lua's flat answer for the ops idx into out: an
-// integer for a record ADDED (its seq) or a REPLAY (0), else three values,
-// outcome, seq, tokenId. A record Redis refused goes to refused.
+// integer for a record ADDED (its seq) or a REPLAY (0), -m then s for m
+// records in a row ADDED at seqs s, s+1, ..., else three values, outcome,
+// seq, tokenId. A record Redis refused goes to refused.
 func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(int, error)) error {
+	short := func() error { return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx)) }
 	v := 0
-	for _, j := range idx {
+	for p := 0; p < len(idx); p++ {
+		j := idx[p]
 		if v >= len(vals) {
-			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+			return short()
 		}
 		if seq, ok := vals[v].(int64); ok {
-			out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
-			if seq == 0 {
+			switch {
+			case seq > 0:
+				out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
+			case seq == 0:
 				out[j] = Result{Outcome: Replay}
+			default: // a run of -seq records
+				if v+1 >= len(vals) || p-int(seq) > len(idx) {
+					return short()
+				}
+				first, ok := vals[v+1].(int64)
+				if !ok {
+					return fmt.Errorf("op %d: enqueue answered a run of %d from %v", j, -seq, vals[v+1])
+				}
+				for q := range int(-seq) {
+					r := idx[p+q]
+					out[r] = Result{Outcome: Added, Seq: first + int64(q), TokenID: ops[r].TokenID}
+				}
+				p += int(-seq) - 1
+				v++
 			}
 			v++
 			continue
 		}
 		if v+3 > len(vals) {
-			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+			return short()
 		}
 		r, err := parseResult(vals[v : v+3])
 		if err != nil {
@@ -713,7 +732,7 @@ func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(in
 		out[j] = r
 	}
 	if v != len(vals) {
-		return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		return short()
 	}
 	return nil
 }
