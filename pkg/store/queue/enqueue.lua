@@ -64,9 +64,13 @@
 -- ZMSCORE); the writes every placed record makes (the seq, the waiting set,
 -- the users hash) are made once, at the end, with the applied offsets. The
 -- records read what the records before them wrote from this call's own
--- tables, so they are applied exactly as one by one. Every key written at the
--- end was read (and so type-checked) before, so those writes cannot fail but
--- for memory at the call's first write, which leaves nothing written.
+-- tables, so they are applied exactly as one by one: in a fresh call (ARGV[3])
+-- the plain new records (bulk() below) read the first reads by record
+-- position, with no table a record but the writes' lists, and the caches of
+-- one() are filled from those reads and bulk()'s runs only when one() first
+-- needs them (sync). Every key written at the end was read (and so
+-- type-checked) before, so those writes cannot fail but for memory at the
+-- call's first write, which leaves nothing written.
 
 local part, stride, fresh, times = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
 local n = math.floor((#ARGV - 4) / (stride - 1)) -- records
