@@ -183,8 +183,12 @@ func TestEnqueueOutOfMemoryWritesNothing(t *testing.T) {
 		name string
 		args []any // offsets after those of the cases before: none is a replay
 	}{
-		{"line", []any{"0", "3", "3", "a3", "0", "4", "a4", "0"}},
-		{"pooled", []any{"0", "7", "5", "a5", "0", "a5", "1000", "", "0", "6", "a6", "0", "a6", "0", "", "0"}},
+		{"line", queue.EnqueueArgsForTest([]queue.Op{
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a3", UserID: "a3", Offset: 3},
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a4", UserID: "a4", Offset: 4}})},
+		{"pooled", queue.EnqueueArgsForTest([]queue.Op{
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a5", UserID: "a5", Offset: 5, Window: 1000},
+			{Kind: queue.OpRegister, ItemID: "m", TokenID: "a6", UserID: "a6", Offset: 6}})},
 	} {
 		args := c.args
 		t.Run(c.name, func(t *testing.T) {
@@ -212,31 +216,30 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 	k := queue.KeysFor("big")
 	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 	const n = 3_000
-	args := []any{"0", "3"}
+	ops := make([]queue.Op, n)
 	for i := range n {
 		tok := "b" + strconv.Itoa(i)
 		if i%10 == 9 {
 			tok = "b" + strconv.Itoa(i-5) // the same token again
 		}
-		args = append(args, strconv.Itoa(i+1), tok, "0")
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(i + 1)}
 	}
-	res, err := enqueue.Run(ctx, rdb, keys, args...).Slice()
+	vals, err := enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
 	require.NoError(t, err)
-	seq, v := int64(0), 0
+	res, err := queue.EnqueueResultsForTest(vals, ops)
+	require.NoError(t, err)
+	seq := int64(0)
 	seqOf := map[string]int64{}
 	for i := range n {
 		if i%10 == 9 {
 			tok := "b" + strconv.Itoa(i-5)
-			require.Equal(t, []any{"DUPLICATE", seqOf[tok], tok}, res[v:v+3], "record %d", i)
-			v += 3
+			require.Equal(t, queue.Result{Outcome: queue.Duplicate, Seq: seqOf[tok], TokenID: tok}, res[i], "record %d", i)
 			continue
 		}
 		seq++
 		seqOf["b"+strconv.Itoa(i)] = seq
-		require.Equal(t, seq, res[v], "record %d", i)
-		v++
+		require.Equal(t, queue.Result{Outcome: queue.Added, Seq: seq, TokenID: "b" + strconv.Itoa(i)}, res[i], "record %d", i)
 	}
-	require.Len(t, res, v)
 	card, err := rdb.ZCard(ctx, k.Waiting).Result()
 	require.NoError(t, err)
 	assert.Equal(t, seq, card)
@@ -248,25 +251,41 @@ func TestEnqueueCallPastAChunk(t *testing.T) {
 	// Every token again, in a second call: those placed are read from the
 	// first call's writes (the holders and seqs of every chunk), the others
 	// are placed now.
-	args = []any{"0", "3"}
 	for i := range n {
-		args = append(args, strconv.Itoa(n+1+i), "b"+strconv.Itoa(i), "0")
+		tok := "b" + strconv.Itoa(i)
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(n + 1 + i)}
 	}
-	res, err = enqueue.Run(ctx, rdb, keys, args...).Slice()
+	vals, err = enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
 	require.NoError(t, err)
-	v = 0
+	res, err = queue.EnqueueResultsForTest(vals, ops)
+	require.NoError(t, err)
 	for i := range n {
 		tok := "b" + strconv.Itoa(i)
 		if s, ok := seqOf[tok]; ok {
-			require.Equal(t, []any{"DUPLICATE", s, tok}, res[v:v+3], "record %d", i)
-			v += 3
+			require.Equal(t, queue.Result{Outcome: queue.Duplicate, Seq: s, TokenID: tok}, res[i], "record %d", i)
 			continue
 		}
 		seq++
-		require.Equal(t, seq, res[v], "record %d", i)
-		v++
+		require.Equal(t, queue.Result{Outcome: queue.Added, Seq: seq, TokenID: tok}, res[i], "record %d", i)
 	}
-	require.Len(t, res, v)
+
+	// New tokens only: one run past a chunk, answered as one run.
+	for i := range n {
+		tok := "c" + strconv.Itoa(i)
+		ops[i] = queue.Op{Kind: queue.OpRegister, ItemID: "big", TokenID: tok, UserID: tok, Offset: int64(2*n + 1 + i)}
+	}
+	vals, err = enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest(ops)...).Slice()
+	require.NoError(t, err)
+	assert.Equal(t, []any{int64(-n), seq + 1}, vals)
+	res, err = queue.EnqueueResultsForTest(vals, ops)
+	require.NoError(t, err)
+	for i := range n {
+		seq++
+		require.Equal(t, queue.Result{Outcome: queue.Added, Seq: seq, TokenID: ops[i].TokenID}, res[i], "record %d", i)
+	}
+	assert.Equal(t, seq, rdb.ZCard(ctx, k.Waiting).Val())
+	assert.Equal(t, strconv.FormatInt(seq, 10), rdb.Get(ctx, k.Seq).Val())
+	assert.Equal(t, "c2999", rdb.HGet(ctx, k.Users, "c2999").Val())
 }
 
 // An applied offset that is not a number refuses each record of a call on
@@ -279,7 +298,9 @@ func TestEnqueueCorruptAppliedOffsetRefusesEachRecord(t *testing.T) {
 	k := queue.KeysFor("bad-offset")
 	keys := []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Admitted, k.Pool, k.Late, k.Drawn, k.Express, k.Bypass, k.Changes}
 	require.NoError(t, rdb.HSet(ctx, k.Applied, "0", "x").Err())
-	res, err := enqueue.Run(ctx, rdb, keys, "0", "3", "1", "t1", "0", "2", "t2", "0").Slice()
+	res, err := enqueue.Run(ctx, rdb, keys, queue.EnqueueArgsForTest([]queue.Op{
+		{Kind: queue.OpRegister, ItemID: "bad-offset", TokenID: "t1", UserID: "t1", Offset: 1},
+		{Kind: queue.OpRegister, ItemID: "bad-offset", TokenID: "t2", UserID: "t2", Offset: 2}})...).Slice()
 	require.NoError(t, err, "a record's error is a value, not the call's")
 	require.Len(t, res, 6)
 	for i := 0; i < 6; i += 3 {
@@ -287,4 +308,66 @@ func TestEnqueueCorruptAppliedOffsetRefusesEachRecord(t *testing.T) {
 	}
 	assert.Zero(t, rdb.Exists(ctx, k.Waiting, k.Users, k.Seq).Val(), "nothing written")
 	assert.Equal(t, "x", rdb.HGet(ctx, k.Applied, "0").Val())
+}
+
+// A token that a record of a call places at the back of the line is in the
+// line for the records after it in that call, also when it is the holder
+// another record's place key already had (here an admitted token registered
+// again under another user: the later record is a DUPLICATE of its new
+// waiting place, seq included), as one by one.
+func TestEnqueueCallSeesThePlacesItMade(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	for _, item := range []string{"one", "batch"} {
+		k := queue.KeysFor(item)
+		require.NoError(t, rdb.HSet(ctx, k.Users, "uB", "T1").Err())
+		require.NoError(t, rdb.ZAdd(ctx, k.Admitted, redis.Z{Score: 1e15, Member: "T1"}).Err())
+	}
+	ops := func(item string) []queue.Op {
+		return []queue.Op{
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T0", UserID: "uZ", Offset: 1, At: 1_000},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T1", UserID: "uA", Offset: 2, At: 1_000},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T2", UserID: "uB", Offset: 3, At: 1_000},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T3", UserID: "uC", Offset: 4, At: 1_000},
+		}
+	}
+	var alone []queue.Result
+	for _, op := range ops("one") {
+		res, err := l.Apply(ctx, []queue.Op{op})
+		require.NoError(t, err)
+		alone = append(alone, res...)
+	}
+	together, err := l.Apply(ctx, ops("batch"))
+	require.NoError(t, err)
+	assert.Equal(t, queue.Result{Outcome: queue.Duplicate, Seq: 2, TokenID: "T1"}, alone[2])
+	assert.Equal(t, alone, together)
+	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
+}
+
+// A call whose offsets go back (a record delivered again behind a later one)
+// answers the earlier offset REPLAY, as one by one: a record below the
+// applied offset is never placed, whatever the records before it in the call.
+func TestEnqueueCallOffsetsGoingBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	ops := func(item string) []queue.Op {
+		return []queue.Op{
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T5", UserID: "u5", Offset: 5},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T3", UserID: "u3", Offset: 3},
+			{Kind: queue.OpRegister, ItemID: item, TokenID: "T6", UserID: "u6", Offset: 6},
+		}
+	}
+	var alone []queue.Result
+	for _, op := range ops("one") {
+		res, err := l.Apply(ctx, []queue.Op{op})
+		require.NoError(t, err)
+		alone = append(alone, res...)
+	}
+	together, err := l.Apply(ctx, ops("batch"))
+	require.NoError(t, err)
+	assert.Equal(t, queue.Replay, alone[1].Outcome)
+	assert.Equal(t, alone, together)
+	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
 }

@@ -221,7 +221,9 @@ func BenchmarkApply1000(b *testing.B) {
 				p.ScriptLoad(ctx, queue.EnqueueSrcForTest)
 				p.SAdd(ctx, queue.ActiveItems, "base")
 				for j, op := range ops {
-					cmds[j] = enqueue.EvalSha(ctx, p, keys, "0", "7", strconv.FormatInt(op.Offset, 10), op.TokenID, "0", op.UserID, "0", "", "0")
+					// One record as enqueue.lua reads it: partition, 4 fields, fresh,
+					// its time, then its offset, tokenId and place key.
+					cmds[j] = enqueue.EvalSha(ctx, p, keys, "0", "4", "1", "0", strconv.FormatInt(op.Offset, 10), op.TokenID, op.UserID)
 				}
 				return nil
 			}); err != nil {

@@ -14,21 +14,31 @@
 -- KEYS[9] wr:{item}:express   ZSET tokenId scored by seq: waiting places of bypass codes
 -- KEYS[10] wr:{item}:bypass   HASH bypass code id -> uses so far
 -- KEYS[11] wr:{item}:changes  STRING changes of the line (the prelude's changed): one a call that applied
--- ARGV[1] the records' partition  ARGV[2] the fields per record, 3, 4 or 7;
---   then per record, in record order: offset, tokenId, the record's timestamp
---   (unix ms; the moment an admission is judged live at: a function of the
---   record, so a rebuild applies it alike; 0: Redis's clock, for ops made
---   without a record), with 4 or 7 the place key, and with 7: the draw window
---   of the register (unix ms; 0: first come, first served), the bypass code id
---   ("": none), the code's count (0: it had expired when the record was made).
---   With 3 the place key is the tokenId; with 3 or 4 the window is 0 and no
---   code was used (most registrations: fewer arguments for Redis to read).
+-- ARGV[1] the records' partition  ARGV[2] the fields per record, 3, 4 or 7
+-- ARGV[3] '1' when the records' offsets increase and no place key and no
+--   tokenId appears twice among them, else '0' (then every record is read as
+--   one() reads it, below)
+-- ARGV[4] the records' timestamps, each the same width (#ARGV[4] / records
+--   digits, zero-padded), in record order: unix ms, the moment an admission
+--   is judged live at (a function of the record, so a rebuild applies it
+--   alike; 0: Redis's clock, for ops made without a record). One argument,
+--   not one a record: only a record whose place key's holder is admitted
+--   reads its time.
+-- Then the fields column by column, each in record order: every offset,
+--   every tokenId, with 4 or 7 every place key, and with 7 every draw window
+--   (unix ms; 0: first come, first served), every bypass code id ("": none),
+--   every code's count (0: it had expired when the record was made). With 3
+--   the place key is the tokenId; with 3 or 4 the window is 0 and no code was
+--   used (most registrations: fewer arguments for Redis to read). Columns let
+--   the reads of the whole call take their members straight from ARGV.
 -- Returns the answers of the records in one flat array, in record order
 -- (no table a record: Redis reads each table of a reply field by field):
 --   the new seq (an integer), when the record's token was ADDED at the back
 --   of the line (with a bypass code: its place also in express, admitted at
 --   the next tick past any pending draw, see promote.lua, and the use
---   counted); 0 when the offset was applied before (REPLAY); else three
+--   counted); -m then s (two integers) for m > 1 records in a row ADDED at
+--   seqs s, s + 1, ..., s + m - 1 (bulk() below: one answer a run, not one
+--   a record); 0 when the offset was applied before (REPLAY); else three
 --   values, outcome, seq, tokenId: DUPLICATE with the live tokenId of that
 --   user (waiting, pooled, late or admitted) and its seq if waiting (else
 --   0) or, with an empty tokenId, for a token whose own
@@ -54,13 +64,24 @@
 -- ZMSCORE); the writes every placed record makes (the seq, the waiting set,
 -- the users hash) are made once, at the end, with the applied offsets. The
 -- records read what the records before them wrote from this call's own
--- tables, so they are applied exactly as one by one. Every key written at the
--- end was read (and so type-checked) before, so those writes cannot fail but
--- for memory at the call's first write, which leaves nothing written.
+-- tables, so they are applied exactly as one by one: in a fresh call (ARGV[3])
+-- the plain new records (bulk() below) read the first reads by record
+-- position, with no table a record but the writes' lists, and the caches of
+-- one() are filled from those reads and bulk()'s runs only when one() first
+-- needs them (sync). Every key written at the end was read (and so
+-- type-checked) before, so those writes cannot fail but for memory at the
+-- call's first write, which leaves nothing written.
 
-local part, stride = ARGV[1], tonumber(ARGV[2])
-local n = math.floor((#ARGV - 2) / stride)
-local first, stop = 3, 2 + n * stride -- the first record's arguments, the last argument
+local part, stride, fresh, times = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
+local n = math.floor((#ARGV - 4) / (stride - 1)) -- records
+-- Record i's offset is ARGV[O + i], its tokenId ARGV[K + i], its place key
+-- ARGV[U + i]; with 7 fields its window ARGV[W + i], its code
+-- ARGV[W + n + i], the code's count ARGV[W + 2 * n + i].
+local O = 4
+local K = O + n
+local U = stride > 3 and K + n or K
+local W = U + n
+local tw = n > 0 and math.floor(#times / n) or 0 -- the width of a timestamp
 local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
 
 -- Read once, kept in step with this call's writes (nil: not read yet).
@@ -69,6 +90,12 @@ local poolN, lateN, drawn, seq -- sizes of the pool and the late set, last drawn
 local seqOK, admittedOK, expressOK
 local holder = {}              -- place key -> tokenId in the users hash (false: none)
 local seqOf = {}               -- tokenId -> its score in waiting (false: not there)
+-- What the call's first reads found, by record (nil: not read): held[i] the
+-- holder of record i's place key (false: none), inLine[i] its token's score
+-- in the line (false: not there). The records one() applies read them
+-- through holder and seqOf (sync); bulk() reads them by position, which is
+-- what the call knows when no place key and no token repeats (fresh).
+local held, inLine = {}, {}
 -- Written at the end, in record order.
 local setUsers, addWaiting, nUsers, nWaiting = {}, {}, 0, 0
 
@@ -77,56 +104,83 @@ local setUsers, addWaiting, nUsers, nWaiting = {}, {}, 0, 0
 -- looked up only when its holder's place is not what the record finds), in
 -- up to three commands. If a key has the wrong type this fails and the
 -- records read one by one, each refused on its own.
-local function scores(toks)
-  for lo = 1, #toks, CHUNK do
-    local hi = math.min(lo + CHUNK - 1, #toks)
-    local s = redis.call('ZMSCORE', KEYS[4], unpack(toks, lo, hi))
-    for i = lo, hi do
-      seqOf[toks[i]] = s[i - lo + 1]
-    end
-  end
-end
 pcall(function()
-  local users, toks, curs, n, nc = {}, {}, {}, 0, 0
-  local argv = ARGV
-  if stride > 3 then
-    for a = first, stop, stride do
-      n = n + 1
-      toks[n], users[n] = argv[a + 1], argv[a + 3]
-    end
-  else
-    for a = first, stop, stride do
-      n = n + 1
-      toks[n] = argv[a + 1]
-    end
-    users = toks
-  end
+  local argv, byte = ARGV, string.byte
   for lo = 1, n, CHUNK do
     local hi = math.min(lo + CHUNK - 1, n)
-    local cur = redis.call('HMGET', KEYS[2], unpack(users, lo, hi))
-    for i = lo, hi do
-      local c = cur[i - lo + 1]
-      holder[users[i]] = c
-      if c and string.byte(c) ~= 33 then -- not '!': a live holder
-        nc = nc + 1
-        curs[nc] = c
-      end
+    local cur = redis.call('HMGET', KEYS[2], unpack(argv, U + lo, U + hi))
+    if lo == 1 then
+      held = cur
+    else
+      for j = lo, hi do held[j] = cur[j - lo + 1] end
     end
   end
-  if nc > 0 then
-    scores(curs)
-    local rest, m = {}, 0
-    for i = 1, n do
-      local c = holder[users[i]]
-      if not (c and seqOf[c]) then
-        m = m + 1
-        rest[m] = toks[i]
+  local curs, nc = {}, 0
+  for j = 1, n do
+    local c = held[j]
+    if c and byte(c) ~= 33 then -- not '!': a live holder
+      nc = nc + 1
+      curs[nc] = c
+    end
+  end
+  if nc == 0 then -- most calls: every token
+    for lo = 1, n, CHUNK do
+      local hi = math.min(lo + CHUNK - 1, n)
+      local s = redis.call('ZMSCORE', KEYS[4], unpack(argv, K + lo, K + hi))
+      if lo == 1 then
+        inLine = s
+      else
+        for j = lo, hi do inLine[j] = s[j - lo + 1] end
       end
     end
-    toks = rest
+    return
   end
-  scores(toks) -- without live holders (most calls): every token
+  for lo = 1, nc, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, nc)
+    local s = redis.call('ZMSCORE', KEYS[4], unpack(curs, lo, hi))
+    for j = lo, hi do seqOf[curs[j]] = s[j - lo + 1] end
+  end
+  local rest, at, m = {}, {}, 0
+  for j = 1, n do
+    local c = held[j]
+    if not (c and seqOf[c]) then
+      m = m + 1
+      rest[m], at[m] = argv[K + j], j
+    end
+  end
+  for lo = 1, m, CHUNK do
+    local hi = math.min(lo + CHUNK - 1, m)
+    local s = redis.call('ZMSCORE', KEYS[4], unpack(rest, lo, hi))
+    for j = lo, hi do inLine[at[j]] = s[j - lo + 1] end
+  end
 end)
+
+-- The runs of records bulk() applied: first record, last record, first
+-- seq (three values a run); the caches hold the writes of the first
+-- synced / 3 runs, and the first reads once primed.
+local runs, nRuns, synced, primed = {}, 0, 0, false
+
+-- sync brings holder and seqOf up to what the call knows before one()
+-- applies a record: the first reads (once), then bulk()'s writes since.
+local function sync()
+  local argv = ARGV
+  if not primed then
+    primed = true
+    for j = 1, n do
+      local c, s = held[j], inLine[j]
+      if c ~= nil then holder[argv[U + j]] = c end
+      if s ~= nil then seqOf[argv[K + j]] = s end
+    end
+  end
+  while synced < nRuns do
+    local i0, i1, s0 = runs[synced + 1], runs[synced + 2], runs[synced + 3]
+    for j = i0, i1 do
+      local tok = argv[K + j]
+      holder[argv[U + j]], seqOf[tok] = tok, s0 + j - i0
+    end
+    synced = synced + 3
+  end
+end
 
 -- cached is cache[member], read from Redis (cmd key member) when the call has
 -- not read or written it yet.
@@ -167,14 +221,10 @@ local function line(tok) -- a place at the back of the line (the seq was checked
   seqOf[tok] = seq
 end
 
-local function one(a)
-  local off, tok, user, win, code, count = tonumber(ARGV[a]), ARGV[a + 1], nil, nil, '', nil
+local function one(i)
+  local off, tok, user, win, code, count = tonumber(ARGV[O + i]), ARGV[K + i], ARGV[U + i], nil, '', nil
   if stride > 4 then
-    user, win, code, count = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  elseif stride > 3 then
-    user = ARGV[a + 3]
-  else
-    user = tok
+    win, code, count = ARGV[W + i], ARGV[W + n + i], ARGV[W + 2 * n + i]
   end
   if last == nil then
     last = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
@@ -194,7 +244,7 @@ local function one(a)
     else
       local exp = redis.call('ZSCORE', KEYS[5], cur)
       if exp then
-        local at = tonumber(ARGV[a + 2])
+        local at = tonumber(string.sub(times, (i - 1) * tw + 1, i * tw))
         if at == 0 then
           local t = redis.call('TIME')
           at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -310,46 +360,58 @@ end) and seqOK and last ~= nil
 
 local out, k = {}, 0
 
--- bulk applies the plain new records from argument a on, while the pool and
--- the late set are empty, and returns the first argument it left: a record
+-- past: whether a record before this one had an offset above the applied
+-- one; the offsets of a fresh call increase, so every record after it is
+-- new (bulk() reads no offset but a run's last).
+local past = false
+
+-- bulk applies the plain new records from record i on, while the pool and
+-- the late set are empty, and returns the first record it left: a record
 -- not applied before, with no bypass code, no window past the last draw,
 -- whose place key has no holder and whose token is not in the line (as the
--- call's reads and writes say) is ADDED at the back of the line, exactly as
--- one() would add it, without one()'s lookups. Most records are such.
-local function bulk(a)
-  if not (plain and poolN == 0 and lateN == 0) then return a end
-  local argv, num, fmt = ARGV, tonumber, string.format
-  local nw, nu, s, l, n = nWaiting, nUsers, seq, last, k
-  while a <= stop do
-    local off, tok = num(argv[a]), argv[a + 1]
-    local user = tok
-    if stride > 3 then
-      user = argv[a + 3]
-      if stride > 4 then
-        local w = num(argv[a + 4])
-        if argv[a + 5] ~= '' or not w or w > drawn then break end
-      end
+-- call's first reads say: no record before it in the call had its place key
+-- or its token, fresh) is ADDED at the back of the line, exactly as one()
+-- would add it, without one()'s lookups. Most records are such.
+local function bulk(i)
+  if not (plain and fresh and poolN == 0 and lateN == 0) then return i end
+  local argv, fmt, hd, il = ARGV, string.format, held, inLine
+  if not past then
+    local off = tonumber(argv[O + i])
+    if not off or off <= last then return i end
+    past = true
+  end
+  local nw, nu, s = nWaiting, nUsers, seq
+  local i0 = i
+  while i <= n do
+    if stride > 4 then
+      local w = tonumber(argv[W + i])
+      if argv[W + n + i] ~= '' or not w or w > drawn then break end
     end
-    if not off or off <= l or holder[user] ~= false or seqOf[tok] ~= false then break end
+    if hd[i] ~= false or il[i] ~= false then break end
+    local tok = argv[K + i]
     s = s + 1
     -- The score as Redis would write the number (%.17g: the integer's
     -- digits), by the cheaper integer format.
     addWaiting[nw + 1], addWaiting[nw + 2], nw = fmt('%d', s), tok, nw + 2
-    setUsers[nu + 1], setUsers[nu + 2], nu = user, tok, nu + 2
-    holder[user], seqOf[tok], l = tok, s, off
-    n = n + 1
-    out[n] = s
-    a = a + stride
+    setUsers[nu + 1], setUsers[nu + 2], nu = argv[U + i], tok, nu + 2
+    i = i + 1
   end
-  if n > k then
-    nWaiting, nUsers, seq, last, k, done = nw, nu, s, l, n, true
+  if i > i0 then
+    runs[nRuns + 1], runs[nRuns + 2], runs[nRuns + 3], nRuns = i0, i - 1, seq + 1, nRuns + 3
+    if i - i0 > 1 then
+      out[k + 1], out[k + 2], k = i0 - i, seq + 1, k + 2
+    else
+      out[k + 1], k = s, k + 1
+    end
+    nWaiting, nUsers, seq, last, done = nw, nu, s, tonumber(argv[O + i - 1]), true
   end
-  return a
+  return i
 end
 
-local a = bulk(first)
-while a <= stop do
-  local ok, r, v, t = pcall(one, a)
+local i = bulk(1)
+while i <= n do
+  sync()
+  local ok, r, v, t = pcall(one, i)
   if not ok then
     r, v, t = 'ERR', 0, type(r) == 'table' and tostring(r.err) or tostring(r)
   end
@@ -358,7 +420,7 @@ while a <= stop do
   else
     out[k + 1], out[k + 2], out[k + 3], k = r, v, t, k + 3
   end
-  a = bulk(a + stride)
+  i = bulk(i + 1)
 end
 -- Every key below was read (and so type-checked) before a record wrote it,
 -- so these cannot fail but for memory at the call's first write.

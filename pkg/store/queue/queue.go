@@ -288,10 +288,10 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 	return out, nil
 }
 
-// EnqueueBatch bounds the registrations one enqueue.lua call applies (3 or 7
-// arguments each): an item's registrations of one partition in a chunk go in
-// calls of at most this many, so Redis runs the script once per item and
-// batch instead of once per record. (Calls of a whole chunk, 1,000, saved
+// EnqueueBatch bounds the registrations one enqueue.lua call applies (2, 3
+// or 6 arguments each, and their timestamps in one): an item's registrations
+// of one partition in a chunk go in calls of at most this many, so Redis runs
+// the script once per item and batch instead of once per record. (Calls of a whole chunk, 1,000, saved
 // no CPU measurably: BENCHMARKS.md, 2026-11-26.)
 const EnqueueBatch = 250
 
@@ -327,41 +327,111 @@ func plan(ops []Op) []call {
 }
 
 // enqueueArgs packs a call's registrations as enqueue.lua reads them: the
-// partition, then 3 arguments a record (offset, tokenId, timestamp) when
-// every record's place key is its token, with no window and no bypass code
-// (the common case), 4 (those and the place key) when some place key is a
-// user's, else 7 (those 4, then window, code, count).
+// partition; the fields a record, 3 (offset, tokenId, timestamp) when every
+// record's place key is its token, with no window and no bypass code (the
+// common case), 4 (those and the place key) when some place key is a
+// user's, else 7 (those 4, then window, code, count); whether the records'
+// offsets increase and their place keys and tokens are each distinct
+// (fresh); the timestamps in one string of one width; then each other
+// field column by column.
 func enqueueArgs(ops []Op, idx []int) []any {
-	stride := 3
+	stride, width := 3, 1
 	for _, j := range idx {
 		r := &ops[j]
-		if r.Window != 0 || r.Bypass != nil {
+		switch {
+		case r.Window != 0 || r.Bypass != nil:
 			stride = 7
-			break
+		case r.UserID != r.TokenID:
+			stride = max(stride, 4)
 		}
-		if r.UserID != r.TokenID {
-			stride = 4
-		}
+		width = max(width, len(strconv.FormatInt(r.At, 10)))
 	}
-	args := make([]any, 0, 2+stride*len(idx))
-	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride))
+	n := len(idx)
+	args := make([]any, 0, 4+(stride-1)*n)
+	times := make([]byte, 0, width*n)
 	for _, j := range idx {
-		r := &ops[j]
-		args = append(args, strconv.FormatInt(r.Offset, 10), r.TokenID, strconv.FormatInt(r.At, 10))
-		if stride == 3 {
-			continue
+		times = appendPadded(times, ops[j].At, width)
+	}
+	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride),
+		fresh(ops, idx, stride > 3), string(times))
+	for _, j := range idx {
+		args = append(args, strconv.FormatInt(ops[j].Offset, 10))
+	}
+	for _, j := range idx {
+		args = append(args, ops[j].TokenID)
+	}
+	if stride == 3 {
+		return args
+	}
+	for _, j := range idx {
+		args = append(args, ops[j].UserID)
+	}
+	if stride == 4 {
+		return args
+	}
+	for _, j := range idx {
+		args = append(args, strconv.FormatInt(ops[j].Window, 10))
+	}
+	for _, j := range idx {
+		code := ""
+		if ops[j].Bypass != nil {
+			code = ops[j].Bypass.Code
 		}
-		args = append(args, r.UserID)
-		if stride == 4 {
-			continue
+		args = append(args, code)
+	}
+	for _, j := range idx {
+		count := "0"
+		if ops[j].Bypass != nil {
+			count = strconv.FormatInt(ops[j].Bypass.Count, 10)
 		}
-		code, count := "", "0"
-		if r.Bypass != nil {
-			code, count = r.Bypass.Code, strconv.FormatInt(r.Bypass.Count, 10)
-		}
-		args = append(args, strconv.FormatInt(r.Window, 10), code, count)
+		args = append(args, count)
 	}
 	return args
+}
+
+// fresh is enqueue.lua's ARGV[3]: "1" when the offsets of the records idx
+// increase and no tokenId and (with users, the place keys are not the
+// tokens) no place key appears twice among them, so the script may judge
+// each record by its place key's and token's state before the call, and
+// every record after one above the applied offset as new; else "0".
+func fresh(ops []Op, idx []int, users bool) string {
+	toks := make(map[string]struct{}, len(idx))
+	var keys map[string]struct{}
+	if users {
+		keys = make(map[string]struct{}, len(idx))
+	}
+	for k, j := range idx {
+		if k > 0 && ops[j].Offset <= ops[idx[k-1]].Offset {
+			return "0"
+		}
+		if _, ok := toks[ops[j].TokenID]; ok {
+			return "0"
+		}
+		toks[ops[j].TokenID] = struct{}{}
+		if !users {
+			continue
+		}
+		if _, ok := keys[ops[j].UserID]; ok {
+			return "0"
+		}
+		keys[ops[j].UserID] = struct{}{}
+	}
+	return "1"
+}
+
+// appendPadded appends v in decimal, zero-padded to width characters (after
+// its sign), as tonumber reads it back.
+func appendPadded(b []byte, v int64, width int) []byte {
+	var buf [20]byte
+	d := strconv.AppendInt(buf[:0], v, 10)
+	if v < 0 {
+		b, d = append(b, '-'), d[1:]
+		width--
+	}
+	for range width - len(d) {
+		b = append(b, '0')
+	}
+	return append(b, d...)
 }
 
 // Replay applies ops in order as Apply does, for a replay into a view that is
@@ -608,24 +678,43 @@ func readCalls(ops []Op, calls []call) ([]Result, error) {
 }
 
 // parseEnqueue reads enqueue.lua's flat answer for the ops idx into out: an
-// integer for a record ADDED (its seq) or a REPLAY (0), else three values,
-// outcome, seq, tokenId. A record Redis refused goes to refused.
+// integer for a record ADDED (its seq) or a REPLAY (0), -m then s for m
+// records in a row ADDED at seqs s, s+1, ..., else three values, outcome,
+// seq, tokenId. A record Redis refused goes to refused.
 func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(int, error)) error {
+	short := func() error { return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx)) }
 	v := 0
-	for _, j := range idx {
+	for p := 0; p < len(idx); p++ {
+		j := idx[p]
 		if v >= len(vals) {
-			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+			return short()
 		}
 		if seq, ok := vals[v].(int64); ok {
-			out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
-			if seq == 0 {
+			switch {
+			case seq > 0:
+				out[j] = Result{Outcome: Added, Seq: seq, TokenID: ops[j].TokenID}
+			case seq == 0:
 				out[j] = Result{Outcome: Replay}
+			default: // a run of -seq records
+				if v+1 >= len(vals) || p-int(seq) > len(idx) {
+					return short()
+				}
+				first, ok := vals[v+1].(int64)
+				if !ok {
+					return fmt.Errorf("op %d: enqueue answered a run of %d from %v", j, -seq, vals[v+1])
+				}
+				for q := range int(-seq) {
+					r := idx[p+q]
+					out[r] = Result{Outcome: Added, Seq: first + int64(q), TokenID: ops[r].TokenID}
+				}
+				p += int(-seq) - 1
+				v++
 			}
 			v++
 			continue
 		}
 		if v+3 > len(vals) {
-			return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+			return short()
 		}
 		r, err := parseResult(vals[v : v+3])
 		if err != nil {
@@ -643,7 +732,7 @@ func parseEnqueue(vals []any, ops []Op, idx []int, out []Result, refused func(in
 		out[j] = r
 	}
 	if v != len(vals) {
-		return fmt.Errorf("enqueue answered %d values for %d records", len(vals), len(idx))
+		return short()
 	}
 	return nil
 }
