@@ -17,8 +17,9 @@ import (
 // item's motion is set in memory, so no read goes to Redis. Figures and
 // command: BENCHMARKS.md.
 func BenchmarkPositionsStatus(b *testing.B) {
-	for _, moving := range []bool{false, true} {
-		b.Run(map[bool]string{false: "still", true: "moving"}[moving], func(b *testing.B) {
+	for _, name := range []string{"still", "moving"} {
+		moving := name == "moving"
+		b.Run(name, func(b *testing.B) {
 			p := newPositions(nil, nil, time.Hour, time.Hour, 1_000_000, time.Second)
 			const item, n = "drop", 1000
 			gen := view.ItemGen{}
