@@ -3,7 +3,10 @@
 // appending.
 package jsonstr
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // plain marks the bytes encoding/json copies into a string as they are.
 var plain = func() (t [256]bool) {
@@ -19,7 +22,9 @@ var plain = func() (t [256]bool) {
 func Append(b []byte, s string) []byte {
 	for i := plainPrefix(s); i < len(s); i++ {
 		if !plain[s[i]] {
-			q, _ := json.Marshal(s) // a string always marshals
+			// A copy boxed, not s: s then never escapes, nor does
+			// what an answer built from it points to.
+			q, _ := json.Marshal(strings.Clone(s)) // a string always marshals
 			return append(b, q...)
 		}
 	}

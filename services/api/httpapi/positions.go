@@ -51,11 +51,11 @@ type positions struct {
 	items atomic.Pointer[map[string]*motion]
 }
 
-// posShard holds entries by pointer: an entry is never written once stored
-// (remember and left store a new one), so a reader copies the pointer under
-// the lock and reads the entry after it, and the map's lookup is the fast
-// one for string keys (a value over 128 bytes, as posEntry is, takes the
-// generic path and is copied out on every read).
+// posShard holds entries by pointer: an entry's fields but told are never
+// written once stored (remember and left store a new one), so a reader copies
+// the pointer under the lock and reads the entry after it, and the map's
+// lookup is the fast one for string keys (a value over 128 bytes, as posEntry
+// is, takes the generic path and is copied out on every read).
 type posShard struct {
 	mu sync.Mutex
 	m  map[string]*posEntry
@@ -70,8 +70,10 @@ type posEntry struct {
 	exact line.Status
 	at    time.Time
 	gen   view.ItemGen
-	// told is the smallest position told from this generation (0: none).
-	told int64
+	// told is the smallest position told from this exact read on, carried
+	// over by the next exact read of the same generation (0: none). It is
+	// lowered in place (tell): a read takes the shard's lock once.
+	told atomic.Int64
 	// early is how much sooner than the item's exactEvery this entry is read
 	// exactly again, in 1/1024ths of it (below 256: up to a quarter).
 	early uint8
@@ -182,19 +184,25 @@ func (p *positions) status(ctx context.Context, item, tokenID string, gen view.I
 	if !ok {
 		return line.Status{}, false
 	}
-	sh.mu.Lock()
-	if cur, found := sh.m[string(key)]; found && cur.at == e.at && !cur.left { // the same exact read
-		if cur.told > 0 {
-			st.Position = min(st.Position, cur.told)
+	st.Position = e.tell(st.Position)
+	return st, true
+}
+
+// tell is the position to tell for pos, computed from e: the smallest told
+// from e so far, which pos lowers. A read racing remember's replacement of e
+// lowers e, which nobody reads again: the new entry starts from what it
+// carried over (the client's cursor bounds the answers across that race, as
+// across replicas).
+func (e *posEntry) tell(pos int64) int64 {
+	for {
+		told := e.told.Load()
+		if told > 0 && told <= pos {
+			return told
 		}
-		if cur.told != st.Position { // stored entries are never written: a new one
-			n := *cur
-			n.told = st.Position
-			sh.m[string(key)] = &n
+		if e.told.CompareAndSwap(told, pos) {
+			return pos
 		}
 	}
-	sh.mu.Unlock()
-	return st, true
 }
 
 // motion is item's Motion read at most fresh ago from view generation gen.
@@ -301,11 +309,15 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 		return st.Position
 	}
 	told := st.Position
-	if found && !e.left && e.gen == gen && e.told > 0 {
-		told = min(told, e.told)
+	if found && !e.left && e.gen == gen {
+		if t := e.told.Load(); t > 0 {
+			told = min(told, t)
+		}
 	}
 	p.makeRoom(sh, now)
-	sh.m[string(key)] = &posEntry{exact: st, at: now, gen: gen, told: told, early: uint8(rand.IntN(256))}
+	n := &posEntry{exact: st, at: now, gen: gen, early: uint8(rand.IntN(256))}
+	n.told.Store(told)
+	sh.m[string(key)] = n
 	return told
 }
 

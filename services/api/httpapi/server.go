@@ -473,7 +473,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	a := registration.AnswerOf(st, registration.VerdictOf(it, known), now)
 	cursor := ""
 	if a.Status == registration.StatusWaiting && a.Position > 0 {
-		a.Position, cursor = s.told(cursorOf(c), q.ItemID, q.TokenID, a.Position)
+		a.Position, cursor = s.told(cursorOf(c), q.ItemID, q.TokenID, a.Position, now)
 	}
 	if it.IdleTimeoutSeconds > 0 && liveness.Counts(a.Status) {
 		s.opt.Seen.Touch(q.ItemID, q.TokenID, q.PlaceKey(), now)

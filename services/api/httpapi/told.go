@@ -48,9 +48,9 @@ func cursorOf(c *gin.Context) string {
 
 // told bounds pos, the position computed for a waiting token, by the
 // client's cursor raw (when valid for item and tokenID), and returns the
-// position to tell with its cursor.
-func (s *Server) told(raw, item, tokenID string, pos int64) (int64, string) {
-	now := s.now().Unix()
+// position to tell with its cursor, issued at now (the answer's clock).
+func (s *Server) told(raw, item, tokenID string, pos int64, at time.Time) (int64, string) {
+	now := at.Unix()
 	if c, ok := s.checkCursor(raw, item, tokenID, now); ok && c < pos {
 		s.m.cursorBounded.Inc()
 		pos = c

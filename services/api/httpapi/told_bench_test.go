@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/waitroom/waitroom/pkg/security/fieldmac"
@@ -18,16 +19,16 @@ func BenchmarkStatusCursor(b *testing.B) {
 	b.Run("issue", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := range b.N {
-			if _, c := s.told("", item, tok, int64(1000+i)); c == "" {
+			if _, c := s.told("", item, tok, int64(1000+i), time.Now()); c == "" {
 				b.Fatal("no cursor")
 			}
 		}
 	})
 	b.Run("check-and-issue", func(b *testing.B) {
-		_, c := s.told("", item, tok, 1000)
+		_, c := s.told("", item, tok, 1000, time.Now())
 		b.ReportAllocs()
 		for range b.N {
-			if p, _ := s.told(c, item, tok, 2000); p != 1000 {
+			if p, _ := s.told(c, item, tok, 2000, time.Now()); p != 1000 {
 				b.Fatalf("told %d, want the cursor's 1000", p)
 			}
 		}
