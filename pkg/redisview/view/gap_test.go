@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
 	"github.com/waitroom/waitroom/pkg/kafka/fence"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap/zaptest"
 )
@@ -205,4 +206,52 @@ func TestRecordReadsOnlyWhatTheViewLooksBehindBy(t *testing.T) {
 	require.True(t, judged(t, ctx, w, grace).Trusted)
 	require.True(t, judged(t, ctx, w, grace).Trusted)
 	require.Equal(t, read, fetches.Load(), "read once")
+}
+
+// A leader whose link to Redis failed after its commit leaves a committed
+// tick past the view's marker although the view holds its admissions: with
+// HeldTicks the record passes over it (no whole rebuild for an advance that
+// did not happen). The same tick whose token waits in the line again (a
+// view rolled back to before it), or whose epoch the item has not seen,
+// still makes the view older than the record.
+func TestRecordPassesOverATickTheViewHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rdb, base, _, adm := gapEnv(t, ctx, testenv.Kafka(t, 2))
+	field := view.Field(topics.Admissions, gapPart)
+	k := queue.KeysFor("item")
+	require.NoError(t, rdb.Set(ctx, k.Epoch, 7, 0).Err())
+	require.NoError(t, rdb.ZAdd(ctx, k.Waiting, redis.Z{Score: 2, Member: "behind-a"}).Err())
+	require.NoError(t, view.SetReady(ctx, rdb, "g1", map[string]int64{field: 0}, time.Now()))
+
+	tick := func(epoch int64, toks ...string) string {
+		return string(topics.Encode(&topics.AdmissionEvent{V: topics.Version, ItemID: "item", Admitted: toks, Epoch: epoch, At: time.Now().UnixMilli()}))
+	}
+	leader := txnClient(t, base, fence.ID("h", 0), fence.Timeout)
+	commit := func(v string) {
+		t.Helper()
+		require.NoError(t, leader.BeginTransaction())
+		require.NoError(t, leader.ProduceSync(ctx, admission(v)).FirstErr())
+		require.NoError(t, leader.EndTransaction(ctx, kgo.TryCommit))
+	}
+	const grace = 100 * time.Millisecond
+	newWatcher := func() *view.Watcher {
+		rec := view.NewKafkaRecord(adm, "g", grace).ReadGaps(base).Reflects(view.HeldTicks(queue.New(rdb)))
+		return view.NewWatcher(rdb, view.Options{Record: rec}, nil, zaptest.NewLogger(t))
+	}
+
+	commit(tick(7, "a")) // a was admitted: no longer waiting
+	st := judged(t, ctx, newWatcher(), grace)
+	require.True(t, st.Trusted, "a tick the view holds is no missed admission: %+v", st)
+
+	commit(tick(7, "behind-a")) // its token waits in the line: the view lacks it
+	st = judged(t, ctx, newWatcher(), grace)
+	require.False(t, st.Trusted, "a tick whose token still waits is missed")
+	require.Equal(t, "behind", st.Cause)
+
+	require.NoError(t, view.Advance(ctx, rdb, topics.Admissions, gapPart, lso(t, ctx, adm)).Err())
+	commit(tick(9, "b")) // an epoch the item has not seen
+	st = judged(t, ctx, newWatcher(), grace)
+	require.False(t, st.Trusted, "a tick of an epoch the view has not seen is missed")
+	require.Contains(t, st.Reason, field)
 }

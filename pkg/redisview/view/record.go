@@ -21,7 +21,8 @@ type KafkaRecord struct {
 	group string
 	grace time.Duration
 
-	base []kgo.Opt // ReadGaps's: nil, Settle looks at nothing
+	base      []kgo.Opt // ReadGaps's: nil, Settle looks at nothing
+	reflected Reflected // Reflects's: nil, every committed event in a gap is missed
 
 	mu      sync.Mutex
 	samples []sample                // admissions end offsets, oldest first
@@ -96,6 +97,20 @@ func (r *KafkaRecord) ReadGaps(base []kgo.Opt) *KafkaRecord {
 	return r
 }
 
+// Reflected says whether the view already holds what a committed admission
+// event rec records (false when it cannot tell): a leader whose link to
+// Redis failed after its commit, before it advanced the marker past it,
+// leaves such an event in a gap although its admissions are in the view.
+type Reflected func(ctx context.Context, rec *kgo.Record) (bool, error)
+
+// Reflects makes Settle pass over the committed events of a gap that fn
+// says the view already holds, instead of judging the view behind (and
+// rebuilding it whole) for an advance that did not happen. It returns r.
+func (r *KafkaRecord) Reflects(fn Reflected) *KafkaRecord {
+	r.reflected = fn
+	return r
+}
+
 // gapRead bounds one Settle's read of Kafka.
 const gapRead = 5 * time.Second
 
@@ -103,7 +118,8 @@ const gapRead = 5 * time.Second
 // offsets from applied to floor hold no committed event (only the markers of
 // transactions, the events of aborted ones: a leader that died or was fenced
 // mid-transaction, or one that died between its commit and the advance of
-// the marker) is not behind. Those offsets are read read_committed once (one
+// the marker), or only committed events the view holds already (Reflects),
+// is not behind. Those offsets are read read_committed once (one
 // client for every such partition); what was found empty is remembered, so
 // a partition left idle costs no read at the next checks. A committed event
 // in them keeps the floor: the view missed it.
@@ -135,6 +151,11 @@ func (r *KafkaRecord) Settle(ctx context.Context, applied, floor map[string]int6
 	err := kclient.ReadSpans(rctx, r.base, topics.Admissions, spans, kclient.ReadOptions{
 		Client: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NoResetOffset())},
 	}, func(rec *kgo.Record) error {
+		if r.reflected != nil {
+			if ok, err := r.reflected(rctx, rec); err == nil && ok {
+				return nil // in the view already: read on
+			}
+		}
 		held[rec.Partition] = true
 		return kclient.SkipPartition
 	})

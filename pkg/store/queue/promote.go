@@ -437,3 +437,46 @@ func (l *Line) Settle(ctx context.Context, items []string, now, epoch int64) ([]
 	}
 	return out, nil
 }
+
+// HoldsAdmissions says whether item's line already holds admissions that a
+// leader of epoch decided for tokenIDs: the item's fence has seen epoch,
+// and none of tokenIDs waits in the line any more (an admission moves its
+// token out of it). A view rolled back to before those admissions would
+// have the tokens waiting again, or an older epoch; a view that lost their
+// registrations too is older than the registrations' record, which the
+// view's record check judges on its own. A read, in one round trip.
+func (l *Line) HoldsAdmissions(ctx context.Context, item string, epoch int64, tokenIDs []string) (bool, error) {
+	k := KeysFor(item)
+	var seen *redis.StringCmd
+	var waiting, express *redis.FloatSliceCmd
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		seen = p.Get(ctx, k.Epoch)
+		if len(tokenIDs) > 0 {
+			waiting = p.ZMScore(ctx, k.Waiting, tokenIDs...)
+			express = p.ZMScore(ctx, k.Express, tokenIDs...)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("read the admissions of epoch %d in %s: %w", epoch, item, err)
+	}
+	if e, perr := strconv.ParseInt(seen.Val(), 10, 64); perr != nil || e < epoch {
+		return false, nil
+	}
+	if waiting == nil {
+		return true, nil
+	}
+	for _, c := range []*redis.FloatSliceCmd{waiting, express} {
+		if c.Err() != nil {
+			return false, fmt.Errorf("read the admissions of epoch %d in %s: %w", epoch, item, c.Err())
+		}
+	}
+	// ZMSCORE answers nil (read as 0 by go-redis) for a member not in the
+	// set; seqs and express scores are >= 1.
+	for i := range tokenIDs {
+		if waiting.Val()[i] != 0 || express.Val()[i] != 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -145,7 +145,9 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 	a.OnClose(admCl.Close)
 	// The record reads what the view has not applied before judging it behind:
 	// a dead leader's abort marker is no missed admission.
-	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0).ReadGaps(base)
+	// A committed tick the view holds already (its leader's advance of the
+	// marker failed) is no missed admission either.
+	record := view.NewKafkaRecord(kadm.NewClient(admCl), cfg.Group, 0).ReadGaps(base).Reflects(view.HeldTicks(line))
 	watch := a.Watch(view.Options{Interval: cfg.View.CheckInterval, Record: record})
 	opts := func(topic string) consume.Options { return consumeOptions(cfg, m, topic) }
 	retry := Retry{Attempts: cfg.RecordAttempts, Backoff: cfg.RecordBackoff}
