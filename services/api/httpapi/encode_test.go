@@ -17,6 +17,13 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 		{Status: "QUEUED", ItemID: "concert-2026", UserID: "u-1", TokenID: "T", Token: "a.b.c", StatusURL: "/x/a.b.c", EventsURL: "/x/a.b.c/events"},
 		{Status: odd, ItemID: odd, UserID: odd, TokenID: odd, Token: odd, StatusURL: odd, EventsURL: odd},
 		{Status: "PRE_QUEUE", ItemID: "i", DrawAt: 1_800_000_000_000, OpensAt: 1_800_000_000_000},
+		// The URLs carry the token (quoted once, copied): cut at ASCII, inside
+		// a rune, between invalid bytes, beside escapes.
+		{Token: "t.o.k", StatusURL: "/x/t.o.k", EventsURL: "/x/t.o.k/events"},
+		{Token: odd, StatusURL: "/x/" + odd, EventsURL: "/x/" + odd + "/events"},
+		{Token: "\x80é", StatusURL: "\xe2\x80\x80é", EventsURL: "\xe2\x80\x80é\xa8"},
+		{Token: "\xa8<", StatusURL: "\xe2\x80\xa8<", EventsURL: "\xe2\x80\xa8<\x80"},
+		{Token: "é", StatusURL: "é/é", EventsURL: "é/é"},
 	} {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
@@ -41,12 +48,18 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 func FuzzRegisterResponseEncodesAsJSON(f *testing.F) {
 	f.Add("QUEUED", "u-1", "a.b.c")
 	f.Add("\xff<", "\u2028", "\"\\")
+	f.Add("/events", "eyJ0.eyJ1.c2ln", "/api/v1/items/x/registrations/")
 	f.Fuzz(func(t *testing.T, a, b, c string) {
-		r := RegisterResponse{Status: a, ItemID: b, UserID: c, TokenID: a, Token: b, StatusURL: c, EventsURL: a + b}
-		want, err := json.Marshal(r)
-		require.NoError(t, err)
-		if got := string(r.appendJSON(nil)); got != string(want) {
-			t.Fatalf("got %s, want %s", got, want)
+		for _, r := range []RegisterResponse{
+			{Status: a, ItemID: b, UserID: c, TokenID: a, Token: b, StatusURL: c, EventsURL: a + b},
+			{Token: b, StatusURL: c + b, EventsURL: c + b + a}, // a 202's shape: the token's quoting copied
+			{Token: b, StatusURL: b + c, EventsURL: a + b + c},
+		} {
+			want, err := json.Marshal(r)
+			require.NoError(t, err)
+			if got := string(r.appendJSON(nil)); got != string(want) {
+				t.Fatalf("got %s, want %s", got, want)
+			}
 		}
 	})
 }
