@@ -66,9 +66,9 @@ func FuzzRegisterResponseEncodesAsJSON(f *testing.F) {
 
 func BenchmarkAnswerJSON(b *testing.B) {
 	eta := int64(42)
+	tok := "eyJhbGciOiJIUzI1NiIsImtpZCI6InEtMSIsInR5cCI6IkpXVCJ9.eyJpdG0iOiJjZWlsaW5nLWJlbmNoIiwicCI6MCwibyI6MTIzNDUsImlzcyI6IndhaXRyb29tIiwic3ViIjoiYW5vbi1hYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5eiIsImF1ZCI6WyJxdWV1ZSJdLCJleHAiOjE3OTQ1MDAwMDAsImlhdCI6MTc5NDQwMDAwMCwianRpIjoiQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVoifQ.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXI"
 	reg := RegisterResponse{Status: "QUEUED", ItemID: "concert-2026", UserID: "user-123456", TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S",
-		Token:     "eyJhbGciOiJIUzI1NiIsImtpZCI6ImsxIiwidHlwIjoiSldUIn0.eyJpdG0iOiJjb25jZXJ0LTIwMjYiLCJwIjozLCJvIjoxMjM0NTY3fQ.c2lnbmF0dXJl",
-		StatusURL: "/api/v1/items/concert-2026/registrations/x", EventsURL: "/api/v1/items/concert-2026/registrations/x/events"}
+		Token: tok, StatusURL: "/api/v1/items/concert-2026/registrations/" + tok, EventsURL: "/api/v1/items/concert-2026/registrations/" + tok + "/events"}
 	st := StatusResponse{Status: "WAITING", ItemID: "concert-2026", UserID: "user-123456", TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S",
 		Position: 1234, WaitingTotal: 56789, EtaSeconds: &eta, PollAfterMs: 5000}
 	buf := make([]byte, 0, 1024)
