@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
@@ -18,9 +20,9 @@ func (r *RegisterResponse) appendJSON(b []byte) []byte {
 	b = field(b, `,"itemId":`, r.ItemID)
 	b = field(b, `,"userId":`, r.UserID)
 	b = field(b, `,"tokenId":`, r.TokenID)
-	b = field(b, `,"token":`, r.Token)
-	b = field(b, `,"statusUrl":`, r.StatusURL)
-	b = field(b, `,"eventsUrl":`, r.EventsURL)
+	b, tok := quoted(b, `,"token":`, r.Token)
+	b, url := quotedAfter(b, `,"statusUrl":`, r.StatusURL, r.Token, tok)
+	b, _ = quotedAfter(b, `,"eventsUrl":`, r.EventsURL, r.StatusURL, url)
 	b = intField(b, `,"drawAt":`, r.DrawAt)
 	b = intField(b, `,"opensAt":`, r.OpensAt)
 	b = optField(b, `,"admissionToken":`, r.AdmissionToken)
@@ -54,6 +56,51 @@ func (r *StatusResponse) appendJSON(b []byte) []byte {
 // the string v quoted.
 func field(b []byte, key, v string) []byte {
 	return httpserver.AppendJSONString(append(b, key...), v)
+}
+
+// quoted is field that also returns where v's quoted bytes (between the
+// quotes) are in the result.
+func quoted(b []byte, key, v string) ([]byte, [2]int) {
+	b = append(b, key...)
+	at := len(b) + 1
+	b = httpserver.AppendJSONString(b, v)
+	return b, [2]int{at, len(b) - 1}
+}
+
+// quotedAfter is quoted for v, where inner (already quoted in b at q) may
+// end or start v: the 202's status URL ends with its token and starts its
+// events URL. Then only the rest of v is quoted and inner's quoted bytes are
+// copied (a token is ~370 bytes). encoding/json quotes rune by rune, so
+// quoting the parts gives the whole's quoting when no rune spans a cut
+// (asciiCut).
+func quotedAfter(b []byte, key, v, inner string, q [2]int) ([]byte, [2]int) {
+	i := -1
+	switch {
+	case inner == "":
+	case strings.HasSuffix(v, inner):
+		i = len(v) - len(inner)
+	case strings.HasPrefix(v, inner):
+		i = 0
+	}
+	if i < 0 || !asciiCut(v, i) || !asciiCut(v, i+len(inner)) {
+		return quoted(b, key, v)
+	}
+	b = append(b, key...)
+	at := len(b) + 1
+	b = httpserver.AppendJSONString(b, v[:i])
+	b = append(b[:len(b)-1], b[q[0]:q[1]]...) // the start's closing quote dropped
+	n := len(b)
+	b = httpserver.AppendJSONString(b, v[i+len(inner):])
+	b = append(b[:n], b[n+1:]...) // the rest's opening quote dropped
+	return b, [2]int{at, len(b) - 1}
+}
+
+// asciiCut reports whether cutting s at i splits no rune, however s decodes:
+// a byte below utf8.RuneSelf on either side of the cut is a rune of its own
+// and ends any invalid sequence before it, which encoding/json replaces byte
+// by byte.
+func asciiCut(s string, i int) bool {
+	return i == 0 || i == len(s) || s[i-1] < utf8.RuneSelf || s[i] < utf8.RuneSelf
 }
 
 // optField is field for an `omitempty` string: nothing when v is empty.

@@ -17,6 +17,13 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 		{Status: "QUEUED", ItemID: "concert-2026", UserID: "u-1", TokenID: "T", Token: "a.b.c", StatusURL: "/x/a.b.c", EventsURL: "/x/a.b.c/events"},
 		{Status: odd, ItemID: odd, UserID: odd, TokenID: odd, Token: odd, StatusURL: odd, EventsURL: odd},
 		{Status: "PRE_QUEUE", ItemID: "i", DrawAt: 1_800_000_000_000, OpensAt: 1_800_000_000_000},
+		// The URLs carry the token (quoted once, copied): cut at ASCII, inside
+		// a rune, between invalid bytes, beside escapes.
+		{Token: "t.o.k", StatusURL: "/x/t.o.k", EventsURL: "/x/t.o.k/events"},
+		{Token: odd, StatusURL: "/x/" + odd, EventsURL: "/x/" + odd + "/events"},
+		{Token: "\x80é", StatusURL: "\xe2\x80\x80é", EventsURL: "\xe2\x80\x80é\xa8"},
+		{Token: "\xa8<", StatusURL: "\xe2\x80\xa8<", EventsURL: "\xe2\x80\xa8<\x80"},
+		{Token: "é", StatusURL: "é/é", EventsURL: "é/é"},
 	} {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
@@ -41,21 +48,27 @@ func TestAnswersEncodeAsJSON(t *testing.T) {
 func FuzzRegisterResponseEncodesAsJSON(f *testing.F) {
 	f.Add("QUEUED", "u-1", "a.b.c")
 	f.Add("\xff<", "\u2028", "\"\\")
+	f.Add("/events", "eyJ0.eyJ1.c2ln", "/api/v1/items/x/registrations/")
 	f.Fuzz(func(t *testing.T, a, b, c string) {
-		r := RegisterResponse{Status: a, ItemID: b, UserID: c, TokenID: a, Token: b, StatusURL: c, EventsURL: a + b}
-		want, err := json.Marshal(r)
-		require.NoError(t, err)
-		if got := string(r.appendJSON(nil)); got != string(want) {
-			t.Fatalf("got %s, want %s", got, want)
+		for _, r := range []RegisterResponse{
+			{Status: a, ItemID: b, UserID: c, TokenID: a, Token: b, StatusURL: c, EventsURL: a + b},
+			{Token: b, StatusURL: c + b, EventsURL: c + b + a}, // a 202's shape: the token's quoting copied
+			{Token: b, StatusURL: b + c, EventsURL: a + b + c},
+		} {
+			want, err := json.Marshal(r)
+			require.NoError(t, err)
+			if got := string(r.appendJSON(nil)); got != string(want) {
+				t.Fatalf("got %s, want %s", got, want)
+			}
 		}
 	})
 }
 
 func BenchmarkAnswerJSON(b *testing.B) {
 	eta := int64(42)
+	tok := "eyJhbGciOiJIUzI1NiIsImtpZCI6InEtMSIsInR5cCI6IkpXVCJ9.eyJpdG0iOiJjZWlsaW5nLWJlbmNoIiwicCI6MCwibyI6MTIzNDUsImlzcyI6IndhaXRyb29tIiwic3ViIjoiYW5vbi1hYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5eiIsImF1ZCI6WyJxdWV1ZSJdLCJleHAiOjE3OTQ1MDAwMDAsImlhdCI6MTc5NDQwMDAwMCwianRpIjoiQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVoifQ.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXI"
 	reg := RegisterResponse{Status: "QUEUED", ItemID: "concert-2026", UserID: "user-123456", TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S",
-		Token:     "eyJhbGciOiJIUzI1NiIsImtpZCI6ImsxIiwidHlwIjoiSldUIn0.eyJpdG0iOiJjb25jZXJ0LTIwMjYiLCJwIjozLCJvIjoxMjM0NTY3fQ.c2lnbmF0dXJl",
-		StatusURL: "/api/v1/items/concert-2026/registrations/x", EventsURL: "/api/v1/items/concert-2026/registrations/x/events"}
+		Token: tok, StatusURL: "/api/v1/items/concert-2026/registrations/" + tok, EventsURL: "/api/v1/items/concert-2026/registrations/" + tok + "/events"}
 	st := StatusResponse{Status: "WAITING", ItemID: "concert-2026", UserID: "user-123456", TokenID: "01JD4Q6Y8X2T0Z5K3M7N9P1R2S",
 		Position: 1234, WaitingTotal: 56789, EtaSeconds: &eta, PollAfterMs: 5000}
 	buf := make([]byte, 0, 1024)

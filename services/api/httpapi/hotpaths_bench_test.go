@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,6 +80,71 @@ func BenchmarkHotPaths(b *testing.B) {
 			return append(strconv.AppendInt(buf, int64(i), 10), `"}`...)
 		})
 	})
+}
+
+// BenchmarkRegisterConcurrent drives registrations from 64 connections at
+// once, each sending its next as soon as its last is answered (wrk -c64's
+// closed loop), against apis whose producer lingers 0, 1 ms and 2 ms, made
+// up front (each with its own kfake and redis-server) so the sub-benchmarks
+// alternate in one process. Under such a load the registrations of a produce
+// request depend on the linger, which BenchmarkHotPaths' one connection
+// cannot show: each of its registrations is a request alone. cpu-ns/op is
+// the process's CPU per registration: the api's, kfake's (which takes the
+// produce requests) and the client's. Figures and command: BENCHMARKS.md.
+func BenchmarkRegisterConcurrent(b *testing.B) {
+	lingers := []time.Duration{0, time.Millisecond, 2 * time.Millisecond}
+	hosts := make([]string, len(lingers))
+	for i, l := range lingers {
+		url, _ := benchAPI(b, func(cfg *httpapi.Config) { cfg.ProduceLinger = l })
+		hosts[i] = url[len("http://"):]
+	}
+	for i, l := range lingers {
+		b.Run("linger="+l.String(), func(b *testing.B) { concurrentRegistrations(b, hosts[i], 64) })
+	}
+}
+
+// concurrentRegistrations sends b.N registrations to host over conns
+// connections, one at a time on each, and checks every answer is a 202.
+func concurrentRegistrations(b *testing.B, host string, conns int) {
+	head := "POST /api/v1/items/drop/registrations HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\nContent-Length: "
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cs[i] = c
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	for _, c := range cs {
+		wg.Go(func() {
+			r := bufio.NewReaderSize(c, 16<<10)
+			buf, body := make([]byte, 0, 1024), make([]byte, 0, 64)
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				// {"userId":"hc-<run>-<i>"}
+				body = strconv.AppendInt(append(append(append(body[:0], `{"userId":"hc-`...), run...), '-'), i, 10)
+				body = append(body, `"}`...)
+				buf = strconv.AppendInt(append(buf[:0], head...), int64(len(body)), 10)
+				buf = append(append(buf, "\r\n\r\n"...), body...)
+				if _, err := c.Write(buf); err != nil {
+					b.Error(err)
+					return
+				}
+				if got, err := readAnswer(r); err != nil || got != http.StatusAccepted {
+					b.Errorf("registration %d: answer %d, %v; want 202", i, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // rawOne sends req on a connection of its own and checks the answer's code.

@@ -42,15 +42,17 @@ const (
 	waitSettled
 )
 
-// produceWait is one record and its wait: the record is a field, so a
-// produce allocates the two together. It is the first field, so the
-// record's address is the wait's and one promise function (settleRecord)
-// serves every produce without a closure per record.
+// produceWait is one record and its wait: the record and the wait's
+// WaitGroup are fields, so a produce allocates them together (a channel
+// would be an allocation of its own). The record is the first field, so its
+// address is the wait's and one promise function (settleRecord) serves
+// every produce without a closure per record.
 type produceWait struct {
 	rec      kgo.Record // first: see settleRecord
 	deadline time.Time
 	state    atomic.Uint32
-	done     chan error // buffered 1: exactly one settle sends
+	err      error          // written by the one settle, read after done
+	done     sync.WaitGroup // Add(1) before the record is handed over
 }
 
 // The record must stay produceWait's first field (the index is out of
@@ -66,7 +68,8 @@ func settleRecord(r *kgo.Record, err error) {
 // settle answers the wait with err unless it was answered already.
 func (w *produceWait) settle(err error) {
 	if w.state.CompareAndSwap(waitPending, waitSettled) {
-		w.done <- err
+		w.err = err
+		w.done.Done()
 	}
 }
 
@@ -124,11 +127,13 @@ func (p *produceWaits) expire() {
 // room, in Produce, with a context bounded by what is left of the timeout
 // (the one path that sets a timer).
 func (s *Server) produceBounded(ctx context.Context, key, value []byte, start time.Time) (*kgo.Record, error) {
-	w := &produceWait{done: make(chan error, 1), deadline: start.Add(s.opt.ProduceTimeout)}
+	w := &produceWait{deadline: start.Add(s.opt.ProduceTimeout)}
 	w.rec.Topic, w.rec.Key, w.rec.Value = topics.Registrations, key, value
+	w.done.Add(1)
 	s.waits.add(w)
 	s.prod.TryProduce(ctx, &w.rec, settleRecord)
-	err := <-w.done
+	w.done.Wait()
+	err := w.err
 	if !errors.Is(err, kgo.ErrMaxBuffered) {
 		return &w.rec, err
 	}

@@ -39,8 +39,12 @@ type Config struct {
 	MaxBodyBytes  int64         `env:"WR_MAX_BODY_BYTES" envDefault:"4096"`
 	PageTarget    string        `env:"WR_PAGE_TARGET_URL"` // continue link of the waiting-room page
 	// Page is the install's waiting page: template, logo, colours.
-	Page           waitpage.Config
-	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"0s"`
+	Page waitpage.Config
+	// ProduceLinger is how long the first record of a produce request may
+	// wait for others to join it: under load, fewer and larger requests cost
+	// the api and the broker less per registration; a lone registration's
+	// 202 waits this much longer.
+	ProduceLinger  time.Duration `env:"WR_PRODUCE_LINGER" envDefault:"1ms"`
 	ProduceTimeout time.Duration `env:"WR_PRODUCE_TIMEOUT" envDefault:"5s"`
 	// TrustedProxies are the addresses whose X-Forwarded-For names the
 	// client (the front door's; none by default); anyone else's is ignored,
