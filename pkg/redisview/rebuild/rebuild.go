@@ -121,12 +121,8 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 	o = o.withDefaults()
 	start := time.Now()
 	gen := newGen(o.Now())
-	ok, err := b.rdb.SetNX(ctx, view.LockKey, gen, o.LockTTL).Result()
-	if err != nil {
-		return Report{}, fmt.Errorf("take the rebuild lock: %w", err)
-	}
-	if !ok {
-		return Report{}, ErrLocked
+	if err := b.lock(ctx, gen, o.LockTTL); err != nil {
+		return Report{}, err
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -137,6 +133,29 @@ func (b *Rebuilder) Run(ctx context.Context, o Options) (Report, error) {
 		return b.runItems(ctx, lctx, gen, o, start)
 	}
 	return b.runView(ctx, lctx, gen, o, start)
+}
+
+// lock takes the rebuild lock for gen (ErrLocked: someone else holds it).
+// The client retries a SET whose answer was lost (a connection reset after
+// Redis ran it), and the retry finds the lock its first try took: the lock
+// is ours when it holds gen (each Run's own), else, unrenewed, it would
+// stop every rebuild until its TTL ran out.
+func (b *Rebuilder) lock(ctx context.Context, gen string, ttl time.Duration) error {
+	ok, err := b.rdb.SetNX(ctx, view.LockKey, gen, ttl).Result()
+	if err != nil {
+		return fmt.Errorf("take the rebuild lock: %w", err)
+	}
+	if ok {
+		return nil
+	}
+	held, err := b.rdb.Get(ctx, view.LockKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("read the rebuild lock: %w", err)
+	}
+	if held != gen {
+		return ErrLocked
+	}
+	return nil
 }
 
 // withDefaults is o with its zero fields set to their defaults.
