@@ -97,18 +97,33 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	e := sh.m[key]
 	if e == nil {
 		makeRoom(sh.m, &sh.sweepAt, b.perShard, func(e *memBucket) bool { // full again: as good as none
-			return e.tokens+now.Sub(e.at).Seconds()*b.rate >= b.burst
+			return e.full(now, b.rate, b.burst)
 		})
 		e = &memBucket{tokens: b.burst, at: now}
 		sh.m[key] = e
 	}
-	if dt := now.Sub(e.at).Seconds(); dt > 0 {
-		e.tokens = min(b.burst, e.tokens+dt*b.rate)
+	return e.take(now, b.rate, b.burst)
+}
+
+// take takes one token from e at now, refilled at rate a second up to burst
+// since it was last taken (a zero e is full); when it has none, it says how
+// long until one is back.
+func (e *memBucket) take(now time.Time, rate, burst float64) (bool, time.Duration) {
+	if e.at.IsZero() {
+		e.tokens = burst
+	} else if dt := now.Sub(e.at).Seconds(); dt > 0 {
+		e.tokens = min(burst, e.tokens+dt*rate)
 	}
 	e.at = now
 	if e.tokens >= 1 {
 		e.tokens--
 		return true, 0
 	}
-	return false, time.Duration((1 - e.tokens) / b.rate * float64(time.Second))
+	return false, time.Duration((1 - e.tokens) / rate * float64(time.Second))
+}
+
+// full reports whether e has refilled to burst at now (a zero e is full): it
+// is then the same as no bucket.
+func (e *memBucket) full(now time.Time, rate, burst float64) bool {
+	return e.at.IsZero() || e.tokens+now.Sub(e.at).Seconds()*rate >= burst
 }

@@ -34,6 +34,12 @@ import (
 // next read is exact), so a shard drops those whenever it has doubled since
 // it last did (as memBuckets): it holds about twice the tokens read exactly
 // within exactEvery, not every token served up to max.
+//
+// When the throttle keeps the status bucket in memory (useBucket), a token's
+// bucket is kept here too, in the same record (tokenRec) as its exact read: a
+// status read then finds both with one look-up, under one lock (takeStatus),
+// instead of one sharded map for each. A record is dropped by the sweeps once
+// both are as good as none (the bucket full again, the read stale).
 type positions struct {
 	line       Line
 	view       *view.Watcher
@@ -44,6 +50,9 @@ type positions struct {
 	now        func() time.Time
 	seed       maphash.Seed
 	shards     [64]posShard
+	// bucket is the status bucket's rate and burst when kept in the
+	// records (useBucket); nil: the throttle keeps it, if any.
+	bucket *memBuckets
 
 	// items are the items' motions, a map copied on the rare insert (items
 	// are few: the item cache's), so a read looks its item up without a lock.
@@ -51,16 +60,23 @@ type positions struct {
 	items atomic.Pointer[map[string]*motion]
 }
 
-// posShard holds entries by pointer: an entry's fields but told are never
-// written once stored (remember and left store a new one), so a reader copies
-// the pointer under the lock and reads the entry after it, and the map's
-// lookup is the fast one for string keys (a value over 128 bytes, as posEntry
-// is, takes the generic path and is copied out on every read).
+// posShard holds its tokens' records by pointer: an entry's fields but told
+// are never written once stored (remember and left store a new one in the
+// record), so a reader copies the entry's pointer under the lock and reads
+// the entry after it, and the map's lookup is the fast one for string keys (a
+// value over 128 bytes takes the generic path and is copied out on every read).
 type posShard struct {
 	mu sync.Mutex
-	m  map[string]*posEntry
+	m  map[string]*tokenRec
 	// sweepAt is the size at which the shard next drops its stale entries.
 	sweepAt int
+}
+
+// tokenRec is what this replica keeps of one token (by item and tokenId):
+// its last exact read and its status bucket, both guarded by the shard's lock.
+type tokenRec struct {
+	pos    *posEntry // nil: none
+	bucket memBucket // zero: full; used only when positions.bucket is set
 }
 
 // posEntry is a registration's last exact read, kept by item and tokenId:
@@ -120,19 +136,60 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 		seed: maphash.MakeSeed()}
 	p.items.Store(&map[string]*motion{})
 	for i := range p.shards {
-		p.shards[i].m = map[string]*posEntry{}
+		p.shards[i].m = map[string]*tokenRec{}
 		p.shards[i].sweepAt = minSweep
 	}
 	return p
 }
 
-// makeRoom makes room in sh for one more entry at now, with sh.mu held: an
+// makeRoom makes room in sh for one more record at now, with sh.mu held: an
 // entry read exactEvery ago or more is never answered from, nor keeps a
-// leave's reads exact: it is as good as none (makeRoom in membuckets.go).
+// leave's reads exact, and a full bucket is the same as a new one: a record
+// of both is as good as none (makeRoom in membuckets.go).
 func (p *positions) makeRoom(sh *posShard, now time.Time) {
-	makeRoom(sh.m, &sh.sweepAt, p.max/len(p.shards)+1, func(e *posEntry) bool {
-		return now.Sub(e.at) >= p.exactEvery
+	makeRoom(sh.m, &sh.sweepAt, p.max/len(p.shards)+1, func(r *tokenRec) bool {
+		return (r.pos == nil || now.Sub(r.pos.at) >= p.exactEvery) &&
+			(p.bucket == nil || r.bucket.full(now, p.bucket.rate, p.bucket.burst))
 	})
+}
+
+// useBucket keeps the status bucket of rate and burst (b's: the throttle's
+// in memory) in the tokens' records; takeStatus takes from it.
+func (p *positions) useBucket(b *memBuckets) { p.bucket = b }
+
+// record is key's record in sh, made (making room) when it has none, with
+// sh.mu held.
+func (p *positions) record(sh *posShard, key []byte, now time.Time) *tokenRec {
+	r := sh.m[string(key)]
+	if r == nil {
+		p.makeRoom(sh, now)
+		r = &tokenRec{}
+		sh.m[string(key)] = r
+	}
+	return r
+}
+
+// posLook is a token's exact read found by takeStatus (e nil: none), which
+// status then uses instead of a look-up of its own (looked false: none made).
+type posLook struct {
+	e      *posEntry
+	looked bool
+}
+
+// takeStatus takes one from item's tokenID's status bucket (useBucket) and
+// returns, from the same look-up, its last exact read for status; when the
+// bucket is empty, ok is false with how long until it is not.
+func (p *positions) takeStatus(item, tokenID string) (ok bool, wait time.Duration, look posLook) {
+	var kb [128]byte
+	key := posKey(kb[:0], item, tokenID)
+	sh := p.shard(key)
+	now := p.now()
+	sh.mu.Lock()
+	r := p.record(sh, key, now)
+	ok, wait = r.bucket.take(now, p.bucket.rate, p.bucket.burst)
+	e := r.pos
+	sh.mu.Unlock()
+	return ok, wait, posLook{e: e, looked: true}
 }
 
 // gen names the incarnation of item's line the answers come from: the
@@ -161,19 +218,25 @@ func posKey(b []byte, item, tokenID string) []byte {
 // status answers from memory when it can (ok), else the caller reads exactly
 // and calls remember. gen is the item's generation now (p.gen, read once by
 // the caller); every, when positive and shorter, replaces exactEvery for this
-// item (see exactEveryOf: items that release idle places).
-func (p *positions) status(ctx context.Context, item, tokenID string, gen view.ItemGen, every time.Duration) (line.Status, bool) {
+// item (see exactEveryOf: items that release idle places). look, when
+// looked, is the token's entry takeStatus found, used instead of a look-up.
+func (p *positions) status(ctx context.Context, item, tokenID string, gen view.ItemGen, every time.Duration, look posLook) (line.Status, bool) {
 	if every <= 0 || every > p.exactEvery {
 		every = p.exactEvery
 	}
-	var kb [128]byte
-	key := posKey(kb[:0], item, tokenID)
-	sh := p.shard(key)
-	sh.mu.Lock()
-	e, found := sh.m[string(key)]
-	sh.mu.Unlock()
+	e := look.e
+	if !look.looked {
+		var kb [128]byte
+		key := posKey(kb[:0], item, tokenID)
+		sh := p.shard(key)
+		sh.mu.Lock()
+		if r := sh.m[string(key)]; r != nil {
+			e = r.pos
+		}
+		sh.mu.Unlock()
+	}
 	now := p.now()
-	if !found || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
+	if e == nil || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
 		return line.Status{}, false
 	}
 	m, ok := p.motion(ctx, item, gen, now)
@@ -300,24 +363,34 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := p.now()
-	e, found := sh.m[string(key)]
-	if found && e.left && now.Sub(e.at) < p.exactEvery {
+	r := sh.m[string(key)]
+	var e *posEntry
+	if r != nil {
+		e = r.pos
+	}
+	if e != nil && e.left && now.Sub(e.at) < p.exactEvery {
 		return st.Position
 	}
 	if st.State != line.Waiting || st.Seq <= 0 {
-		delete(sh.m, string(key))
+		if r != nil && (p.bucket == nil || r.bucket.full(now, p.bucket.rate, p.bucket.burst)) {
+			delete(sh.m, string(key))
+		} else if r != nil {
+			r.pos = nil // its bucket stays until a sweep finds it full
+		}
 		return st.Position
 	}
 	told := st.Position
-	if found && !e.left && e.gen == gen {
+	if e != nil && !e.left && e.gen == gen {
 		if t := e.told.Load(); t > 0 {
 			told = min(told, t)
 		}
 	}
-	p.makeRoom(sh, now)
+	if r == nil {
+		r = p.record(sh, key, now)
+	}
 	n := &posEntry{exact: st, at: now, gen: gen, early: uint8(rand.IntN(256))}
 	n.told.Store(told)
-	sh.m[string(key)] = n
+	r.pos = n
 	return told
 }
 
@@ -328,7 +401,6 @@ func (p *positions) left(item, tokenID string) {
 	sh := p.shard(key)
 	now := p.now()
 	sh.mu.Lock()
-	p.makeRoom(sh, now)
-	sh.m[string(key)] = &posEntry{left: true, at: now}
+	p.record(sh, key, now).pos = &posEntry{left: true, at: now}
 	sh.mu.Unlock()
 }

@@ -49,7 +49,7 @@ func TestPositionsHoldOnlyTheTokensReadWithinExactEvery(t *testing.T) {
 	}
 	p.remember("it", "gone", waiting, view.ItemGen{})
 	key := posKey(nil, "it", "gone")
-	if e, ok := p.shard(key).m[string(key)]; !ok || !e.left {
-		t.Fatalf("a leave 30 s ago was forgotten (%v, %+v): its reads must stay exact for a minute", ok, e)
+	if r, ok := p.shard(key).m[string(key)]; !ok || r.pos == nil || !r.pos.left {
+		t.Fatalf("a leave 30 s ago was forgotten (%v, %+v): its reads must stay exact for a minute", ok, r)
 	}
 }

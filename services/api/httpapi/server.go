@@ -142,6 +142,9 @@ func NewServer(items Items, prod Producer, line Line, signer, admit *token.Signe
 	}
 	if opt.StatusExactEvery > 0 {
 		s.pos = newPositions(line, opt.View, opt.MotionFresh, opt.StatusExactEvery, opt.StatusTokens, opt.StatusTimeout)
+		if b := opt.Throttle.memBucket(byStatus); b != nil {
+			s.pos.useBucket(b) // one look-up per status read for its bucket and place
+		}
 	}
 	return s
 }
@@ -454,7 +457,7 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 	gen := s.opt.View.ItemGen(q.ItemID)
 	it, known := s.items.Get(q.ItemID)
 	every := exactEveryOf(it)
-	st, err := s.readStatus(ctx, q, gen, every)
+	st, err := s.readStatus(ctx, q, gen, every, pq.look)
 	resumed := ""
 	if err == nil && st.State == line.Duplicated && st.TokenID != "" && q.Proven() {
 		rctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
@@ -516,13 +519,13 @@ func (s *Server) status(c *gin.Context, pq parsedQueue) {
 // exactly, remembered under gen, the item's view generation read before. A
 // read from Redis (the exact one, or the item's motion) is bounded by
 // StatusTimeout.
-func (s *Server) readStatus(ctx context.Context, q token.Queue, gen view.ItemGen, every time.Duration) (line.Status, error) {
+func (s *Server) readStatus(ctx context.Context, q token.Queue, gen view.ItemGen, every time.Duration, look posLook) (line.Status, error) {
 	if s.pos == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.opt.StatusTimeout)
 		defer cancel()
 		return s.line.Status(ctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 	}
-	if st, ok := s.pos.status(ctx, q.ItemID, q.TokenID, gen, every); ok {
+	if st, ok := s.pos.status(ctx, q.ItemID, q.TokenID, gen, every, look); ok {
 		s.m.readsMemory.Inc()
 		return st, nil
 	}
@@ -551,7 +554,7 @@ func (s *Server) resume(ctx context.Context, q token.Queue, live string, gen vie
 	if err != nil {
 		return q, "", line.Status{}, fmt.Errorf("sign the resumed queue token: %w", err)
 	}
-	st, err := s.readStatus(ctx, r, gen, every)
+	st, err := s.readStatus(ctx, r, gen, every, posLook{})
 	return r, raw, st, err
 }
 

@@ -218,6 +218,18 @@ func (t *Throttle) Allow(ctx context.Context, kind, key string) (bool, time.Dura
 	return false, res.RetryAfter
 }
 
+// memBucket is the in-memory buckets of kind (nil: off, in Redis, or no
+// throttle), for a caller that keeps their state itself (positions.useBucket).
+func (t *Throttle) memBucket(kind string) *memBuckets {
+	if t == nil {
+		return nil
+	}
+	return t.mem[kind]
+}
+
+// refused counts a call refused by the bucket of kind kept by its caller.
+func (t *Throttle) refused(kind string) { t.throttled.WithLabelValues(kind).Inc() }
+
 // addrOn reports whether the address bucket kind or wide is on, so a caller
 // reads the client's address only when a bucket will use it.
 func (t *Throttle) addrOn(kind, wide string) bool {

@@ -44,15 +44,19 @@ func (s *Server) tokenCall(kind string, gate gin.HandlerFunc, h func(*gin.Contex
 			return
 		}
 		q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
-		if err == nil && s.opt.Throttle != nil && !s.allowToken(c, kind, q.TokenID) {
-			return
+		var look posLook
+		if err == nil && s.opt.Throttle != nil {
+			var ok bool
+			if ok, look = s.allowTokenCall(c, kind, q); !ok {
+				return
+			}
 		}
 		if gate != nil {
 			if gate(c); c.IsAborted() {
 				return
 			}
 		}
-		h(c, parsedQueue{q, err})
+		h(c, parsedQueue{q: q, err: err, look: look})
 	}
 }
 
@@ -64,6 +68,29 @@ func (s *Server) allowToken(c *gin.Context, kind, tokenID string) bool {
 		return false
 	}
 	return true
+}
+
+// allowTokenCall takes one token from q's bucket of kind; past it, it has
+// answered 429 RATE_LIMITED and returns false. A status bucket kept in the
+// token's record (positions.useBucket) hands back, from the same look-up,
+// the token's remembered read for the handler.
+func (s *Server) allowTokenCall(c *gin.Context, kind string, q token.Queue) (bool, posLook) {
+	var (
+		ok   bool
+		wait time.Duration
+		look posLook
+	)
+	if kind == byStatus && s.pos != nil && s.pos.bucket != nil && q.TokenID != "" {
+		if ok, wait, look = s.pos.takeStatus(q.ItemID, q.TokenID); !ok {
+			s.opt.Throttle.refused(kind)
+		}
+	} else {
+		ok, wait = s.opt.Throttle.Allow(c.Request.Context(), kind, q.TokenID)
+	}
+	if !ok {
+		httpserver.Abort(c, callLimited(kind, wait))
+	}
+	return ok, look
 }
 
 // callLimited is RATE_LIMITED (as registration.RateLimited: the same code,
@@ -89,4 +116,6 @@ func callLimited(by string, wait time.Duration) *registration.Error {
 type parsedQueue struct {
 	q   token.Queue
 	err error
+	// look is the token's remembered read, found with its status bucket.
+	look posLook
 }
