@@ -57,15 +57,25 @@ func TestRebuildKeepsALockItsRetryFindsTaken(t *testing.T) {
 	w.reg(topics.KindRegister, "lock", "u1", "t1")
 	var armed atomic.Bool
 	armed.Store(true)
-	rdb := redis.NewClient(&redis.Options{Addr: w.rdb.(*redis.Client).Options().Addr,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &loseAnswer{Conn: c, mark: []byte(view.LockKey), armed: &armed}, nil
-		}})
+	// The same Redis (a single server, or the cluster with WR_TEST_REDIS=cluster)
+	// through connections that lose the lock's answer.
+	o := &redis.UniversalOptions{Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &loseAnswer{Conn: c, mark: []byte(view.LockKey), armed: &armed}, nil
+	}}
+	switch c := w.rdb.(type) {
+	case *redis.Client:
+		o.Addrs = []string{c.Options().Addr}
+	case *redis.ClusterClient:
+		o.Addrs, o.IsClusterMode = c.Options().Addrs, true
+	default:
+		t.Fatalf("a Redis client of type %T", w.rdb)
+	}
+	rdb := redis.NewUniversalClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	rep, err := rebuild.New(rdb, w.base, zap.NewNop()).Run(w.ctx, rebuild.Options{Settle: time.Millisecond})
 	if armed.Load() {
