@@ -224,8 +224,13 @@ func TestRecordPassesOverATickTheViewHolds(t *testing.T) {
 	require.NoError(t, rdb.ZAdd(ctx, k.Waiting, redis.Z{Score: 2, Member: "behind-a"}).Err())
 	require.NoError(t, view.SetReady(ctx, rdb, "g1", map[string]int64{field: 0}, time.Now()))
 
+	const until = int64(1_900_000_000_000)
 	tick := func(epoch int64, toks ...string) string {
-		return string(topics.Encode(&topics.AdmissionEvent{V: topics.Version, ItemID: "item", Admitted: toks, Epoch: epoch, At: time.Now().UnixMilli()}))
+		exps := make([]int64, len(toks))
+		for i := range exps {
+			exps[i] = until
+		}
+		return string(topics.Encode(&topics.AdmissionEvent{V: topics.Version, ItemID: "item", Admitted: toks, ExpiresAt: exps, Epoch: epoch, At: time.Now().UnixMilli()}))
 	}
 	leader := txnClient(t, base, fence.ID("h", 0), fence.Timeout)
 	commit := func(v string) {
@@ -240,9 +245,18 @@ func TestRecordPassesOverATickTheViewHolds(t *testing.T) {
 		return view.NewWatcher(rdb, view.Options{Record: rec}, nil, zaptest.NewLogger(t))
 	}
 
-	commit(tick(7, "a")) // a was admitted: no longer waiting
+	require.NoError(t, rdb.ZAdd(ctx, k.Admitted, redis.Z{Score: float64(until), Member: "a"}).Err())
+	commit(tick(7, "a", "done")) // a is admitted until the tick's expiry, done has completed since
 	st := judged(t, ctx, newWatcher(), grace)
 	require.True(t, st.Trusted, "a tick the view holds is no missed admission: %+v", st)
+
+	require.NoError(t, view.Advance(ctx, rdb, topics.Admissions, gapPart, lso(t, ctx, adm)).Err())
+	require.NoError(t, rdb.ZAdd(ctx, k.Admitted, redis.Z{Score: float64(until + 5000), Member: "again"}).Err())
+	commit(tick(7, "again")) // admitted, but until another expiry: a later tick's admission
+	st = judged(t, ctx, newWatcher(), grace)
+	require.False(t, st.Trusted, "a token admitted until another expiry than the tick's is not the tick's")
+	require.Equal(t, "behind", st.Cause)
+	require.NoError(t, view.Advance(ctx, rdb, topics.Admissions, gapPart, lso(t, ctx, adm)).Err())
 
 	commit(tick(7, "behind-a")) // its token waits in the line: the view lacks it
 	st = judged(t, ctx, newWatcher(), grace)

@@ -444,16 +444,20 @@ func (l *Line) Settle(ctx context.Context, items []string, now, epoch int64) ([]
 // token out of it). A view rolled back to before those admissions would
 // have the tokens waiting again, or an older epoch; a view that lost their
 // registrations too is older than the registrations' record, which the
-// view's record check judges on its own. A read, in one round trip.
-func (l *Line) HoldsAdmissions(ctx context.Context, item string, epoch int64, tokenIDs []string) (bool, error) {
+// view's record check judges on its own. With expires (the tick's recorded
+// expiries, same order), a token still admitted must be admitted until its
+// own: one admitted again by a later tick after such a rollback is not
+// taken for this tick's. A read, in one round trip.
+func (l *Line) HoldsAdmissions(ctx context.Context, item string, epoch int64, tokenIDs []string, expires []int64) (bool, error) {
 	k := KeysFor(item)
 	var seen *redis.StringCmd
-	var waiting, express *redis.FloatSliceCmd
+	var waiting, express, admitted *redis.FloatSliceCmd
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		seen = p.Get(ctx, k.Epoch)
 		if len(tokenIDs) > 0 {
 			waiting = p.ZMScore(ctx, k.Waiting, tokenIDs...)
 			express = p.ZMScore(ctx, k.Express, tokenIDs...)
+			admitted = p.ZMScore(ctx, k.Admitted, tokenIDs...)
 		}
 		return nil
 	})
@@ -466,7 +470,7 @@ func (l *Line) HoldsAdmissions(ctx context.Context, item string, epoch int64, to
 	if waiting == nil {
 		return true, nil
 	}
-	for _, c := range []*redis.FloatSliceCmd{waiting, express} {
+	for _, c := range []*redis.FloatSliceCmd{waiting, express, admitted} {
 		if c.Err() != nil {
 			return false, fmt.Errorf("read the admissions of epoch %d in %s: %w", epoch, item, c.Err())
 		}
@@ -475,6 +479,9 @@ func (l *Line) HoldsAdmissions(ctx context.Context, item string, epoch int64, to
 	// set; seqs and express scores are >= 1.
 	for i := range tokenIDs {
 		if waiting.Val()[i] != 0 || express.Val()[i] != 0 {
+			return false, nil
+		}
+		if a := admitted.Val()[i]; a != 0 && i < len(expires) && int64(a) != expires[i] {
 			return false, nil
 		}
 	}
