@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -84,8 +85,10 @@ func (m *meter) read() sample {
 		// so Kept subtracts the free pages of the same moment.
 		var h heapStats
 		if p.PprofAddr != "" {
-			h = liveHeap(p)
+			var prof []byte
+			h, prof = liveHeap(p)
 			s.Heap[p.Name] = h.Alloc
+			m.keepProfile(p.Name, s.At, prof)
 		}
 		if pid := p.PID(); pid > 0 {
 			s.RSS[p.Name] = rssKiB(pid)
@@ -108,6 +111,30 @@ func (m *meter) read() sample {
 	return s
 }
 
+// keepProfile writes a heap profile read at at, gzipped, beside the CSV
+// (heap/NAME-MMM.txt.gz, MMM the whole minutes since the load started), so
+// what a process held at a high reading can be told from a low one with
+// `go tool pprof -sample_index=inuse_space`. Nothing is written for an
+// empty profile; a failed write is left out (the reading stands).
+func (m *meter) keepProfile(name string, at time.Duration, prof []byte) {
+	if len(prof) == 0 {
+		return
+	}
+	dir := filepath.Join(filepath.Dir(m.csv), "heap")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%03d.txt.gz", name, int(at.Minutes()))))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	zw := gzip.NewWriter(f)
+	if _, err := zw.Write(prof); err == nil {
+		zw.Close()
+	}
+}
+
 // heapStats is what a debug=1 heap profile says of the heap, in bytes.
 type heapStats struct {
 	Alloc int64 // HeapAlloc: the live heap, right after the profile's forced collection
@@ -118,7 +145,7 @@ type heapStats struct {
 // (/debug/pprof/heap?gc=1&debug=1): zero when it cannot be read. The pprof listener is inside p's namespace when isolated, reached
 // from there rather than through its In link, so a cut link does not blind
 // the meter. It costs p one full collection per reading.
-func liveHeap(p *cluster.Proc) heapStats {
+func liveHeap(p *cluster.Proc) (heapStats, []byte) {
 	tr := &http.Transport{DisableKeepAlives: true}
 	if p.Net != nil && p.Net.NS != nil {
 		ns := p.Net.NS
@@ -127,19 +154,19 @@ func liveHeap(p *cluster.Proc) heapStats {
 	cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
 	resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
-		return heapStats{}
+		return heapStats{}, nil
 	}
 	defer resp.Body.Close()
-	return readHeapStats(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return heapStats{}, nil
+	}
+	return readHeapStats(body), body
 }
 
 // readHeapStats reads the "# HeapAlloc = N", "# HeapIdle = N" and
 // "# HeapReleased = N" of a debug=1 heap profile (zero: none).
-func readHeapStats(r io.Reader) heapStats {
-	body, err := io.ReadAll(io.LimitReader(r, 64<<20))
-	if err != nil {
-		return heapStats{}
-	}
+func readHeapStats(body []byte) heapStats {
 	get := func(name string) int64 {
 		n, _ := prefixedInt(bytes.NewReader(body), "# "+name+" = ")
 		return n

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	httppprof "net/http/pprof"
@@ -102,14 +104,14 @@ func TestHeapAllocOfAHeapProfile(t *testing.T) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	h := readHeapStats(&b)
+	h := readHeapStats(b.Bytes())
 	if h.Alloc <= 0 || h.Alloc > int64(ms.Sys) || h.Free < 0 || h.Free > int64(ms.HeapSys) {
 		t.Fatalf("HeapAlloc and free pages of this process's heap profile: %+v bytes (Sys %d, HeapSys %d)", h, ms.Sys, ms.HeapSys)
 	}
-	if h := readHeapStats(strings.NewReader("heap profile: 0: 0 [0: 0] @ heap/1048576\n# Sys = 100\n# HeapIdle = 50\n")); h != (heapStats{}) {
+	if h := readHeapStats([]byte("heap profile: 0: 0 [0: 0] @ heap/1048576\n# Sys = 100\n# HeapIdle = 50\n")); h != (heapStats{}) {
 		t.Fatalf("heap of a profile without a HeapAlloc: %+v", h)
 	}
-	if h := readHeapStats(strings.NewReader("# HeapAlloc = 700\n# HeapIdle = 500\n# HeapReleased = 200\n")); h != (heapStats{Alloc: 700, Free: 300}) {
+	if h := readHeapStats([]byte("# HeapAlloc = 700\n# HeapIdle = 500\n# HeapReleased = 200\n")); h != (heapStats{Alloc: 700, Free: 300}) {
 		t.Fatalf("heap of a profile with 500 idle of which 200 released: %+v, want 300 free", h)
 	}
 }
@@ -123,11 +125,28 @@ func TestLiveHeapFromAPprofListener(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	p := &cluster.Proc{Name: "consumer-1", PprofAddr: strings.TrimPrefix(srv.URL, "http://")}
-	n := liveHeap(p).Alloc
+	h, prof := liveHeap(p)
+	n := h.Alloc
 	if n <= 0 {
 		t.Fatalf("live heap of this process through its pprof listener: %d bytes", n)
 	}
 	csv := filepath.Join(t.TempDir(), "meter.csv")
+	// The profile is kept beside the CSV, gzipped, and reads back whole.
+	m := &meter{csv: csv}
+	m.keepProfile(p.Name, 90*time.Second, prof)
+	zf, err := os.Open(filepath.Join(filepath.Dir(csv), "heap", "consumer-1-001.txt.gz"))
+	if err != nil {
+		t.Fatalf("the kept heap profile: %v", err)
+	}
+	zr, err := gzip.NewReader(zf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := io.ReadAll(zr)
+	zf.Close()
+	if err != nil || !bytes.Equal(back, prof) || !bytes.HasPrefix(back, []byte("heap profile: ")) {
+		t.Fatalf("kept profile read back: %d bytes (%v), want the %d read, a heap profile", len(back), err, len(prof))
+	}
 	body := "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib\n1.00,consumer-1,90000,60," + strconv.FormatInt(n, 10) + ",40000\n"
 	if err := os.WriteFile(csv, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
