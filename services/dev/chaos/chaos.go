@@ -69,6 +69,12 @@ type Options struct {
 	// reading a third of the way in (the soak).
 	Meter  time.Duration
 	Growth float64
+	// Calm holds the nemesis off for this long before the meter's judged
+	// readings (ending at a third of the nemesis and at its end; see
+	// calmWindows), and growth then judges only readings taken at least
+	// calmAfter after the last step ended: memory read at like moments
+	// (0: every reading judged, faults or not).
+	Calm time.Duration
 	// Sabotage, when set (SabotageReadmit), commits what a broken build
 	// would halfway through the nemesis: the run must then fail. It tests
 	// the suite, not the services.
@@ -374,8 +380,12 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	go ld.run(spawn, ctx, Items, o.Rate, 3, o.MaxPeople, runID)
 	fmt.Fprintf(out, "chaos: load of %.0f people/s on %v (every 3rd on SSE), %d faults\n", o.Rate, Items, len(faults))
 	var mt *meter
+	fc := &faultClock{}
 	if o.Meter > 0 {
 		mt = &meter{c: c, out: out, csv: filepath.Join(c.Dir(), "meter.csv"), start: time.Now()}
+		if o.Calm > 0 {
+			mt.faults = fc
+		}
 		go mt.run(bg, o.Meter)
 	}
 	sleepCtx(ctx, o.Settle)
@@ -383,7 +393,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 	r := &run{o: o, c: c, ld: ld, tl: tl, smp: smp, rdb: rdb, out: out}
 	rows := r.faults(ctx, faults)
 	if len(steps) > 0 && ctx.Err() == nil {
-		rows = append(rows, runNemesis(ctx, o, c, ld, tl, smp, rdb, steps, out))
+		rows = append(rows, runNemesis(ctx, o, c, ld, tl, smp, rdb, steps, fc, out))
 	}
 	if mt != nil {
 		rows = append(rows, memoryRow(o, mt, out))
@@ -456,6 +466,12 @@ func plan(o *Options, out io.Writer) ([]Fault, []Step, error) {
 	var steps []Step
 	if o.Nemesis > 0 {
 		steps = Schedule(o.Seed, o.Nemesis, reps)
+		if o.Meter > 0 {
+			if w := calmWindows(o.Nemesis, o.Calm); len(w) > 0 {
+				steps = WithCalm(steps, w...)
+				fmt.Fprintf(out, "chaos: the nemesis is calm over %s–%s and %s–%s, before the readings the soak judges\n", w[0][0], w[0][1], w[1][0], w[1][1])
+			}
+		}
 		fmt.Fprintf(out, "chaos: nemesis of seed %d (WR_CHAOS_SEED=%d replays it): %d faults over %s, up to %d at once\n",
 			o.Seed, o.Seed, len(steps), o.Nemesis, overlapping(steps))
 		for _, s := range steps {
@@ -627,12 +643,12 @@ func allReady(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 // runNemesis carries the schedule out under the load, the invariants
 // watched every second throughout, then waits for service to be whole again
 // and checks everything.
-func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb redis.UniversalClient, steps []Step, out io.Writer) Row {
+func runNemesis(ctx context.Context, o Options, c *cluster.Cluster, ld *load, tl *tail, smp *sampler, rdb redis.UniversalClient, steps []Step, fc *faultClock, out io.Writer) Row {
 	row := Row{Fault: "nemesis", What: fmt.Sprintf("seed %d: %d faults over %s, up to %d at once", o.Seed, len(steps), o.Nemesis, overlapping(steps)),
 		Aim: time.Duration(float64(nemesisAim) * o.AimSlack), StrictPositions: o.StrictPositions}
 	fmt.Fprintf(out, "chaos: %s nemesis: %s\n", time.Now().Format("15:04:05.000"), row.What)
 	w := startWatch(ctx, tl, smp, ld, time.Second)
-	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: 2 * o.ProduceTimeout}
+	n := &nemesis{c: c, ld: ld, log: o.Log, out: out, produceTimeout: 2 * o.ProduceTimeout, clock: fc}
 	fencedBefore := schedulerCounter(c, "waitroom_scheduler_fenced_total")
 	at := time.Now()
 	if o.Sabotage != "" {

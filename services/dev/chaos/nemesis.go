@@ -299,6 +299,7 @@ type nemesis struct {
 	// produceTimeout bounds an api's answer to a registration it cannot
 	// record: twice its WR_PRODUCE_TIMEOUT (see Options.ProduceTimeout).
 	produceTimeout time.Duration
+	clock          *faultClock // told when each step begins and ends
 
 	mu        sync.Mutex
 	hangs     []string      // an api cut from Kafka that did not answer 503 in time
@@ -416,6 +417,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 		return
 	}
 	n.printf("nemesis: +%-6s start %s (%s)\n", since(start), s.what(), proc)
+	n.clock.begin()
 	end := time.Now().Add(s.For)
 	var probing sync.WaitGroup
 	if strings.HasPrefix(proc, "api") && s.Link == "kafka" && (s.Kind == Partition || s.Kind == Timeout || s.Kind == OneWay) {
@@ -429,6 +431,7 @@ func (n *nemesis) step(ctx context.Context, s Step, start time.Time) {
 	for _, l := range links {
 		l.Heal()
 	}
+	n.clock.end(time.Now())
 	n.printf("nemesis: +%-6s end   %s\n", since(start), s.what())
 	probing.Wait() // a try sent just before the end is answered after it
 }
@@ -668,4 +671,87 @@ func skewLine(skews map[string]time.Duration) string {
 		fmt.Fprintf(&b, " %s %+.3fs", n, skews[n].Seconds())
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// faultClock tells how long the nemesis has had no step active: the meter
+// marks a reading calm when it has been long enough (see sample.Calm), so
+// the soak compares memory read at like moments, not a reading taken while
+// a link is held (its pools and buffers full of what the fault holds up)
+// against one taken after.
+type faultClock struct {
+	mu        sync.Mutex
+	active    int
+	quietFrom time.Time // when the last active step ended (zero: none yet)
+	started   bool      // a step has begun: before the nemesis nothing is calm, the warm-up is not a like moment
+}
+
+func (f *faultClock) begin() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	f.active++
+	f.started = true
+	f.mu.Unlock()
+}
+
+func (f *faultClock) end(now time.Time) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	f.active--
+	if f.active == 0 {
+		f.quietFrom = now
+	}
+	f.mu.Unlock()
+}
+
+// quietFor is how long no step has been active at now: 0 while one is, or
+// before the first step began.
+func (f *faultClock) quietFor(now time.Time) time.Duration {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.active > 0 || !f.started {
+		return 0
+	}
+	return now.Sub(f.quietFrom)
+}
+
+// WithCalm is steps with nothing active inside any of windows (from, to:
+// times of the nemesis): a step starting inside one is left out, a step
+// running into one is cut at its start (left out when less than a second
+// remains). The soak holds the nemesis off before the readings it judges
+// (Options.Calm), and the schedule stays a function of the seed.
+func WithCalm(steps []Step, windows ...[2]time.Duration) []Step {
+	var out []Step
+	for _, s := range steps {
+		keep := true
+		for _, w := range windows {
+			if s.At >= w[0] && s.At < w[1] {
+				keep = false
+				break
+			}
+			if s.At < w[0] && s.At+s.For > w[0] {
+				s.For = w[0] - s.At
+			}
+		}
+		if keep && s.For >= time.Second {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// calmWindows are the stretches of a nemesis of length the soak keeps calm
+// (calm long each): those ending at its third and at its end, where growth
+// takes its readings. 0: none.
+func calmWindows(length, calm time.Duration) [][2]time.Duration {
+	if calm <= 0 || length < 3*calm {
+		return nil
+	}
+	return [][2]time.Duration{{length/3 - calm, length / 3}, {length - calm, length}}
 }

@@ -231,3 +231,70 @@ func TestTheFailoverFaultNeedsSentinel(t *testing.T) {
 		t.Fatal("redis-failover named with a single Redis was accepted")
 	}
 }
+
+// The soak's calm windows: no step of the schedule is active inside one,
+// a step running into one is cut at its start, the steps outside are
+// untouched, and the result is still a function of the seed.
+func TestWithCalmKeepsTheWindowsClear(t *testing.T) {
+	reps := Replicas{APIs: 2, Consumers: 2, Schedulers: 3, Notifiers: 2, Redis: 1}
+	all := Schedule(7, 60*time.Minute, reps)
+	w := calmWindows(60*time.Minute, 3*time.Minute)
+	if len(w) != 2 || w[0] != [2]time.Duration{17 * time.Minute, 20 * time.Minute} || w[1] != [2]time.Duration{57 * time.Minute, 60 * time.Minute} {
+		t.Fatalf("calm windows of an hour, 3 min each: %v", w)
+	}
+	calm := WithCalm(all, w...)
+	if again := WithCalm(Schedule(7, 60*time.Minute, reps), w...); !slices.Equal(calm, again) {
+		t.Fatal("the same seed gave another calm schedule")
+	}
+	cut := 0
+	for _, s := range calm {
+		for _, win := range w {
+			if s.At < win[1] && s.At+s.For > win[0] {
+				t.Fatalf("%s is active inside the calm window %v", s, win)
+			}
+		}
+		if !slices.Contains(all, s) {
+			cut++
+		}
+	}
+	inside := 0
+	for _, s := range all {
+		for _, win := range w {
+			if s.At < win[1] && s.At+s.For > win[0] {
+				inside++
+			}
+		}
+	}
+	if inside == 0 || len(calm) >= len(all) || len(calm) < len(all)-inside || cut == 0 {
+		t.Fatalf("of %d steps, %d touch a window: %d kept, %d of them cut; want the others untouched and at least one cut", len(all), inside, len(calm), cut)
+	}
+	if calmWindows(60*time.Minute, 0) != nil || calmWindows(5*time.Minute, 3*time.Minute) != nil {
+		t.Fatal("no calm, or a nemesis too short for it, must give no window")
+	}
+}
+
+// The fault clock the meter reads: nothing is calm before the first step
+// nor while one is active, and the quiet is counted from the last end.
+func TestFaultClockCountsQuietFromTheLastStepsEnd(t *testing.T) {
+	var f faultClock
+	t0 := time.Now()
+	if q := f.quietFor(t0); q != 0 {
+		t.Fatalf("quiet before any step: %s", q)
+	}
+	f.begin()
+	f.begin()
+	f.end(t0)
+	if q := f.quietFor(t0.Add(time.Minute)); q != 0 {
+		t.Fatalf("quiet with a step still active: %s", q)
+	}
+	f.end(t0.Add(10 * time.Second))
+	if q := f.quietFor(t0.Add(70 * time.Second)); q != time.Minute {
+		t.Fatalf("quiet 60 s after the last step ended: %s", q)
+	}
+	var none *faultClock
+	none.begin()
+	none.end(t0)
+	if none.quietFor(t0) != 0 {
+		t.Fatal("a nil clock must never be calm")
+	}
+}

@@ -38,19 +38,19 @@ func plotSVG(w io.Writer, samples []sample, names []string, title string) error 
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="15">%s</text>`+"\n", left, html.EscapeString(title))
 	// The windows growth compares (see growth): shaded on both panels.
-	win := max(1, len(samples)/12)
-	third := len(samples) / 3
-	shade := func(from, to sample, y0 int, label string) {
-		x0, x1 := x(from.At)-3, x(to.At)+3
+	base, last, _ := windows(samples)
+	shade := func(ss []sample, y0 int, label string) {
+		if len(ss) == 0 {
+			return
+		}
+		x0, x1 := x(ss[0].At)-3, x(ss[len(ss)-1].At)+3
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#eee"/><text x="%.1f" y="%d" fill="#888" font-size="10">%s</text>`+"\n",
 			x0, y0, x1-x0, panelH, x0, y0+panelH+12, label)
 	}
 	panel := func(i int, what string, get func(sample) map[string]int64, scale float64) {
 		y0 := top + i*(panelH+gap)
-		if len(samples) >= 3 {
-			shade(samples[max(0, third-win+1)], samples[third], y0, "reference")
-			shade(samples[len(samples)-win], samples[len(samples)-1], y0, "judged")
-		}
+		shade(base, y0, "reference")
+		shade(last, y0, "judged")
 		var most float64
 		for _, s := range samples {
 			for _, n := range names {
@@ -109,7 +109,7 @@ func meterPanels(samples []sample) []panelSpec {
 		{"goroutines", func(s sample) map[string]int64 { return s.Goroutines }, 1},
 	}
 	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Kept) > 0 }) {
-		ps = append(ps, panelSpec{"RSS less free heap pages, after a GC (MiB): judged", func(s sample) map[string]int64 { return s.Kept }, 1024})
+		ps = append(ps, panelSpec{"runtime memory in use after a GC (Sys - HeapIdle, MiB): judged", func(s sample) map[string]int64 { return s.Kept }, 1024})
 	}
 	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Heap) > 0 }) {
 		ps = append(ps, panelSpec{"live heap after a GC (MiB)", func(s sample) map[string]int64 { return s.Heap }, 1 << 20})
@@ -189,7 +189,10 @@ func readMeterCSV(path string) ([]sample, []string, error) {
 			}
 			s.Heap[r[1]] = heap
 		}
-		if len(r) > 5 { // kept_kib, since the meter reads the heap's free pages
+		if len(r) > 6 { // calm, since the soak holds the nemesis off before its judged readings
+			s.Calm = r[6] == "1"
+		}
+		if len(r) > 5 { // kept_kib: the runtime's memory in use (RSS less the heap's free pages before session 9)
 			kept, err := strconv.ParseInt(r[5], 10, 64)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s line %d: kept_kib: %w", path, i+1, err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,13 +31,26 @@ type sample struct {
 	// collection (its pprof's HeapAlloc with gc=1): what it keeps, whatever
 	// the GC's headroom (GOGC) lets RSS float above it. Nil when not read.
 	Heap map[string]int64
-	// Kept is RSS less the heap's free pages the runtime still holds
-	// (HeapIdle - HeapReleased), in KiB, read right after that forced
-	// collection: the memory the process keeps, without the headroom
-	// GOGC=400 leaves resident between collections, which swings with the
-	// heap live at the last one. Nil when the heap was not read.
+	// Kept is the memory the Go runtime holds in use right after that
+	// forced collection, in KiB: Sys - HeapIdle (the heap's spans in use,
+	// stacks, and the runtime's own structures), every figure of one
+	// MemStats read, so no timing between two readings skews it (RSS less
+	// the free pages, read a moment apart, did: readings of 2 MiB beside an
+	// RSS of 100). It leaves out GOGC=400's headroom, which stays resident
+	// between collections and swings with the heap live at the last one.
+	// Nil when the heap was not read.
 	Kept map[string]int64
+	// Calm: no nemesis step was active for calmAfter before the reading,
+	// nor during it (Options.Calm): growth judges only such readings when
+	// there are any.
+	Calm bool
 }
+
+// calmAfter is how long after the last nemesis step ended a reading counts
+// as calm: long enough for the links' held requests to be answered, the
+// pools' dead connections replaced and the backlog applied (the nemesis
+// recovers within seconds: RELIABILITY.md).
+const calmAfter = time.Minute
 
 // meter reads every process's RSS (/proc/PID/status), goroutines (the
 // go_goroutines of its /metrics) and, for a service with a pprof listener
@@ -47,6 +61,9 @@ type meter struct {
 	out   io.Writer
 	csv   string
 	start time.Time
+	// faults, when set, tells how long the nemesis has been calm: each
+	// reading is marked calm or not (sample.Calm).
+	faults *faultClock
 
 	mu      sync.Mutex
 	samples []sample
@@ -54,7 +71,7 @@ type meter struct {
 
 func (m *meter) run(ctx context.Context, every time.Duration) {
 	if f, err := os.Create(m.csv); err == nil {
-		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib")
+		fmt.Fprintln(f, "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib,calm")
 		f.Close()
 	}
 	for sleepCtx(ctx, every) {
@@ -67,22 +84,25 @@ func (m *meter) run(ctx context.Context, every time.Duration) {
 		for _, p := range m.c.All() {
 			line = append(line, fmt.Sprintf("%s %d MiB/%d/%d MiB/%d MiB", p.Name, s.RSS[p.Name]>>10, s.Goroutines[p.Name], s.Heap[p.Name]>>20, s.Kept[p.Name]>>10))
 			if f != nil {
-				fmt.Fprintf(f, "%.2f,%s,%d,%d,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name], s.Heap[p.Name], s.Kept[p.Name])
+				fmt.Fprintf(f, "%.2f,%s,%d,%d,%d,%d,%d\n", s.At.Minutes(), p.Name, s.RSS[p.Name], s.Goroutines[p.Name], s.Heap[p.Name], s.Kept[p.Name], b2i(s.Calm))
 			}
 		}
 		if f != nil {
 			f.Close()
 		}
-		fmt.Fprintf(m.out, "soak: +%s rss/goroutines/live heap/kept: %s\n", s.At.Round(time.Second), strings.Join(line, ", "))
+		calm := ""
+		if s.Calm {
+			calm = " (calm)"
+		}
+		fmt.Fprintf(m.out, "soak: +%s%s rss/goroutines/live heap/in use: %s\n", s.At.Round(time.Second), calm, strings.Join(line, ", "))
 	}
 }
 
 func (m *meter) read() sample {
+	began := time.Now()
 	s := sample{At: time.Since(m.start), RSS: map[string]int64{}, Goroutines: map[string]int64{}, Heap: map[string]int64{}, Kept: map[string]int64{}}
 	cl := &http.Client{Timeout: 2 * time.Second}
 	for _, p := range m.c.All() {
-		// The heap first: its forced collection, then RSS right after it,
-		// so Kept subtracts the free pages of the same moment.
 		var h heapStats
 		if p.PprofAddr != "" {
 			var prof []byte
@@ -90,11 +110,11 @@ func (m *meter) read() sample {
 			s.Heap[p.Name] = h.Alloc
 			m.keepProfile(p.Name, s.At, prof)
 		}
+		if h.Alloc > 0 {
+			s.Kept[p.Name] = h.InUse >> 10
+		}
 		if pid := p.PID(); pid > 0 {
 			s.RSS[p.Name] = rssKiB(pid)
-			if h.Alloc > 0 && s.RSS[p.Name] > 0 {
-				s.Kept[p.Name] = max(0, s.RSS[p.Name]-h.Free>>10)
-			}
 		}
 		if p.Addr == "" {
 			continue
@@ -108,7 +128,16 @@ func (m *meter) read() sample {
 		}
 		resp.Body.Close()
 	}
+	// Calm throughout: quiet since calmAfter before the reading began.
+	s.Calm = m.faults != nil && m.faults.quietFor(time.Now()) >= calmAfter+time.Since(began)
 	return s
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // keepProfile writes a heap profile read at at, gzipped, beside the CSV
@@ -138,7 +167,7 @@ func (m *meter) keepProfile(name string, at time.Duration, prof []byte) {
 // heapStats is what a debug=1 heap profile says of the heap, in bytes.
 type heapStats struct {
 	Alloc int64 // HeapAlloc: the live heap, right after the profile's forced collection
-	Free  int64 // HeapIdle - HeapReleased: free pages still resident
+	InUse int64 // Sys - HeapIdle: what the runtime holds in use (see sample.Kept)
 }
 
 // liveHeap reads p's heap profile taken after a forced collection
@@ -164,8 +193,8 @@ func liveHeap(p *cluster.Proc) (heapStats, []byte) {
 	return readHeapStats(body), body
 }
 
-// readHeapStats reads the "# HeapAlloc = N", "# HeapIdle = N" and
-// "# HeapReleased = N" of a debug=1 heap profile (zero: none).
+// readHeapStats reads the "# HeapAlloc = N", "# Sys = N" and
+// "# HeapIdle = N" of a debug=1 heap profile (zero: none).
 func readHeapStats(body []byte) heapStats {
 	get := func(name string) int64 {
 		n, _ := prefixedInt(bytes.NewReader(body), "# "+name+" = ")
@@ -173,7 +202,7 @@ func readHeapStats(body []byte) heapStats {
 	}
 	h := heapStats{Alloc: get("HeapAlloc")}
 	if h.Alloc > 0 {
-		h.Free = max(0, get("HeapIdle")-get("HeapReleased"))
+		h.InUse = max(0, get("Sys")-get("HeapIdle"))
 	}
 	return h
 }
@@ -214,26 +243,52 @@ func rssKiB(pid int) int64 {
 	return n
 }
 
-// growth checks the soak's memory: no process's RSS, nor its goroutines, nor
-// its live heap (when read), at the end is above limit times the same a
-// third of the way in (at 20 min of an hour: the warm-up is over, a leak has
-// had 40 minutes to show). Each side is the mean of a window of readings (a
-// twelfth of them: 5 of an hour's 60), so one reading taken mid-fault does
-// not decide; a reading that failed (zero) is left out of its window. Fewer
-// than three readings prove nothing and are refused. Processes in unjudged
-// are read but not judged. RSS alone moves without a leak (GOGC's headroom
-// above the heap live at the last collection stays resident), so a process
-// whose heap was read is judged on its RSS less the heap's free pages
-// (sample.Kept) instead, beside its live heap; the raw RSS is still printed,
-// written and plotted.
-func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
+// windows are the readings growth compares: the reference, a third of the
+// way in, and the judged, at the end. Without calm readings each is a
+// twelfth of the readings (5 of an hour's 60) ending at the third and at
+// the end. With calm readings (Options.Calm) each is the calm readings
+// among twice that many: memory at like moments, none taken mid-fault; an
+// empty one is refused (why says so). Fewer than three readings prove
+// nothing and are refused.
+func windows(samples []sample) (base, last []sample, why string) {
 	if len(samples) < 3 {
-		return []string{fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))}
+		return nil, nil, fmt.Sprintf("%d memory samples: too few to judge growth", len(samples))
 	}
 	w := max(1, len(samples)/12)
 	third := len(samples) / 3
-	base := samples[max(0, third-w+1) : third+1]
-	last := samples[len(samples)-w:]
+	if !slices.ContainsFunc(samples, func(s sample) bool { return s.Calm }) {
+		return samples[max(0, third-w+1) : third+1], samples[len(samples)-w:], ""
+	}
+	calm := func(ss []sample) []sample {
+		return slices.DeleteFunc(slices.Clone(ss), func(s sample) bool { return !s.Calm })
+	}
+	base = calm(samples[max(0, third-2*w+1) : third+1])
+	last = calm(samples[max(third+1, len(samples)-2*w):])
+	switch {
+	case len(base) == 0:
+		why = fmt.Sprintf("no calm memory reading in the %d up to %s, a third of the way in: nothing to judge against", third+1-max(0, third-2*w+1), samples[third].At.Round(time.Second))
+	case len(last) == 0:
+		why = "no calm memory reading at the end: nothing to judge"
+	}
+	return base, last, why
+}
+
+// growth checks the soak's memory: no process's RSS, nor its goroutines, nor
+// its live heap (when read), at the end is above limit times the same a
+// third of the way in (at 20 min of an hour: the warm-up is over, a leak has
+// had 40 minutes to show). Each side is the mean of a window of readings
+// (see windows), so one reading does not decide; a reading that failed
+// (zero) is left out of its window. Processes in unjudged are read but not
+// judged. RSS alone moves without a leak (GOGC's headroom above the heap
+// live at the last collection stays resident), so a process whose heap was
+// read is judged on the memory its runtime holds in use after a forced
+// collection (sample.Kept) instead, beside its live heap; the raw RSS is
+// still printed, written and plotted.
+func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
+	base, last, why := windows(samples)
+	if why != "" {
+		return []string{why}
+	}
 	// mean of the readings taken: a zero is one that failed (a /metrics
 	// behind a held link), not a process with nothing.
 	mean := func(ss []sample, get func(sample) map[string]int64, name string) float64 {
@@ -278,7 +333,7 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 		}
 		return m
 	})
-	check("RSS less free heap pages KiB", func(s sample) map[string]int64 {
+	check("runtime memory in use KiB", func(s sample) map[string]int64 {
 		m := make(map[string]int64, len(kept))
 		for name := range kept {
 			m[name] = s.Kept[name]

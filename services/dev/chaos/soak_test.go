@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,14 +106,14 @@ func TestHeapAllocOfAHeapProfile(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	h := readHeapStats(b.Bytes())
-	if h.Alloc <= 0 || h.Alloc > int64(ms.Sys) || h.Free < 0 || h.Free > int64(ms.HeapSys) {
-		t.Fatalf("HeapAlloc and free pages of this process's heap profile: %+v bytes (Sys %d, HeapSys %d)", h, ms.Sys, ms.HeapSys)
+	if h.Alloc <= 0 || h.Alloc > int64(ms.Sys) || h.InUse < h.Alloc || h.InUse > int64(ms.Sys) {
+		t.Fatalf("HeapAlloc and memory in use of this process's heap profile: %+v bytes (Sys %d): want 0 < HeapAlloc <= in use <= Sys", h, ms.Sys)
 	}
 	if h := readHeapStats([]byte("heap profile: 0: 0 [0: 0] @ heap/1048576\n# Sys = 100\n# HeapIdle = 50\n")); h != (heapStats{}) {
 		t.Fatalf("heap of a profile without a HeapAlloc: %+v", h)
 	}
-	if h := readHeapStats([]byte("# HeapAlloc = 700\n# HeapIdle = 500\n# HeapReleased = 200\n")); h != (heapStats{Alloc: 700, Free: 300}) {
-		t.Fatalf("heap of a profile with 500 idle of which 200 released: %+v, want 300 free", h)
+	if h := readHeapStats([]byte("# HeapAlloc = 700\n# Sys = 4000\n# HeapIdle = 500\n# HeapReleased = 200\n")); h != (heapStats{Alloc: 700, InUse: 3500}) {
+		t.Fatalf("heap of a profile with Sys 4000 and 500 idle: %+v, want 3500 in use", h)
 	}
 }
 
@@ -147,13 +148,13 @@ func TestLiveHeapFromAPprofListener(t *testing.T) {
 	if err != nil || !bytes.Equal(back, prof) || !bytes.HasPrefix(back, []byte("heap profile: ")) {
 		t.Fatalf("kept profile read back: %d bytes (%v), want the %d read, a heap profile", len(back), err, len(prof))
 	}
-	body := "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib\n1.00,consumer-1,90000,60," + strconv.FormatInt(n, 10) + ",40000\n"
+	body := "minutes,process,rss_kib,goroutines,heap_bytes,kept_kib,calm\n1.00,consumer-1,90000,60," + strconv.FormatInt(n, 10) + ",40000,1\n"
 	if err := os.WriteFile(csv, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := readMeterCSV(csv)
-	if err != nil || len(got) != 1 || got[0].Heap["consumer-1"] != n || got[0].RSS["consumer-1"] != 90000 || got[0].Kept["consumer-1"] != 40000 {
-		t.Fatalf("read back %+v, %v; want the heap %d and kept 40000 beside RSS 90000", got, err, n)
+	if err != nil || len(got) != 1 || got[0].Heap["consumer-1"] != n || got[0].RSS["consumer-1"] != 90000 || got[0].Kept["consumer-1"] != 40000 || !got[0].Calm {
+		t.Fatalf("read back %+v, %v; want the heap %d and kept 40000 beside RSS 90000, calm", got, err, n)
 	}
 }
 
@@ -182,12 +183,57 @@ func TestGrowthJudgesKeptMemoryInsteadOfRSS(t *testing.T) {
 		bad       string
 	}{
 		{"RSS swinging, kept flat", swing, flat, ""},
-		{"RSS flat, kept leaking", flat, func(m int) int64 { return 50<<10 + int64(m)<<9 }, "free heap pages"},
+		{"RSS flat, kept leaking", flat, func(m int) int64 { return 50<<10 + int64(m)<<9 }, "runtime memory in use"},
 		{"the same swing without a kept reading: judged on RSS, fails", swing, func(int) int64 { return -1 }, "RSS KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := growth(hour(tc.rss, tc.kept), 1.1, nil)
 			if tc.bad == "" && len(bad) > 0 || tc.bad != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.bad)) {
+				t.Fatalf("growth = %q, want one about %q", bad, tc.bad)
+			}
+		})
+	}
+}
+
+// With calm readings (Options.Calm) growth compares only them: a process
+// whose memory swings with the faults (high in every reading taken
+// mid-fault, among them the last five) passes when its calm readings are
+// flat, and fails when they grow; calm readings that miss the third or the
+// end are refused, not passed.
+func TestGrowthJudgesCalmReadingsOnly(t *testing.T) {
+	hour := func(calm func(m int) bool, heap func(m int, calm bool) int64) []sample {
+		var ss []sample
+		for m := 1; m <= 62; m++ {
+			c := calm(m)
+			h := heap(m, c)
+			ss = append(ss, sample{At: time.Duration(m) * time.Minute, RSS: map[string]int64{"scheduler-1": h >> 10 * 3},
+				Goroutines: map[string]int64{"scheduler-1": 50}, Heap: map[string]int64{"scheduler-1": h}, Kept: map[string]int64{"scheduler-1": h >> 10 * 2}, Calm: c})
+		}
+		return ss
+	}
+	calmAt := func(m int) bool { return m == 19 || m == 20 || m >= 59 } // as the soak's calm windows give
+	swing := func(m int, calm bool) int64 {
+		if calm {
+			return 20 << 20
+		}
+		return int64(20+30*(1-m%2)) << 20 // 20 or 50 MiB by turns, whatever a fault holds at the reading
+	}
+	leak := func(m int, calm bool) int64 { return int64(20<<20 + m<<18) } // +256 KiB a minute: x1.5 from 20 to 62
+	for _, tc := range []struct {
+		name string
+		calm func(int) bool
+		heap func(int, bool) int64
+		bad  string
+	}{
+		{"swinging mid-fault, flat when calm", calmAt, swing, ""},
+		{"leaking, calm or not", calmAt, leak, "live heap"},
+		{"the swing judged on every reading", func(int) bool { return false }, swing, "live heap"},
+		{"no calm reading by the third", func(m int) bool { return m >= 59 }, swing, "no calm memory reading"},
+		{"no calm reading at the end", func(m int) bool { return m == 19 || m == 20 }, swing, "no calm memory reading at the end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := growth(hour(tc.calm, tc.heap), 1.1, nil)
+			if tc.bad == "" && len(bad) > 0 || tc.bad != "" && !slices.ContainsFunc(bad, func(b string) bool { return strings.Contains(b, tc.bad) }) {
 				t.Fatalf("growth = %q, want one about %q", bad, tc.bad)
 			}
 		})

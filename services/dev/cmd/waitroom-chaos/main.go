@@ -61,6 +61,11 @@ type Config struct {
 	// the way in (make soak-chaos).
 	Meter  time.Duration `env:"WR_CHAOS_METER" envDefault:"0"`
 	Growth float64       `env:"WR_CHAOS_GROWTH" envDefault:"1.1"`
+	// Calm holds the nemesis off this long before the meter's readings a
+	// third of the way in and at the end, and growth judges only readings
+	// taken a minute or more after the last fault (make soak-chaos: 3m);
+	// 0: every reading judged.
+	Calm time.Duration `env:"WR_CHAOS_CALM" envDefault:"0"`
 	// Plot draws the curves of a kept run's meter.csv into an SVG beside
 	// it (meter.svg) and runs nothing else.
 	Plot string `env:"WR_CHAOS_PLOT"`
@@ -116,7 +121,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			RedisCluster: cfg.RedisCluster, Pprof: cfg.Pprof},
 		Faults: cfg.Faults, Rate: cfg.Rate, Settle: cfg.Settle, MaxPeople: cfg.MaxPeople, Deadline: cfg.Deadline, AimSlack: cfg.AimSlack,
 		Nemesis: cfg.Nemesis, Seed: seed, Skew: cfg.Skew, ProduceTimeout: cfg.ProduceTimeout, StrictPositions: cfg.StrictPositions,
-		Meter: cfg.Meter, Growth: cfg.Growth, Sabotage: cfg.Sabotage, Log: log,
+		Meter: cfg.Meter, Growth: cfg.Growth, Calm: cfg.Calm, Sabotage: cfg.Sabotage, Log: log,
 	}, os.Stdout)
 	if err != nil {
 		fmt.Printf("chaos: the processes' logs are in %s/logs\n", dir)
