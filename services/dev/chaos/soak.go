@@ -170,10 +170,17 @@ type heapStats struct {
 	InUse int64 // Sys - HeapIdle: what the runtime holds in use (see sample.Kept)
 }
 
-// liveHeap reads p's heap profile taken after a forced collection
-// (/debug/pprof/heap?gc=1&debug=1): zero when it cannot be read. The pprof listener is inside p's namespace when isolated, reached
-// from there rather than through its In link, so a cut link does not blind
-// the meter. It costs p one full collection per reading.
+// liveHeap reads p's heap profile taken after two forced collections
+// (/debug/pprof/heap?gc=1, then again with debug=1): zero when it cannot be
+// read. Two, because what a sync.Pool holds survives one collection (its
+// victim cache) and is freed by the next: the Kafka client's compressors
+// (flate, lz4: megabytes each), the HTTP servers' gzip writers and buffers
+// are pooled, and how many a service holds after one collection is how
+// busy it was just before, not what it keeps (soak 2026-11-26: a
+// scheduler's 25 MiB live heap was 62% pooled compressors). The pprof
+// listener is inside p's namespace when isolated, reached from there rather
+// than through its In link, so a cut link does not blind the meter. It
+// costs p two full collections per reading.
 func liveHeap(p *cluster.Proc) (heapStats, []byte) {
 	tr := &http.Transport{DisableKeepAlives: true}
 	if p.Net != nil && p.Net.NS != nil {
@@ -181,6 +188,12 @@ func liveHeap(p *cluster.Proc) (heapStats, []byte) {
 		tr.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return ns.Dial(ctx, addr) }
 	}
 	cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+	first, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return heapStats{}, nil
+	}
+	_, _ = io.Copy(io.Discard, first.Body)
+	first.Body.Close()
 	resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
 		return heapStats{}, nil
