@@ -24,8 +24,12 @@
 --   alike; 0: Redis's clock, for ops made without a record). One argument,
 --   not one a record: only a record whose place key's holder is admitted
 --   reads its time.
--- Then the fields column by column, each in record order: every offset,
---   every tokenId, with 4 or 7 every place key, and with 7 every draw window
+-- ARGV[5] the records' offsets, likewise each the same width, zero-padded,
+--   in record order: one argument, not one a record (a Redis argument and
+--   a Lua string less a record); a fresh call reads only the first and the
+--   last of each run bulk() applies.
+-- Then the fields column by column, each in record order: every tokenId,
+--   with 4 or 7 every place key, and with 7 every draw window
 --   (unix ms; 0: first come, first served), every bypass code id ("": none),
 --   every code's count (0: it had expired when the record was made). With 3
 --   the place key is the tokenId; with 3 or 4 the window is 0 and no code was
@@ -72,16 +76,21 @@
 -- type-checked) before, so those writes cannot fail but for memory at the
 -- call's first write, which leaves nothing written.
 
-local part, stride, fresh, times = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
-local n = math.floor((#ARGV - 4) / (stride - 1)) -- records
--- Record i's offset is ARGV[O + i], its tokenId ARGV[K + i], its place key
+local part, stride, fresh, times, offs = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4], ARGV[5]
+local n = math.floor((#ARGV - 5) / (stride - 2)) -- records
+-- Record i's offset is offset(i), its tokenId ARGV[K + i], its place key
 -- ARGV[U + i]; with 7 fields its window ARGV[W + i], its code
 -- ARGV[W + n + i], the code's count ARGV[W + 2 * n + i].
-local O = 4
-local K = O + n
+local K = 5
 local U = stride > 3 and K + n or K
 local W = U + n
 local tw = n > 0 and math.floor(#times / n) or 0 -- the width of a timestamp
+local ow = n > 0 and math.floor(#offs / n) or 0  -- the width of an offset
+local sub = string.sub
+
+local function offset(i)
+  return tonumber(sub(offs, (i - 1) * ow + 1, i * ow))
+end
 local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
 
 -- Read once, kept in step with this call's writes (nil: not read yet).
@@ -222,7 +231,7 @@ local function line(tok) -- a place at the back of the line (the seq was checked
 end
 
 local function one(i)
-  local off, tok, user, win, code, count = tonumber(ARGV[O + i]), ARGV[K + i], ARGV[U + i], nil, '', nil
+  local off, tok, user, win, code, count = offset(i), ARGV[K + i], ARGV[U + i], nil, '', nil
   if stride > 4 then
     win, code, count = ARGV[W + i], ARGV[W + n + i], ARGV[W + 2 * n + i]
   end
@@ -376,7 +385,7 @@ local function bulk(i)
   if not (plain and fresh and poolN == 0 and lateN == 0) then return i end
   local argv, fmt, hd, il = ARGV, string.format, held, inLine
   if not past then
-    local off = tonumber(argv[O + i])
+    local off = offset(i)
     if not off or off <= last then return i end
     past = true
   end
@@ -403,7 +412,7 @@ local function bulk(i)
     else
       out[k + 1], k = s, k + 1
     end
-    nWaiting, nUsers, seq, last, done = nw, nu, s, tonumber(argv[O + i - 1]), true
+    nWaiting, nUsers, seq, last, done = nw, nu, s, offset(i - 1), true
   end
   return i
 end

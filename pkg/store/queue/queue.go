@@ -332,10 +332,10 @@ func plan(ops []Op) []call {
 // common case), 4 (those and the place key) when some place key is a
 // user's, else 7 (those 4, then window, code, count); whether the records'
 // offsets increase and their place keys and tokens are each distinct
-// (fresh); the timestamps in one string of one width; then each other
-// field column by column.
+// (fresh); the timestamps in one string of one width, the offsets likewise;
+// then each other field column by column.
 func enqueueArgs(ops []Op, idx []int) []any {
-	stride, width := 3, 1
+	stride, width, owidth := 3, 1, 1
 	for _, j := range idx {
 		r := &ops[j]
 		switch {
@@ -344,19 +344,19 @@ func enqueueArgs(ops []Op, idx []int) []any {
 		case r.UserID != r.TokenID:
 			stride = max(stride, 4)
 		}
-		width = max(width, len(strconv.FormatInt(r.At, 10)))
+		width = max(width, digits(r.At))
+		owidth = max(owidth, digits(r.Offset))
 	}
 	n := len(idx)
-	args := make([]any, 0, 4+(stride-1)*n)
+	args := make([]any, 0, 5+(stride-2)*n)
 	times := make([]byte, 0, width*n)
+	offs := make([]byte, 0, owidth*n)
 	for _, j := range idx {
 		times = appendPadded(times, ops[j].At, width)
+		offs = appendPadded(offs, ops[j].Offset, owidth)
 	}
 	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride),
-		fresh(ops, idx, stride > 3), string(times))
-	for _, j := range idx {
-		args = append(args, strconv.FormatInt(ops[j].Offset, 10))
-	}
+		fresh(ops, idx, stride > 3), string(times), string(offs))
 	for _, j := range idx {
 		args = append(args, ops[j].TokenID)
 	}
@@ -417,6 +417,12 @@ func fresh(ops []Op, idx []int, users bool) string {
 		keys[ops[j].UserID] = struct{}{}
 	}
 	return "1"
+}
+
+// digits is the length of v in decimal, its sign included.
+func digits(v int64) int {
+	var buf [20]byte
+	return len(strconv.AppendInt(buf[:0], v, 10))
 }
 
 // appendPadded appends v in decimal, zero-padded to width characters (after
