@@ -371,3 +371,41 @@ func TestEnqueueCallOffsetsGoingBack(t *testing.T) {
 	assert.Equal(t, alone, together)
 	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
 }
+
+// The scores an enqueue call writes are the seqs it answers, past each
+// hundred and from below 100 on (enqueue.lua writes a score as its hundreds
+// and two digits), in calls of many new registrations and in calls of one.
+func TestEnqueueScoresAreTheSeqs(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	for _, c := range []struct {
+		item  string
+		start int64
+		batch int
+	}{{"from0", 0, 250}, {"from95", 95, 250}, {"one", 95, 1}, {"big", 99_999_899, 250}} {
+		k := queue.KeysFor(c.item)
+		require.NoError(t, rdb.Set(ctx, k.Seq, c.start, 0).Err())
+		var ops []queue.Op
+		for i := range 300 {
+			tok := c.item + "-" + strconv.Itoa(i)
+			ops = append(ops, queue.Op{Kind: queue.OpRegister, ItemID: c.item, TokenID: tok, UserID: tok, Offset: int64(i)})
+		}
+		for lo := 0; lo < len(ops); lo += c.batch {
+			res, err := l.Apply(ctx, ops[lo:min(lo+c.batch, len(ops))])
+			require.NoError(t, err)
+			for j, r := range res {
+				i := lo + j
+				require.Equal(t, queue.Added, r.Outcome, "%s record %d", c.item, i)
+				require.Equal(t, c.start+1+int64(i), r.Seq, "%s record %d", c.item, i)
+			}
+		}
+		got, err := rdb.ZRangeWithScores(ctx, k.Waiting, 0, -1).Result()
+		require.NoError(t, err)
+		require.Len(t, got, len(ops))
+		for i, z := range got {
+			require.Equal(t, ops[i].TokenID, z.Member, "%s place %d", c.item, i)
+			require.Equal(t, float64(c.start+1+int64(i)), z.Score, "%s place %d", c.item, i)
+		}
+	}
+}
