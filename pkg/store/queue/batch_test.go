@@ -15,7 +15,8 @@ import (
 )
 
 // Apply runs an item's registrations in one enqueue.lua call each (up to
-// queue.EnqueueBatch): the answers and the line are the same as applying
+// queue.EnqueueBatch; Replay up to queue.ReplayBatch): the answers and the
+// line are the same as applying
 // every op alone, with leaves, marks, abandons, replays, duplicates, pooled,
 // late and bypass registrations of three items mixed in one batch, from two
 // partitions, and a record refused on a corrupt bypass count refused alone;
@@ -82,7 +83,7 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 		return out
 	}
 	for _, it := range items {
-		for _, prefix := range []string{"one-", "batch-"} {
+		for _, prefix := range []string{"one-", "batch-", "replay-"} {
 			require.NoError(t, rdb.HSet(ctx, queue.KeysFor(prefix+it).Bypass, "bad", "x").Err())
 		}
 	}
@@ -96,21 +97,29 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	together, err := l.Apply(ctx, named("batch-"))
 	require.NoError(t, err)
 	require.Len(t, together, len(alone))
+	require.NoError(t, l.Load(ctx))
+	replayed, err := l.Replay(ctx, named("replay-"))
+	require.NoError(t, err)
+	require.Len(t, replayed, len(alone))
 
 	outcomes := map[queue.Outcome]int{}
 	refused := 0
 	for i := range alone {
-		a, b := alone[i], together[i]
+		a, b, c := alone[i], together[i], replayed[i]
 		if a.Err != nil {
 			refused++
 			require.Error(t, b.Err, "op %d", i)
+			require.Error(t, c.Err, "op %d", i)
 			assert.Equal(t, strings.ReplaceAll(a.Err.Error(), "one-", ""), strings.ReplaceAll(b.Err.Error(), "batch-", ""), "op %d", i)
+			assert.Equal(t, strings.ReplaceAll(a.Err.Error(), "one-", ""), strings.ReplaceAll(c.Err.Error(), "replay-", ""), "op %d", i)
 			assert.True(t, queue.IsRecordError(b.Err), "a refusal of the record, not an outage")
 			continue
 		}
 		require.NoError(t, b.Err, "op %d", i)
+		require.NoError(t, c.Err, "op %d", i)
 		outcomes[a.Outcome]++
 		require.Equal(t, a, b, "op %d (%+v)", i, ops[i])
+		require.Equal(t, a, c, "op %d (%+v), replayed", i, ops[i])
 	}
 	for _, o := range []queue.Outcome{queue.Added, queue.Duplicate, queue.Replay, queue.PooledOne, queue.LateOne, queue.Left, queue.Marked} {
 		assert.Positive(t, outcomes[o], "the batch exercised %s", o)
@@ -119,6 +128,7 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 
 	for _, it := range items {
 		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "batch-"+it), "item %s", it)
+		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "replay-"+it), "item %s, replayed", it)
 	}
 	// An anonymous place is kept under its token, and the token again is a duplicate.
 	wOutcomes := map[queue.Outcome]int{}

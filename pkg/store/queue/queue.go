@@ -295,6 +295,13 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 // no CPU measurably: BENCHMARKS.md, 2026-11-26.)
 const EnqueueBatch = 250
 
+// ReplayBatch bounds the registrations of one enqueue.lua call of Replay
+// (the rebuild): a replay sends thousands of one item's records at once, and
+// a larger call spreads the call's own work (its fixed reads and writes,
+// the script's start) over more of them. Bounded like ApplyChunk: Redis
+// serves nobody else while a call runs.
+const ReplayBatch = 1000
+
 // call is one script call of a chunk: a single op, or a run of one item's
 // registrations of one partition (enqueue.lua).
 type call struct {
@@ -306,8 +313,8 @@ type call struct {
 // different keys, so only each item's order matters: an item's registrations
 // join one call until another kind of op of that item (a leave, a mark...)
 // or a registration of another partition comes between them, or the call
-// holds EnqueueBatch.
-func plan(ops []Op) []call {
+// holds batch.
+func plan(ops []Op, batch int) []call {
 	calls := make([]call, 0, 8)
 	open := make(map[string]int, 4) // item -> its open enqueue call
 	for i, op := range ops {
@@ -316,7 +323,7 @@ func plan(ops []Op) []call {
 			calls = append(calls, call{ops: []int{i}})
 			continue
 		}
-		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < EnqueueBatch && ops[calls[c].ops[0]].Partition == op.Partition {
+		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < batch && ops[calls[c].ops[0]].Partition == op.Partition {
 			calls[c].ops = append(calls[c].ops, i)
 			continue
 		}
@@ -443,7 +450,7 @@ func appendPadded(b []byte, v int64, width int) []byte {
 // Replay applies ops in order as Apply does, for a replay into a view that is
 // thrown away whole if it fails (the rebuild): every call goes in one plain
 // pipeline (one round trip, no MULTI/EXEC, no SCRIPT LOAD: Load the scripts
-// first), an item's registrations in calls of up to EnqueueBatch. Without the
+// first), an item's registrations in calls of up to ReplayBatch. Without the
 // transaction, a call that fails (NOSCRIPT after a flush of the script
 // cache, OOM, a dropped connection) does not stop the calls after it, which
 // Apply's callers rely on to retry a batch: Replay's error means the view
@@ -474,7 +481,7 @@ type Batch struct {
 // sends them; Batch.Run sends them. Batches run one after the other on one
 // goroutine apply their ops in order, as one Replay of them all would.
 func (l *Line) Prepare(ctx context.Context, ops []Op) (*Batch, error) {
-	calls := plan(ops)
+	calls := plan(ops, ReplayBatch)
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	p := l.rdb.Pipeline()
 	if err := sendCalls(ctx, p, cluster, ops, calls); err != nil {
@@ -543,7 +550,7 @@ var errAllNoScript = errors.New("NOSCRIPT: the chunk's script was not cached")
 // starting with SCRIPT LOAD of each script it uses when load is set.
 // Without load it answers errAllNoScript when Redis had no script cached.
 func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, error) {
-	calls := plan(ops)
+	calls := plan(ops, EnqueueBatch)
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
 	if cluster || (!load && len(calls) == 1) {
