@@ -383,8 +383,9 @@ func TestEnqueueCallOffsetsGoingBack(t *testing.T) {
 }
 
 // The scores an enqueue call writes are the seqs it answers, past each
-// hundred and from below 100 on (enqueue.lua writes a score as its hundreds
-// and two digits), in calls of many new registrations and in calls of one.
+// hundred, from below 100 on and past 10^15 (enqueue.lua writes a score as
+// its hundreds and two digits in between), in calls of many new
+// registrations and in calls of one.
 func TestEnqueueScoresAreTheSeqs(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
@@ -393,7 +394,7 @@ func TestEnqueueScoresAreTheSeqs(t *testing.T) {
 		item  string
 		start int64
 		batch int
-	}{{"from0", 0, 250}, {"from95", 95, 250}, {"one", 95, 1}, {"big", 99_999_899, 250}} {
+	}{{"from0", 0, 250}, {"from95", 95, 250}, {"one", 95, 1}, {"big", 99_999_899, 250}, {"past1e15", 999_999_999_999_950, 250}} {
 		k := queue.KeysFor(c.item)
 		require.NoError(t, rdb.Set(ctx, k.Seq, c.start, 0).Err())
 		var ops []queue.Op

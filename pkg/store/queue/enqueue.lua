@@ -388,6 +388,7 @@ local TWO = {
   '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95',
   '96', '97', '98', '99'
 }
+local HMAX = 1e13
 
 -- bulk applies the plain new records from record i on, while the pool and
 -- the late set are empty, and returns the first record it left: a record
@@ -407,11 +408,12 @@ local function bulk(i)
   local nw, nu, s = nWaiting, nUsers, seq
   local i0 = i
   -- The next score is h * 100 + r (0 <= r < 100), written hs .. TWO[r + 1]
-  -- once h > 0; below 100 (hs nil) by string.format. Either way the digits
-  -- of the integer, as Redis would write the number (%.17g).
+  -- while 0 < h < HMAX (where the division is exact: far past any line);
+  -- else (hs nil) by string.format. Either way the digits of the integer,
+  -- as Redis would write the number (%.17g).
   local h = math.floor((s + 1) / 100)
   local r = s + 1 - h * 100
-  local hs = h > 0 and fmt('%d', h) or nil
+  local hs = h > 0 and h < HMAX and fmt('%d', h) or nil
   while i <= n do
     if stride > 4 then
       local w = tonumber(argv[W + i])
@@ -430,7 +432,7 @@ local function bulk(i)
     r, i = r + 1, i + 1
     if r == 100 then
       h, r = h + 1, 0
-      hs = h > 0 and fmt('%d', h) or nil
+      hs = h > 0 and h < HMAX and fmt('%d', h) or nil
     end
   end
   if i > i0 then
