@@ -298,8 +298,10 @@ const EnqueueBatch = 250
 // ReplayBatch bounds the registrations of one enqueue.lua call of Replay
 // (the rebuild): a replay sends thousands of one item's records at once, and
 // a larger call spreads the call's own work (its fixed reads and writes,
-// the script's start) over more of them. Bounded like ApplyChunk: Redis
-// serves nobody else while a call runs.
+// the script's start) over more of them: about 3% of redis-server's
+// instructions a record against calls of 250 (bench/replayir.sh,
+// BENCHMARKS.md session 9). Bounded like ApplyChunk: Redis serves nobody
+// else while a call runs.
 const ReplayBatch = 1000
 
 // call is one script call of a chunk: a single op, or a run of one item's
