@@ -73,6 +73,7 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 	})
 	rb := rebuild.New(rdb, []kgo.Opt{kgo.SeedBrokers(seeds...)}, zap.NewNop())
+	mem0 := usedMemory(b, rdb)
 	st0 := testenv.ReadRedisStats(b, rdb)
 	cpu0, proc0 := st0.CPU, testenv.ProcCPU(b)
 	sched0 := redisSched(b, rdb)
@@ -91,6 +92,7 @@ func BenchmarkRebuild(b *testing.B) {
 	if w, _ := queue.New(rdb).Stats(ctx, "big"); w.Waiting != int64(n) {
 		b.Fatalf("rebuilt %d waiting, want %d", w.Waiting, n)
 	}
+	reportBytes(b, rdb, mem0, n)
 	b.ReportMetric(float64(rep.Records)/rep.Took.Seconds(), "records/s")
 	b.ReportMetric(rep.ReadTook.Seconds(), "read-s")
 	b.ReportMetric(rep.WriteTook.Seconds(), "write-s")
@@ -107,6 +109,42 @@ func BenchmarkRebuild(b *testing.B) {
 	if took := rep.Took * time.Duration(b.N); sched.ok && sched0.ok && took > 0 {
 		b.ReportMetric(100*float64(sched.run-sched0.run)/float64(took), "redis-run-%")
 		b.ReportMetric(100*float64(sched.wait-sched0.wait)/float64(took), "redis-runq-%")
+	}
+}
+
+// usedMemory is rdb's INFO memory used_memory: the bytes its allocator
+// holds for data.
+func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "used_memory:")
+	v, _, _ := strings.Cut(rest, "\r\n")
+	m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		b.Fatalf("used_memory %q: %v", v, err)
+	}
+	return m
+}
+
+// reportBytes reports the bytes of redis-server's memory the rebuilt line
+// of item "big" takes a place (used_memory since mem0, over n places), and
+// of that its users hash's and waiting set's (MEMORY USAGE, every member
+// counted): a load-independent measure of the memory work a replayed record
+// does.
+func reportBytes(b *testing.B, rdb redis.UniversalClient, mem0 int64, n int) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportMetric(float64(usedMemory(b, rdb)-mem0)/float64(n), "B/place")
+	k := queue.KeysFor("big")
+	for _, key := range []struct{ name, key string }{{"users", k.Users}, {"waiting", k.Waiting}} {
+		v, err := rdb.MemoryUsage(ctx, key.key, 0).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(v)/float64(n), key.name+"-B/place")
 	}
 }
 

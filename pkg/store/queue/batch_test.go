@@ -15,7 +15,8 @@ import (
 )
 
 // Apply runs an item's registrations in one enqueue.lua call each (up to
-// queue.EnqueueBatch): the answers and the line are the same as applying
+// queue.EnqueueBatch; Replay up to queue.ReplayBatch): the answers and the
+// line are the same as applying
 // every op alone, with leaves, marks, abandons, replays, duplicates, pooled,
 // late and bypass registrations of three items mixed in one batch, from two
 // partitions, and a record refused on a corrupt bypass count refused alone;
@@ -82,7 +83,7 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 		return out
 	}
 	for _, it := range items {
-		for _, prefix := range []string{"one-", "batch-"} {
+		for _, prefix := range []string{"one-", "batch-", "replay-"} {
 			require.NoError(t, rdb.HSet(ctx, queue.KeysFor(prefix+it).Bypass, "bad", "x").Err())
 		}
 	}
@@ -96,21 +97,29 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 	together, err := l.Apply(ctx, named("batch-"))
 	require.NoError(t, err)
 	require.Len(t, together, len(alone))
+	require.NoError(t, l.Load(ctx))
+	replayed, err := l.Replay(ctx, named("replay-"))
+	require.NoError(t, err)
+	require.Len(t, replayed, len(alone))
 
 	outcomes := map[queue.Outcome]int{}
 	refused := 0
 	for i := range alone {
-		a, b := alone[i], together[i]
+		a, b, c := alone[i], together[i], replayed[i]
 		if a.Err != nil {
 			refused++
 			require.Error(t, b.Err, "op %d", i)
+			require.Error(t, c.Err, "op %d", i)
 			assert.Equal(t, strings.ReplaceAll(a.Err.Error(), "one-", ""), strings.ReplaceAll(b.Err.Error(), "batch-", ""), "op %d", i)
+			assert.Equal(t, strings.ReplaceAll(a.Err.Error(), "one-", ""), strings.ReplaceAll(c.Err.Error(), "replay-", ""), "op %d", i)
 			assert.True(t, queue.IsRecordError(b.Err), "a refusal of the record, not an outage")
 			continue
 		}
 		require.NoError(t, b.Err, "op %d", i)
+		require.NoError(t, c.Err, "op %d", i)
 		outcomes[a.Outcome]++
 		require.Equal(t, a, b, "op %d (%+v)", i, ops[i])
+		require.Equal(t, a, c, "op %d (%+v), replayed", i, ops[i])
 	}
 	for _, o := range []queue.Outcome{queue.Added, queue.Duplicate, queue.Replay, queue.PooledOne, queue.LateOne, queue.Left, queue.Marked} {
 		assert.Positive(t, outcomes[o], "the batch exercised %s", o)
@@ -119,6 +128,7 @@ func TestEnqueueBatchesMatchOneByOne(t *testing.T) {
 
 	for _, it := range items {
 		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "batch-"+it), "item %s", it)
+		assert.Equal(t, contents(t, rdb, "one-"+it), contents(t, rdb, "replay-"+it), "item %s, replayed", it)
 	}
 	// An anonymous place is kept under its token, and the token again is a duplicate.
 	wOutcomes := map[queue.Outcome]int{}
@@ -370,4 +380,43 @@ func TestEnqueueCallOffsetsGoingBack(t *testing.T) {
 	assert.Equal(t, queue.Replay, alone[1].Outcome)
 	assert.Equal(t, alone, together)
 	assert.Equal(t, contents(t, rdb, "one"), contents(t, rdb, "batch"))
+}
+
+// The scores an enqueue call writes are the seqs it answers, past each
+// hundred, from below 100 on and past 10^15 (enqueue.lua writes a score as
+// its hundreds and two digits in between), in calls of many new
+// registrations and in calls of one.
+func TestEnqueueScoresAreTheSeqs(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	l := queue.New(rdb)
+	for _, c := range []struct {
+		item  string
+		start int64
+		batch int
+	}{{"from0", 0, 250}, {"from95", 95, 250}, {"one", 95, 1}, {"big", 99_999_899, 250}, {"past1e15", 999_999_999_999_950, 250}} {
+		k := queue.KeysFor(c.item)
+		require.NoError(t, rdb.Set(ctx, k.Seq, c.start, 0).Err())
+		var ops []queue.Op
+		for i := range 300 {
+			tok := c.item + "-" + strconv.Itoa(i)
+			ops = append(ops, queue.Op{Kind: queue.OpRegister, ItemID: c.item, TokenID: tok, UserID: tok, Offset: int64(i)})
+		}
+		for lo := 0; lo < len(ops); lo += c.batch {
+			res, err := l.Apply(ctx, ops[lo:min(lo+c.batch, len(ops))])
+			require.NoError(t, err)
+			for j, r := range res {
+				i := lo + j
+				require.Equal(t, queue.Added, r.Outcome, "%s record %d", c.item, i)
+				require.Equal(t, c.start+1+int64(i), r.Seq, "%s record %d", c.item, i)
+			}
+		}
+		got, err := rdb.ZRangeWithScores(ctx, k.Waiting, 0, -1).Result()
+		require.NoError(t, err)
+		require.Len(t, got, len(ops))
+		for i, z := range got {
+			require.Equal(t, ops[i].TokenID, z.Member, "%s place %d", c.item, i)
+			require.Equal(t, float64(c.start+1+int64(i)), z.Score, "%s place %d", c.item, i)
+		}
+	}
 }

@@ -222,7 +222,7 @@ func BenchmarkApply1000(b *testing.B) {
 				p.SAdd(ctx, queue.ActiveItems, "base")
 				for j, op := range ops {
 					// One record as enqueue.lua reads it: partition, 4 fields, fresh,
-					// its time, then its offset, tokenId and place key.
+					// its time, its offset, then its tokenId and place key.
 					cmds[j] = enqueue.EvalSha(ctx, p, keys, "0", "4", "1", "0", strconv.FormatInt(op.Offset, 10), op.TokenID, op.UserID)
 				}
 				return nil

@@ -24,8 +24,12 @@
 --   alike; 0: Redis's clock, for ops made without a record). One argument,
 --   not one a record: only a record whose place key's holder is admitted
 --   reads its time.
--- Then the fields column by column, each in record order: every offset,
---   every tokenId, with 4 or 7 every place key, and with 7 every draw window
+-- ARGV[5] the records' offsets, likewise each the same width, zero-padded,
+--   in record order: one argument, not one a record (a Redis argument and
+--   a Lua string less a record); a fresh call reads only the first and the
+--   last of each run bulk() applies.
+-- Then the fields column by column, each in record order: every tokenId,
+--   with 4 or 7 every place key, and with 7 every draw window
 --   (unix ms; 0: first come, first served), every bypass code id ("": none),
 --   every code's count (0: it had expired when the record was made). With 3
 --   the place key is the tokenId; with 3 or 4 the window is 0 and no code was
@@ -72,16 +76,21 @@
 -- type-checked) before, so those writes cannot fail but for memory at the
 -- call's first write, which leaves nothing written.
 
-local part, stride, fresh, times = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
-local n = math.floor((#ARGV - 4) / (stride - 1)) -- records
--- Record i's offset is ARGV[O + i], its tokenId ARGV[K + i], its place key
+local part, stride, fresh, times, offs = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4], ARGV[5]
+local n = math.floor((#ARGV - 5) / (stride - 2)) -- records
+-- Record i's offset is offset(i), its tokenId ARGV[K + i], its place key
 -- ARGV[U + i]; with 7 fields its window ARGV[W + i], its code
 -- ARGV[W + n + i], the code's count ARGV[W + 2 * n + i].
-local O = 4
-local K = O + n
+local K = 5
 local U = stride > 3 and K + n or K
 local W = U + n
 local tw = n > 0 and math.floor(#times / n) or 0 -- the width of a timestamp
+local ow = n > 0 and math.floor(#offs / n) or 0  -- the width of an offset
+local sub = string.sub
+
+local function offset(i)
+  return tonumber(sub(offs, (i - 1) * ow + 1, i * ow))
+end
 local CHUNK = 1000 -- arguments a command: bounded, whatever the call's size
 
 -- Read once, kept in step with this call's writes (nil: not read yet).
@@ -222,7 +231,7 @@ local function line(tok) -- a place at the back of the line (the seq was checked
 end
 
 local function one(i)
-  local off, tok, user, win, code, count = tonumber(ARGV[O + i]), ARGV[K + i], ARGV[U + i], nil, '', nil
+  local off, tok, user, win, code, count = offset(i), ARGV[K + i], ARGV[U + i], nil, '', nil
   if stride > 4 then
     win, code, count = ARGV[W + i], ARGV[W + n + i], ARGV[W + 2 * n + i]
   end
@@ -365,6 +374,22 @@ local out, k = {}, 0
 -- new (bulk() reads no offset but a run's last).
 local past = false
 
+-- TWO are the two-digit endings of a number, by value + 1: bulk() makes a
+-- score of the line as the hundreds (formatted once a hundred records) ..
+-- TWO[last two digits + 1], a concatenation instead of a string.format a
+-- record (whose sprintf costs several times more). A literal table: no
+-- string made at a call, the constants are the compiled script's.
+local TWO = {
+  '00', '01', '02', '03', '04', '05', '06', '07', '08', '09', '10', '11', '12', '13', '14', '15',
+  '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31',
+  '32', '33', '34', '35', '36', '37', '38', '39', '40', '41', '42', '43', '44', '45', '46', '47',
+  '48', '49', '50', '51', '52', '53', '54', '55', '56', '57', '58', '59', '60', '61', '62', '63',
+  '64', '65', '66', '67', '68', '69', '70', '71', '72', '73', '74', '75', '76', '77', '78', '79',
+  '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95',
+  '96', '97', '98', '99'
+}
+local HMAX = 1e13
+
 -- bulk applies the plain new records from record i on, while the pool and
 -- the late set are empty, and returns the first record it left: a record
 -- not applied before, with no bypass code, no window past the last draw,
@@ -376,12 +401,19 @@ local function bulk(i)
   if not (plain and fresh and poolN == 0 and lateN == 0) then return i end
   local argv, fmt, hd, il = ARGV, string.format, held, inLine
   if not past then
-    local off = tonumber(argv[O + i])
+    local off = offset(i)
     if not off or off <= last then return i end
     past = true
   end
   local nw, nu, s = nWaiting, nUsers, seq
   local i0 = i
+  -- The next score is h * 100 + r (0 <= r < 100), written hs .. TWO[r + 1]
+  -- while 0 < h < HMAX (where the division is exact: far past any line);
+  -- else (hs nil) by string.format. Either way the digits of the integer,
+  -- as Redis would write the number (%.17g).
+  local h = math.floor((s + 1) / 100)
+  local r = s + 1 - h * 100
+  local hs = h > 0 and h < HMAX and fmt('%d', h) or nil
   while i <= n do
     if stride > 4 then
       local w = tonumber(argv[W + i])
@@ -390,11 +422,18 @@ local function bulk(i)
     if hd[i] ~= false or il[i] ~= false then break end
     local tok = argv[K + i]
     s = s + 1
-    -- The score as Redis would write the number (%.17g: the integer's
-    -- digits), by the cheaper integer format.
-    addWaiting[nw + 1], addWaiting[nw + 2], nw = fmt('%d', s), tok, nw + 2
+    if hs then
+      addWaiting[nw + 1] = hs .. TWO[r + 1]
+    else
+      addWaiting[nw + 1] = fmt('%d', s)
+    end
+    addWaiting[nw + 2], nw = tok, nw + 2
     setUsers[nu + 1], setUsers[nu + 2], nu = argv[U + i], tok, nu + 2
-    i = i + 1
+    r, i = r + 1, i + 1
+    if r == 100 then
+      h, r = h + 1, 0
+      hs = h > 0 and h < HMAX and fmt('%d', h) or nil
+    end
   end
   if i > i0 then
     runs[nRuns + 1], runs[nRuns + 2], runs[nRuns + 3], nRuns = i0, i - 1, seq + 1, nRuns + 3
@@ -403,7 +442,7 @@ local function bulk(i)
     else
       out[k + 1], k = s, k + 1
     end
-    nWaiting, nUsers, seq, last, done = nw, nu, s, tonumber(argv[O + i - 1]), true
+    nWaiting, nUsers, seq, last, done = nw, nu, s, offset(i - 1), true
   end
   return i
 end

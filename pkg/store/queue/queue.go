@@ -295,6 +295,15 @@ func (l *Line) Apply(ctx context.Context, ops []Op) ([]Result, error) {
 // no CPU measurably: BENCHMARKS.md, 2026-11-26.)
 const EnqueueBatch = 250
 
+// ReplayBatch bounds the registrations of one enqueue.lua call of Replay
+// (the rebuild): a replay sends thousands of one item's records at once, and
+// a larger call spreads the call's own work (its fixed reads and writes,
+// the script's start) over more of them: about 3% of redis-server's
+// instructions a record against calls of 250 (bench/replayir.sh,
+// BENCHMARKS.md session 9). Bounded like ApplyChunk: Redis serves nobody
+// else while a call runs.
+const ReplayBatch = 1000
+
 // call is one script call of a chunk: a single op, or a run of one item's
 // registrations of one partition (enqueue.lua).
 type call struct {
@@ -306,8 +315,8 @@ type call struct {
 // different keys, so only each item's order matters: an item's registrations
 // join one call until another kind of op of that item (a leave, a mark...)
 // or a registration of another partition comes between them, or the call
-// holds EnqueueBatch.
-func plan(ops []Op) []call {
+// holds batch.
+func plan(ops []Op, batch int) []call {
 	calls := make([]call, 0, 8)
 	open := make(map[string]int, 4) // item -> its open enqueue call
 	for i, op := range ops {
@@ -316,7 +325,7 @@ func plan(ops []Op) []call {
 			calls = append(calls, call{ops: []int{i}})
 			continue
 		}
-		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < EnqueueBatch && ops[calls[c].ops[0]].Partition == op.Partition {
+		if c, ok := open[op.ItemID]; ok && len(calls[c].ops) < batch && ops[calls[c].ops[0]].Partition == op.Partition {
 			calls[c].ops = append(calls[c].ops, i)
 			continue
 		}
@@ -332,10 +341,10 @@ func plan(ops []Op) []call {
 // common case), 4 (those and the place key) when some place key is a
 // user's, else 7 (those 4, then window, code, count); whether the records'
 // offsets increase and their place keys and tokens are each distinct
-// (fresh); the timestamps in one string of one width; then each other
-// field column by column.
+// (fresh); the timestamps in one string of one width, the offsets likewise;
+// then each other field column by column.
 func enqueueArgs(ops []Op, idx []int) []any {
-	stride, width := 3, 1
+	stride, width, owidth := 3, 1, 1
 	for _, j := range idx {
 		r := &ops[j]
 		switch {
@@ -344,19 +353,19 @@ func enqueueArgs(ops []Op, idx []int) []any {
 		case r.UserID != r.TokenID:
 			stride = max(stride, 4)
 		}
-		width = max(width, len(strconv.FormatInt(r.At, 10)))
+		width = max(width, digits(r.At))
+		owidth = max(owidth, digits(r.Offset))
 	}
 	n := len(idx)
-	args := make([]any, 0, 4+(stride-1)*n)
+	args := make([]any, 0, 5+(stride-2)*n)
 	times := make([]byte, 0, width*n)
+	offs := make([]byte, 0, owidth*n)
 	for _, j := range idx {
 		times = appendPadded(times, ops[j].At, width)
+		offs = appendPadded(offs, ops[j].Offset, owidth)
 	}
 	args = append(args, strconv.FormatInt(int64(ops[idx[0]].Partition), 10), strconv.Itoa(stride),
-		fresh(ops, idx, stride > 3), string(times))
-	for _, j := range idx {
-		args = append(args, strconv.FormatInt(ops[j].Offset, 10))
-	}
+		fresh(ops, idx, stride > 3), string(times), string(offs))
 	for _, j := range idx {
 		args = append(args, ops[j].TokenID)
 	}
@@ -419,6 +428,12 @@ func fresh(ops []Op, idx []int, users bool) string {
 	return "1"
 }
 
+// digits is the length of v in decimal, its sign included.
+func digits(v int64) int {
+	var buf [20]byte
+	return len(strconv.AppendInt(buf[:0], v, 10))
+}
+
 // appendPadded appends v in decimal, zero-padded to width characters (after
 // its sign), as tonumber reads it back.
 func appendPadded(b []byte, v int64, width int) []byte {
@@ -437,7 +452,7 @@ func appendPadded(b []byte, v int64, width int) []byte {
 // Replay applies ops in order as Apply does, for a replay into a view that is
 // thrown away whole if it fails (the rebuild): every call goes in one plain
 // pipeline (one round trip, no MULTI/EXEC, no SCRIPT LOAD: Load the scripts
-// first), an item's registrations in calls of up to EnqueueBatch. Without the
+// first), an item's registrations in calls of up to ReplayBatch. Without the
 // transaction, a call that fails (NOSCRIPT after a flush of the script
 // cache, OOM, a dropped connection) does not stop the calls after it, which
 // Apply's callers rely on to retry a batch: Replay's error means the view
@@ -468,7 +483,7 @@ type Batch struct {
 // sends them; Batch.Run sends them. Batches run one after the other on one
 // goroutine apply their ops in order, as one Replay of them all would.
 func (l *Line) Prepare(ctx context.Context, ops []Op) (*Batch, error) {
-	calls := plan(ops)
+	calls := plan(ops, ReplayBatch)
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	p := l.rdb.Pipeline()
 	if err := sendCalls(ctx, p, cluster, ops, calls); err != nil {
@@ -537,7 +552,7 @@ var errAllNoScript = errors.New("NOSCRIPT: the chunk's script was not cached")
 // starting with SCRIPT LOAD of each script it uses when load is set.
 // Without load it answers errAllNoScript when Redis had no script cached.
 func (l *Line) applyOnce(ctx context.Context, ops []Op, load bool) ([]Result, error) {
-	calls := plan(ops)
+	calls := plan(ops, EnqueueBatch)
 	_, cluster := l.rdb.(*redis.ClusterClient)
 	run := l.rdb.TxPipelined
 	if cluster || (!load && len(calls) == 1) {
