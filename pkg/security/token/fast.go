@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"hash"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -117,19 +118,19 @@ func appendQueueClaims(b []byte, q Queue, exp, iat int64) []byte {
 	return append(b, '}')
 }
 
-// issueQueueFast is IssueQueue: one allocation, the token itself.
-func (s *Signer) issueQueueFast(q Queue, ttl time.Duration) string {
+// appendQueueFast is AppendQueue: it grows dst once, to the token's length.
+func (s *Signer) appendQueueFast(dst []byte, q Queue, ttl time.Duration) []byte {
 	now := s.now()
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
 	body := appendQueueClaims(sc.body[:0], q, now.Add(ttl).Unix(), now.Unix())
-	buf := make([]byte, 0, len(s.header)+1+b64.EncodedLen(len(body))+1+b64.EncodedLen(ed25519.SignatureSize))
-	buf = append(buf, s.header...)
-	buf = append(buf, '.')
-	buf = b64.AppendEncode(buf, body)
-	buf = append(buf, '.')
-	buf = b64.AppendEncode(buf, s.mac.appendSig(sc.sig[:0], buf[:len(buf)-1]))
-	return unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
+	at := len(dst)
+	dst = slices.Grow(dst, len(s.header)+1+b64.EncodedLen(len(body))+1+b64.EncodedLen(ed25519.SignatureSize))
+	dst = append(dst, s.header...)
+	dst = append(dst, '.')
+	dst = b64.AppendEncode(dst, body)
+	dst = append(dst, '.')
+	return b64.AppendEncode(dst, s.mac.appendSig(sc.sig[:0], dst[at:len(dst)-1]))
 }
 
 // fastResult is the fast path's verdict; fastFallback: the library decides.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/waitroom/waitroom/topics"
@@ -273,12 +274,24 @@ func (s *Signer) Alg() string { return s.method.Alg() }
 
 // IssueQueue signs a queue token for q that is valid for ttl. It builds the
 // JWS compact form itself (the header is encoded once per Signer; see
-// fast.go); golang-jwt's parser reads it.
+// fast.go); golang-jwt's parser reads it. One allocation: the token.
 func (s *Signer) IssueQueue(q Queue, ttl time.Duration) (string, error) {
-	if !s.mac.usable() {
-		return "", fmt.Errorf("%s signs admission tokens only", s.method.Alg())
+	b, err := s.AppendQueue(nil, q, ttl)
+	if err != nil {
+		return "", err
 	}
-	return s.issueQueueFast(q, ttl), nil
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil // b is never written again
+}
+
+// AppendQueue is IssueQueue appending the token to dst, for a caller that
+// writes it out and needs no string of it (the api's 202); it grows dst at
+// most once. The token is ASCII (base64url and dots): it needs no quoting
+// in JSON or escaping in a URL path.
+func (s *Signer) AppendQueue(dst []byte, q Queue, ttl time.Duration) ([]byte, error) {
+	if !s.mac.usable() {
+		return dst, fmt.Errorf("%s signs admission tokens only", s.method.Alg())
+	}
+	return s.appendQueueFast(dst, q, ttl), nil
 }
 
 // ParseQueue verifies a queue token's signature, issuer, audience and expiry

@@ -1,7 +1,9 @@
 package token
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
 	"strings"
@@ -142,4 +144,37 @@ func BenchmarkParseQueue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// AppendQueue appends the token IssueQueue returns to what dst holds, leaves
+// that as it was, and the token it appends verifies (the signature covers
+// the token only, not dst's prefix).
+func TestAppendQueueAppendsIssueQueuesToken(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for name, s := range signers(t) {
+		t.Run(name, func(t *testing.T) {
+			s = s.WithClock(func() time.Time { return now })
+			q := Queue{TokenID: "tok1", ItemID: "item-1", UserID: "u:1", Holder: "token", Partition: 7, Offset: 12345}
+			want, err := s.IssueQueue(q, time.Hour)
+			require.NoError(t, err)
+			prefix := "/api/v1/items/item-1/registrations/"
+			dst := append(make([]byte, 0, 8), prefix...)
+			got, err := s.AppendQueue(dst, q, time.Hour)
+			require.NoError(t, err)
+			require.Equal(t, prefix+want, string(got))
+			parsed, err := s.ParseQueue(string(got[len(prefix):]))
+			require.NoError(t, err)
+			assert.True(t, parsed.IssuedAt.Equal(now), parsed.IssuedAt)
+			assert.True(t, parsed.ExpiresAt.Equal(now.Add(time.Hour)), parsed.ExpiresAt)
+			parsed.IssuedAt, parsed.ExpiresAt = time.Time{}, time.Time{}
+			assert.Equal(t, q, parsed)
+		})
+	}
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	adm, err := NewES256(priv, "k1")
+	require.NoError(t, err)
+	dst, err := adm.AppendQueue([]byte("keep"), Queue{TokenID: "t"}, time.Hour)
+	require.Error(t, err, "an admission signer signs no queue token")
+	assert.Equal(t, "keep", string(dst))
 }

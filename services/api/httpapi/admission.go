@@ -134,7 +134,7 @@ func (s *Server) complete(c *gin.Context) {
 	client := clientMeta(c, c.ClientIP())
 	ev := topics.RegistrationEvent{V: topics.Version, Kind: topics.KindComplete, TokenID: a.TokenID, ItemID: a.ItemID,
 		UserID: a.UserID, Holder: a.Holder, RequestedAt: s.now().UnixMilli(), Client: &client}
-	if _, ok := s.produce(c, &ev); !ok {
+	if _, _, ok := s.produce(c, &ev); !ok {
 		return
 	}
 	// Recorded: free the place now rather than when the consumer gets to it

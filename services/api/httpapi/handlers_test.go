@@ -1,8 +1,11 @@
 package httpapi_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,4 +195,41 @@ func TestPages(t *testing.T) {
 	a = e.do(http.MethodGet, "/waitroom.js", nil)
 	require.Equal(t, http.StatusOK, a.Code)
 	assert.Contains(t, string(a.Body), "global.Waitroom = { join, FINAL }")
+}
+
+// A registration's 202 is byte for byte what encoding/json writes for its
+// RegisterResponse; its token verifies for the registration, and its
+// statusUrl and eventsUrl are that token's paths. Registrations at once each
+// get their own (the token and its URLs are written in a pooled buffer).
+func TestRegisterAnswersItsOwnTokenAndURLs(t *testing.T) {
+	e := newAPI(t, item("urls"))
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			for j := range 8 {
+				user := fmt.Sprintf("u-%d-%d", i, j)
+				a := e.do(http.MethodPost, "/api/v1/items/urls/registrations", []byte(`{"userId":"`+user+`"}`))
+				if !assert.Equal(t, http.StatusAccepted, a.Code, "%s", a.Body) {
+					return
+				}
+				var r httpapi.RegisterResponse
+				if !assert.NoError(t, json.Unmarshal(a.Body, &r)) {
+					return
+				}
+				want, err := json.Marshal(r)
+				assert.NoError(t, err)
+				assert.Equal(t, string(want), string(a.Body))
+				q, err := e.signer.ParseQueue(r.Token)
+				if assert.NoError(t, err) {
+					assert.Equal(t, user, q.UserID)
+					assert.Equal(t, r.TokenID, q.TokenID)
+					assert.Equal(t, "urls", q.ItemID)
+				}
+				assert.Equal(t, user, r.UserID)
+				assert.Equal(t, "/api/v1/items/urls/registrations/"+r.Token, r.StatusURL)
+				assert.Equal(t, r.StatusURL+"/events", r.EventsURL)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,17 +43,63 @@ const (
 	waitSettled
 )
 
-// produceWait is one record and its wait: the record and the wait's
-// WaitGroup are fields, so a produce allocates them together (a channel
-// would be an allocation of its own). The record is the first field, so its
-// address is the wait's and one promise function (settleRecord) serves
+// produceWait is one record, its key and value, and its wait: pooled, so a
+// produce allocates none of them. The record is the first field, so
+// its address is the wait's and one promise function (settleRecord) serves
 // every produce without a closure per record.
+//
+// A wait is held by the handler that produced it, by the record's promise
+// (the Kafka client owns the record until the promise fires, however long
+// after the handler's answer that is) and by the expiring queue; the last
+// of the three to let go returns it to the pool (release).
 type produceWait struct {
 	rec      kgo.Record // first: see settleRecord
 	deadline time.Time
 	state    atomic.Uint32
+	refs     atomic.Int32   // holders left, see release
 	err      error          // written by the one settle, read after done
 	done     sync.WaitGroup // Add(1) before the record is handed over
+	kv       []byte         // the record's key and value
+}
+
+// waitHolders holds a new wait: the handler, the promise, the expiring queue.
+const waitHolders = 3
+
+// maxPooledKV is the largest key-and-value buffer a pooled wait keeps.
+const maxPooledKV = 16 << 10
+
+var waitPool = sync.Pool{New: func() any { return new(produceWait) }}
+
+// newProduceWait returns a wait held by its three holders, its record's key
+// item and value ev's encoding, due at deadline.
+func newProduceWait(ev *topics.RegistrationEvent, deadline time.Time) *produceWait {
+	w := waitPool.Get().(*produceWait)
+	w.deadline = deadline
+	w.refs.Store(waitHolders)
+	n := len(ev.ItemID)
+	kv := append(slices.Grow(w.kv[:0], n+topics.RegistrationSize(ev)), ev.ItemID...)
+	w.kv = topics.AppendRegistration(kv, ev)
+	w.rec.Topic, w.rec.Key, w.rec.Value = topics.Registrations, w.kv[:n:n], w.kv[n:]
+	w.done.Add(1)
+	return w
+}
+
+// release lets go of one hold on w; the last returns it, cleared, to the
+// pool. A record is thus never handed to the Kafka client again before its
+// last promise fired (TestPooledRecordIsNotReusedBeforeItsPromise).
+func (w *produceWait) release() {
+	switch n := w.refs.Add(-1); {
+	case n > 0:
+		return
+	case n < 0:
+		panic("httpapi: a produce wait released more often than it was held")
+	}
+	kv := w.kv[:0]
+	if cap(kv) > maxPooledKV {
+		kv = nil
+	}
+	*w = produceWait{kv: kv} // the record's context and bytes too: none outlives its registration
+	waitPool.Put(w)
 }
 
 // The record must stay produceWait's first field (the index is out of
@@ -60,9 +107,11 @@ type produceWait struct {
 var _ = [1]struct{}{}[unsafe.Offsetof(produceWait{}.rec)]
 
 // settleRecord is the promise of a record produceBounded sent: r is the
-// first field of its produceWait.
+// first field of its produceWait, which the promise lets go of.
 func settleRecord(r *kgo.Record, err error) {
-	(*produceWait)(unsafe.Pointer(r)).settle(err)
+	w := (*produceWait)(unsafe.Pointer(r))
+	w.settle(err)
+	w.release()
 }
 
 // settle answers the wait with err unless it was answered already.
@@ -108,6 +157,7 @@ func (p *produceWaits) expire() {
 				break
 			}
 			w.settle(late)
+			w.release()
 			n++
 		}
 		clear(p.q[:n])
@@ -121,30 +171,42 @@ func (p *produceWaits) expire() {
 	}
 }
 
-// produceBounded sends rec's value keyed by key to Kafka and waits for the
-// broker's answer, at most the produce timeout. The record is handed over
-// with TryProduce: only when the client's buffer is full does it wait for
-// room, in Produce, with a context bounded by what is left of the timeout
-// (the one path that sets a timer).
-func (s *Server) produceBounded(ctx context.Context, key, value []byte, start time.Time) (*kgo.Record, error) {
-	w := &produceWait{deadline: start.Add(s.opt.ProduceTimeout)}
-	w.rec.Topic, w.rec.Key, w.rec.Value = topics.Registrations, key, value
-	w.done.Add(1)
+// produceBounded sends ev keyed by its item to Kafka and waits for the
+// broker's answer, at most the produce timeout, and returns where the record
+// was written. The record is handed over with TryProduce: only when the
+// client's buffer is full does it wait for room, in Produce, with a context
+// bounded by what is left of the timeout (the one path that sets a timer).
+func (s *Server) produceBounded(ctx context.Context, ev *topics.RegistrationEvent, start time.Time) (part int32, off int64, err error) {
+	w := newProduceWait(ev, start.Add(s.opt.ProduceTimeout))
+	defer w.release()
 	s.waits.add(w)
 	s.prod.TryProduce(ctx, &w.rec, settleRecord)
 	w.done.Wait()
-	err := w.err
-	if !errors.Is(err, kgo.ErrMaxBuffered) {
-		return &w.rec, err
+	if err = w.err; errors.Is(err, kgo.ErrMaxBuffered) {
+		err = s.produceBlocking(ctx, w)
 	}
+	if err != nil { // a late promise may still be writing the record
+		return 0, 0, err
+	}
+	return w.rec.Partition, w.rec.Offset, nil
+}
+
+// produceBlocking hands w's record, refused by a full buffer, to Produce,
+// which waits for room, and waits for its promise until w's deadline. The
+// promise holds w again: it may fire after the deadline.
+func (s *Server) produceBlocking(ctx context.Context, w *produceWait) error {
 	bctx, cancel := context.WithDeadline(ctx, w.deadline)
 	defer cancel()
 	done := make(chan error, 1)
-	s.prod.Produce(bctx, &w.rec, func(_ *kgo.Record, err error) { done <- err })
+	w.refs.Add(1)
+	s.prod.Produce(bctx, &w.rec, func(_ *kgo.Record, err error) {
+		done <- err
+		w.release()
+	})
 	select {
-	case err = <-done:
+	case err := <-done:
+		return err
 	case <-bctx.Done():
-		err = fmt.Errorf("%w (%s), the client's buffer full: %w", errProduceTimeout, s.opt.ProduceTimeout, bctx.Err())
+		return fmt.Errorf("%w (%s), the client's buffer full: %w", errProduceTimeout, s.opt.ProduceTimeout, bctx.Err())
 	}
-	return &w.rec, err
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -222,21 +223,18 @@ func (s *Server) register(c *gin.Context) {
 	// Read before the record is sent: a line that formed before this
 	// registration means it waits behind it, on the page.
 	room := req.Auto && !pre && s.hasRoom(c.Request.Context(), item, st)
-	rec, ok := s.produce(c, &ev)
+	part, off, ok := s.produce(c, &ev)
 	if !ok {
 		return
 	}
-	q := token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Holder: holder, Partition: rec.Partition, Offset: rec.Offset}
-	tok, err := s.signer.IssueQueue(q, s.opt.QueueTokenTTL)
-	if err != nil {
+	q := token.Queue{TokenID: ev.TokenID, ItemID: item, UserID: user, Holder: holder, Partition: part, Offset: off}
+	buf := httpserver.Buffer()
+	defer httpserver.PutBuffer(buf) // after the answer: its token and URLs are views of buf
+	resp := RegisterResponse{Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID}
+	if err := s.signQueue(buf, &resp, q); err != nil {
 		s.log.Error("sign queue token", zap.Error(err))
 		httpserver.Abort(c, registration.Internal("could not sign the queue token"))
 		return
-	}
-	events := "/api/v1/items/" + item + "/registrations/" + tok + "/events" // one string for both
-	resp := RegisterResponse{
-		Status: registration.StatusQueued, ItemID: item, UserID: user, TokenID: ev.TokenID, Token: tok,
-		StatusURL: events[:len(events)-len("/events")], EventsURL: events,
 	}
 	if pre {
 		resp.Status, resp.DrawAt, resp.OpensAt = registration.StatusPreQueue, window, st.OpensAt
@@ -246,6 +244,25 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	resp.write(c, http.StatusAccepted)
+}
+
+// signQueue signs q's queue token for resp, a 202, and its URLs: buf holds
+// "/api/v1/items/<item>/registrations/<token>/events", and resp's Token,
+// StatusURL and EventsURL are views of it, so the answer allocates neither
+// the token (~370 bytes) nor its URLs, good until buf goes back to the pool. The item id is checked (registration.CheckItemID) and the token is
+// base64url and dots: neither needs escaping in a path.
+func (s *Server) signQueue(buf *[]byte, resp *RegisterResponse, q token.Queue) error {
+	b := append(append(append(*buf, "/api/v1/items/"...), q.ItemID...), "/registrations/"...)
+	at := len(b)
+	b, err := s.signer.AppendQueue(b, q, s.opt.QueueTokenTTL)
+	if err != nil {
+		return fmt.Errorf("sign the queue token: %w", err)
+	}
+	end := len(b)
+	*buf = append(b, "/events"...)
+	all := unsafe.String(unsafe.SliceData(*buf), len(*buf)) // buf is not written again while resp is answered
+	resp.Token, resp.StatusURL, resp.EventsURL = all[at:end], all[:end], all
+	return nil
 }
 
 // readRegistration checks a registration's item id, the address's bucket
@@ -335,9 +352,14 @@ func tokenIDFor(item, user, requestID string) string {
 	if requestID == "" {
 		return rand.Text()
 	}
-	h := sha256.Sum256([]byte(item + "\x00" + user + "\x00" + requestID))
-	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:16])
+	var in [512]byte // what a registration's body allows fits: no allocation
+	h := sha256.Sum256(append(append(append(append(append(in[:0], item...), 0), user...), 0), requestID...))
+	return tokenIDEncoding.EncodeToString(h[:16])
 }
+
+// tokenIDEncoding writes a derived tokenId (WithPadding copies the encoding
+// it returns: made once).
+var tokenIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // produce sends ev keyed by its item and waits for the broker, at most the
 // produce timeout (produceBounded); on failure it has answered 503 and
@@ -350,19 +372,17 @@ func tokenIDFor(item, user, requestID string) string {
 // ours (the nemesis's probes of an api cut from Kafka waited over 10 s).
 // Answered 503 at the deadline, the record may still be written later; a
 // retry with the same requestId names the same place (tokenIDFor).
-func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (*kgo.Record, bool) {
+func (s *Server) produce(c *gin.Context, ev *topics.RegistrationEvent) (part int32, off int64, ok bool) {
 	start := time.Now()
-	n := len(ev.ItemID) // the key and the value in one allocation
-	kv := append(make([]byte, 0, n+topics.RegistrationSize(ev)), ev.ItemID...)
-	rec, err := s.produceBounded(c.Request.Context(), kv[:n:n], topics.AppendRegistration(kv[n:], ev), start)
+	part, off, err := s.produceBounded(c.Request.Context(), ev, start)
 	s.m.produce.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.m.produceErrors.Inc()
 		s.log.Warn("produce registration event", zap.String("item", ev.ItemID), zap.String("kind", ev.Kind), zap.Error(err))
 		httpserver.Abort(c, registration.Unavailable("the queue could not record the request; retry shortly"))
-		return nil, false
+		return 0, 0, false
 	}
-	return rec, true
+	return part, off, true
 }
 
 // clientMeta describes the request's client at ip (gin's ClientIP): its
@@ -582,7 +602,7 @@ func (s *Server) leave(c *gin.Context, pq parsedQueue) {
 	}
 	client := clientMeta(c, c.ClientIP())
 	ev.Client = &client
-	if _, ok := s.produce(c, &ev); !ok {
+	if _, _, ok := s.produce(c, &ev); !ok {
 		return
 	}
 	if s.pos != nil {
