@@ -32,7 +32,9 @@ const ChunkBytes = 900_000
 type Config struct {
 	// Interval is how often the consumer snapshots each item of the
 	// partitions it owns; 0 writes none (a rebuild then replays the whole
-	// record). The tail a rebuild replays is at most about one interval.
+	// record). The tail a rebuild replays is at most about one interval's
+	// records, plus for a line of 10,000 entries or more up to one line's
+	// worth (Writer.Due), and never more than ten intervals' records.
 	Interval time.Duration `env:"WR_SNAPSHOT_INTERVAL" envDefault:"1m"`
 }
 
@@ -240,7 +242,8 @@ func (w *Writer) Write(ctx context.Context, item string) (topics.SnapshotHead, e
 }
 
 // Run writes a snapshot of each item items lists every interval until ctx
-// ends. An item that cannot be snapshotted now is tried at the next round.
+// ends, when Due. An item that cannot be snapshotted now is tried at the
+// next round.
 func (w *Writer) Run(ctx context.Context, every time.Duration, items func() []string) error {
 	if every <= 0 {
 		return nil
@@ -259,6 +262,9 @@ func (w *Writer) Run(ctx context.Context, every time.Duration, items func() []st
 			if ctx.Err() != nil {
 				return nil
 			}
+			if !w.Due(ctx, it, every, time.Now()) {
+				continue
+			}
 			switch _, err := w.Write(ctx, it); {
 			case err == nil:
 				n++
@@ -274,6 +280,49 @@ func (w *Writer) Run(ctx context.Context, every time.Duration, items func() []st
 		}
 		w.log.Debug("line snapshots written", zap.Int("items", n), zap.Int("of", len(ids)))
 	}
+}
+
+// The bounds of Due's skips: a line of fewer than skipFrom entries is
+// snapshotted every round (its Dump holds Redis a few ms at most); a
+// snapshot is never skipped maxSkips rounds in a row (the latest is at most
+// that many intervals old, far within any retention the retention check
+// accepts).
+const (
+	skipFrom = 10_000
+	maxSkips = 10
+)
+
+// Due reports whether item's snapshot is worth writing at now, every being
+// the writer's interval. A Dump holds Redis for a time that grows with the
+// line's entries (its COPY of the big keys: about 0.8 µs an entry), so a
+// line of skipFrom entries or more is snapshotted again only once the
+// records applied to it since this writer's last snapshot of it (the sum
+// over its partitions of how far its applied offsets moved: at least the
+// records it applied, at most what a rebuild from that snapshot replays up
+// to them) reach the entries of that snapshot, or maxSkips intervals after
+// it. A rebuild then replays at most about one line's worth of records more
+// than one interval's, and the Dump's hold of Redis is at most one entry's
+// copy per record applied. Without a snapshot of item by this writer, or
+// when the offsets cannot be read, it is due.
+func (w *Writer) Due(ctx context.Context, item string, every time.Duration, now time.Time) bool {
+	prev, ok := w.prev[item]
+	if !ok || prev.Entries < skipFrom || now.Sub(time.UnixMilli(prev.TakenAt)) >= maxSkips*every {
+		return true
+	}
+	applied, err := w.rdb.HGetAll(ctx, queue.KeysFor(item).Applied).Result()
+	if err != nil {
+		return true // Write reads them again, and says what failed
+	}
+	var since int64
+	for p, off := range applied {
+		pi, err1 := strconv.ParseInt(p, 10, 32)
+		o, err2 := strconv.ParseInt(off, 10, 64)
+		if err1 != nil || err2 != nil {
+			return true
+		}
+		since += max(0, o-prev.Applied[int32(pi)])
+	}
+	return since >= int64(prev.Entries)
 }
 
 func contains(ids []string, id string) bool {

@@ -108,15 +108,17 @@ type posEntry struct {
 type motion struct {
 	last    atomic.Pointer[motionSnap] // the last good read; nil: none, or it failed
 	reading atomic.Bool                // next is set
+	refresh atomic.Bool                // next was started while last was fresh: past fresh, it is late
 	mu      sync.Mutex
 	next    *motionRead
 }
 
-// motionSnap is one Motion read, never written once stored.
+// motionSnap is one Motion read, never written once stored: at is when it
+// returned, sent when it was sent (the line it tells is no older).
 type motionSnap struct {
-	m   line.Motion
-	at  time.Time
-	gen view.ItemGen
+	m        line.Motion
+	at, sent time.Time
+	gen      view.ItemGen
 }
 
 // motionRead is one Motion read shared by the readers that wait for it
@@ -271,17 +273,21 @@ func (e *posEntry) tell(pos int64) int64 {
 // motion is item's Motion read at most fresh ago from view generation gen.
 // Once half of fresh has passed, the first reader starts the next read in
 // the background and answers from the last one: a steady stream of readers
-// never waits for Redis. Only past fresh do readers wait, for one shared
-// read (the first of them starts it).
+// never waits for Redis. Past fresh, readers wait for one shared read (the
+// first of them starts it), unless that background read is still under way
+// (late: a Redis held by a long command holds it): then they answer from the
+// last one until fresh+timeout after it was sent (late), so a stall of Redis
+// does not stall the readers whose answer it cannot change.
 func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, now time.Time) (line.Motion, bool) {
 	mo := p.itemMotion(item)
-	if l := mo.last.Load(); l != nil && l.gen == gen && now.Sub(l.at) < p.fresh && (now.Sub(l.at) < p.fresh/2 || mo.reading.Load()) {
-		return l.m, true // fresh, and the next read is not due or under way
+	if l := mo.last.Load(); l != nil && l.gen == gen && (now.Sub(l.at) < p.fresh/2 || mo.reading.Load() && now.Sub(l.at) < p.fresh || mo.refresh.Load() && p.late(l, now)) {
+		return l.m, true // fresh, and the next read is not due or under way; or it is late
 	}
 	mo.mu.Lock()
-	if l := mo.last.Load(); l != nil && l.gen == gen && now.Sub(l.at) < p.fresh {
+	if l := mo.last.Load(); l != nil && l.gen == gen && (now.Sub(l.at) < p.fresh || mo.next != nil && mo.refresh.Load() && p.late(l, now)) {
 		if mo.next == nil && now.Sub(l.at) >= p.fresh/2 {
 			r := startRead(mo, gen)
+			mo.refresh.Store(true)
 			go p.read(ctx, mo, r, item)
 		}
 		mo.mu.Unlock()
@@ -306,6 +312,19 @@ func (p *positions) motion(ctx context.Context, item string, gen view.ItemGen, n
 		return line.Motion{}, false
 	}
 	return r.m, true
+}
+
+// late reports whether l may still answer, past fresh, while the next read,
+// started in the background before l was stale, is under way: until
+// fresh+timeout after l was sent. (A read started past fresh, of an item
+// read rarely, is waited for as before.) A read that took up to timeout
+// (the longest one may) is answered from until fresh after it returned, so
+// an answer never tells a line older than it could before; and while Redis
+// is held by one command, nothing else changes the line, so the waiting
+// readers would get what l tells plus that command's change, told here too
+// once the read behind it returns.
+func (p *positions) late(l *motionSnap, now time.Time) bool {
+	return now.Sub(l.sent) < p.fresh+p.timeout
 }
 
 // itemMotion is item's motion, made on its first read.
@@ -339,6 +358,7 @@ func startRead(mo *motion, gen view.ItemGen) *motionRead {
 // the caller's cancel does not cut it; StatusTimeout bounds it.
 func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
+	sent := p.now()
 	r.m, r.err = p.line.Motion(ctx, item) // confirmed against the view (viewLine)
 	cancel()
 	mo.mu.Lock()
@@ -346,9 +366,10 @@ func (p *positions) read(ctx context.Context, mo *motion, r *motionRead, item st
 	if r.err != nil {
 		mo.last.Store(nil)
 	} else {
-		mo.last.Store(&motionSnap{m: r.m, at: p.now(), gen: r.gen})
+		mo.last.Store(&motionSnap{m: r.m, at: p.now(), sent: sent, gen: r.gen})
 	}
 	mo.reading.Store(false)
+	mo.refresh.Store(false)
 	mo.mu.Unlock()
 	close(r.done)
 }

@@ -80,22 +80,53 @@ func TestMotionReadIsSharedAndNeverWaitedForWhileFresh(t *testing.T) {
 	require.Eventually(t, func() bool { return line.calls.Load() == 2 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, int32(2), line.calls.Load(), "one background read for the five")
 
-	// Past fresh while that read is still held: a reader waits for it.
+	// Past fresh while that read is still held (late): answered at once from
+	// the last read until fresh+timeout after it was sent, then a reader
+	// waits for it.
+	for _, d := range []time.Duration{fresh + time.Millisecond, fresh + 5*time.Second - time.Millisecond} {
+		start := time.Now()
+		_, ok := p.motion(ctx, "drop", view.ItemGen{}, t0.Add(d))
+		assert.True(t, ok)
+		assert.Less(t, time.Since(start), 100*time.Millisecond, "%s after the last read was sent, the next one late: answered from the last", d)
+	}
+	tooLate := t0.Add(fresh + 5*time.Second)
 	late := make(chan bool, 1)
 	go func() {
-		_, ok := p.motion(ctx, "drop", view.ItemGen{}, t0.Add(fresh+time.Millisecond))
+		_, ok := p.motion(ctx, "drop", view.ItemGen{}, tooLate)
 		late <- ok
 	}()
 	select {
 	case <-late:
-		t.Fatal("a stale answer was given past fresh")
+		t.Fatal("a stale answer was given past fresh+timeout")
 	case <-time.After(50 * time.Millisecond):
 	}
-	after := t0.Add(fresh + time.Millisecond)
-	clock.Store(&after)
+	clock.Store(&tooLate)
 	close(line.gate)
 	assert.True(t, <-late, "answered by the shared read")
 	assert.Equal(t, int32(2), line.calls.Load(), "the waiting reader joined the read in flight")
+
+	// Past fresh with no read under way (nobody read in the second half of
+	// fresh): the read started then is not late, and every reader waits for it.
+	line.gate = make(chan struct{})
+	stale := tooLate.Add(fresh + time.Millisecond)
+	clock.Store(&stale)
+	waits := make(chan bool, 2)
+	for range 2 {
+		go func() {
+			_, ok := p.motion(ctx, "drop", view.ItemGen{}, stale)
+			waits <- ok
+		}()
+	}
+	require.Eventually(t, func() bool { return line.calls.Load() == 3 }, 5*time.Second, time.Millisecond)
+	select {
+	case <-waits:
+		t.Fatal("answered from a stale read while the read started past fresh was under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(line.gate)
+	assert.True(t, <-waits)
+	assert.True(t, <-waits)
+	assert.Equal(t, int32(3), line.calls.Load(), "one read for both")
 }
 
 // A fresh answer takes no lock: with the item's motion lock and the items'
