@@ -51,13 +51,18 @@ type HTTP struct {
 	// ReadTimeout bounds reading a whole request, headers and body. It ends
 	// once the body is read, so it never cuts an answer or an event stream.
 	ReadTimeout time.Duration `env:"WR_HTTP_READ_TIMEOUT" envDefault:"10s"`
+	// H2CMaxStreams is how many requests one cleartext HTTP/2 connection
+	// (h2c with prior knowledge: a front door multiplexing its clients'
+	// event streams to this service) may carry at once; 0 serves HTTP/1.1
+	// alone. Each open event stream on it holds its handler's goroutine.
+	H2CMaxStreams int `env:"WR_HTTP_H2C_MAX_STREAMS" envDefault:"250"`
 	// PprofAddr serves net/http/pprof of the process on a port of its own
 	// (empty: off): for profiling a service under load or in a long run,
 	// never public.
 	PprofAddr string `env:"WR_PPROF_ADDR"`
 }
 
-// Validate checks the timeouts are positive.
+// Validate checks the timeouts are positive and the stream bound is not negative.
 func (h HTTP) Validate() error {
 	switch {
 	case h.ShutdownTimeout <= 0:
@@ -66,6 +71,8 @@ func (h HTTP) Validate() error {
 		return fmt.Errorf("WR_HTTP_READ_HEADER_TIMEOUT must be positive, not %s", h.ReadHeaderTimeout)
 	case h.ReadTimeout < h.ReadHeaderTimeout:
 		return fmt.Errorf("WR_HTTP_READ_TIMEOUT (%s) must be at least WR_HTTP_READ_HEADER_TIMEOUT (%s): it bounds the headers too", h.ReadTimeout, h.ReadHeaderTimeout)
+	case h.H2CMaxStreams < 0:
+		return fmt.Errorf("WR_HTTP_H2C_MAX_STREAMS must not be negative (0: HTTP/1.1 alone), not %d", h.H2CMaxStreams)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func TestHTTPValidate(t *testing.T) {
 	def, err := config.Defaults[config.HTTP]()
 	require.NoError(t, err)
 	require.NoError(t, def.Validate())
-	assert.Equal(t, config.HTTP{ShutdownTimeout: 10 * time.Second, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}, def)
+	assert.Equal(t, config.HTTP{ShutdownTimeout: 10 * time.Second, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, H2CMaxStreams: 250}, def)
 	for _, c := range []struct {
 		name string
 		edit func(*config.HTTP)
@@ -41,6 +41,7 @@ func TestHTTPValidate(t *testing.T) {
 		{"no header timeout", func(h *config.HTTP) { h.ReadHeaderTimeout = 0 }, "WR_HTTP_READ_HEADER_TIMEOUT must be positive, not 0s"},
 		{"read shorter than headers", func(h *config.HTTP) { h.ReadTimeout = time.Second },
 			"WR_HTTP_READ_TIMEOUT (1s) must be at least WR_HTTP_READ_HEADER_TIMEOUT (5s): it bounds the headers too"},
+		{"negative h2c streams", func(h *config.HTTP) { h.H2CMaxStreams = -1 }, "WR_HTTP_H2C_MAX_STREAMS must not be negative (0: HTTP/1.1 alone), not -1"},
 	} {
 		h := def
 		c.edit(&h)

@@ -281,11 +281,20 @@ func NewRegistry() *prometheus.Registry {
 // within cfg.ReadHeaderTimeout and its body within cfg.ReadTimeout (net/http
 // lifts that deadline once the body is read, so it cuts no answer); there is
 // no write timeout, as event streams answer for minutes (the notifier bounds
-// each of its writes itself).
+// each of its writes itself). With cfg.H2CMaxStreams it also serves
+// cleartext HTTP/2 with prior knowledge, that many streams a connection
+// (the idle timeout, 120 s, then applies to a connection without streams).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg config.HTTP, log *zap.Logger) error {
 	drain := cfg.ShutdownTimeout
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 120 * time.Second}
+	if cfg.H2CMaxStreams > 0 {
+		p := new(http.Protocols)
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		srv.Protocols = p
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.H2CMaxStreams}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("http listening", zap.String("addr", ln.Addr().String()))

@@ -43,11 +43,17 @@ func outlive(w http.ResponseWriter, r *http.Request) {
 // serve runs Serve with short read timeouts on a free port until the test ends.
 func serve(t *testing.T, h http.Handler) string {
 	t.Helper()
+	return serveH2C(t, h, 0)
+}
+
+// serveH2C runs Serve as serve does, with h2c streams a connection (0: HTTP/1.1 alone).
+func serveH2C(t *testing.T, h http.Handler, h2cStreams int) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := config.HTTP{ShutdownTimeout: time.Second, ReadHeaderTimeout: readTimeout, ReadTimeout: 2 * readTimeout}
+	cfg := config.HTTP{ShutdownTimeout: time.Second, ReadHeaderTimeout: readTimeout, ReadTimeout: 2 * readTimeout, H2CMaxStreams: h2cStreams}
 	go func() { done <- httpserver.Serve(ctx, ln, h, cfg, zap.NewNop()) }()
 	t.Cleanup(func() {
 		cancel()
@@ -123,4 +129,66 @@ func get(t *testing.T, url, body string) string {
 		fmt.Fprintln(&b, sc.Text())
 	}
 	return b.String()
+}
+
+// h2cClient speaks cleartext HTTP/2 alone (prior knowledge), as a front door
+// does to its upstream.
+func h2cClient(t *testing.T) *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: p}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// h2cMaxStreams sends the HTTP/2 preface and an empty SETTINGS frame on a raw
+// connection to addr and returns SETTINGS_MAX_CONCURRENT_STREAMS from the
+// server's first frame (its SETTINGS), or an error when it answers otherwise.
+func h2cMaxStreams(t *testing.T, addr string) (uint32, error) {
+	c := rawConn(t, addr)
+	if _, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
+		return 0, fmt.Errorf("write the preface: %w", err)
+	}
+	var head [9]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return 0, fmt.Errorf("read the first frame: %w", err)
+	}
+	n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+	if head[3] != 0x4 || n%6 != 0 { // not SETTINGS (an HTTP/1.1 answer, say)
+		return 0, fmt.Errorf("first frame %q is no SETTINGS", head[:])
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c, body); err != nil {
+		return 0, fmt.Errorf("read the settings: %w", err)
+	}
+	for i := 0; i < n; i += 6 {
+		if id := uint16(body[i])<<8 | uint16(body[i+1]); id == 0x3 { // SETTINGS_MAX_CONCURRENT_STREAMS
+			return uint32(body[i+2])<<24 | uint32(body[i+3])<<16 | uint32(body[i+4])<<8 | uint32(body[i+5]), nil
+		}
+	}
+	return 0, errors.New("no SETTINGS_MAX_CONCURRENT_STREAMS")
+}
+
+// With H2CMaxStreams the listener also speaks cleartext HTTP/2, announces
+// that bound on every connection, and its answers outlive the read timeout
+// as HTTP/1.1's do; without it, HTTP/1.1 alone.
+func TestServeSpeaksH2CWithItsStreamBound(t *testing.T) {
+	addr := serveH2C(t, http.HandlerFunc(outlive), 3)
+	n, err := h2cMaxStreams(t, addr)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(3), n)
+	resp, err := h2cClient(t).Get("http://" + addr)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, 2, resp.ProtoMajor)
+	assert.Equal(t, "streaming\ndone\n", string(b))
+	assert.Equal(t, "streaming\ndone\n", get(t, "http://"+addr, ""), "HTTP/1.1 beside it")
+
+	off := serve(t, http.HandlerFunc(outlive))
+	_, err = h2cMaxStreams(t, off)
+	assert.Error(t, err, "HTTP/1.1 alone")
+	_, err = h2cClient(t).Get("http://" + off)
+	assert.Error(t, err, "HTTP/1.1 alone")
 }

@@ -1,6 +1,7 @@
 package sse_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -158,6 +159,10 @@ func envDur(name string, def time.Duration) time.Duration {
 //     moves every stream;
 //   - cpu-us/event: the notifier's CPU while admitting, less its idle
 //     rate, over the position and admitted events its clients read;
+//   - with WR_BENCH_H2C=C, the streams go over C cleartext HTTP/2
+//     connections (h2c, as from a front door), C clients of one connection
+//     each, the notifier's WR_HTTP_H2C_MAX_STREAMS set to streams/C rounded
+//     up, instead of a hijacked HTTP/1.1 connection each;
 //   - with WR_BENCH_RECONNECT=1, reconnect-redis-cmds/stream: every stream
 //     closed and opened again with its last event id (its cursor), timed,
 //     with the Redis commands that cost (=plain: the progress alone, without
@@ -166,7 +171,8 @@ func envDur(name string, def time.Duration) time.Duration {
 // The clients dial from the loopback addresses in WR_BENCH_CLIENT_ADDRS
 // (default 127.0.0.2-127.0.0.9), past one address's ephemeral ports. Each
 // stream holds a file descriptor in the notifier and one here: the hard
-// RLIMIT_NOFILE (raised to it in both processes) bounds WR_BENCH_STREAMS.
+// RLIMIT_NOFILE (raised to it in both processes) bounds WR_BENCH_STREAMS,
+// unless WR_BENCH_H2C multiplexes them.
 //
 // b.N is ignored; run it once:
 //
@@ -176,8 +182,9 @@ func BenchmarkStreams(b *testing.B) {
 	rate := envInt("WR_BENCH_RATE", 100)
 	admitFor := envDur("WR_BENCH_SECONDS", 5*time.Second)
 	idle := envDur("WR_BENCH_IDLE", 16*time.Second)
-	if lim := raiseNoFile(); uint64(streams)+200 > lim {
-		b.Fatalf("%d streams need %d open files in the notifier (and as many in this process, its clients); the limit is %d and this process cannot raise its hard limit (ulimit -Hn)", streams, streams+200, lim)
+	h2c := envInt("WR_BENCH_H2C", 0)
+	if conns := cmp.Or(h2c, streams); uint64(conns)+200 > raiseNoFile() {
+		b.Fatalf("%d connections need %d open files in the notifier (and as many in this process, its clients); the limit is %d and this process cannot raise its hard limit (ulimit -Hn)", conns, conns+200, raiseNoFile())
 	}
 	w := newWorld(b)
 	w.http.Transport.(*http.Transport).MaxIdleConnsPerHost = 10
@@ -186,6 +193,7 @@ func BenchmarkStreams(b *testing.B) {
 	// notifier's one address and port.
 	srcs := spreadSources(w.http.Transport.(*http.Transport), os.Getenv("WR_BENCH_CLIENT_ADDRS"))
 	b.Logf("clients dial from %d loopback addresses; open-file limit %d", srcs, raiseNoFile())
+	clients, perConn, dialled := streamClients(b, w, streams, h2c)
 	// Paused while the streams open; more registered than streams, so the
 	// line does not run dry during the admission window.
 	w.setItem("bench", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 600})
@@ -195,7 +203,7 @@ func BenchmarkStreams(b *testing.B) {
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childEnv+"=1",
 		"WR_NOTIFIER_ADDR="+addr, "WR_KAFKA_BROKERS="+strings.Join(w.brokers, ","), "WR_REDIS_ADDR="+w.redis.Addr,
-		"WR_LOG_LEVEL=warn", "WR_SSE_HEARTBEAT=15s",
+		"WR_LOG_LEVEL=warn", "WR_SSE_HEARTBEAT=15s", "WR_HTTP_H2C_MAX_STREAMS="+strconv.Itoa(perConn),
 		// The world's keys (the dev keys), given as a deployed notifier gets them.
 		"WR_TOKEN_KEY="+registration.DevTokenKey, "WR_ADMISSION_KEY="+registration.DevAdmissionKey)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
@@ -233,6 +241,9 @@ func BenchmarkStreams(b *testing.B) {
 		return m
 	}
 	before := mem()
+	if h2c > 0 {
+		warmUp(b, clients, base+"/healthz")
+	}
 
 	// Open the streams, a few hundred dials at a time.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -250,7 +261,7 @@ func BenchmarkStreams(b *testing.B) {
 	for i, r := range regs {
 		wg.Go(func() {
 			dials <- struct{}{}
-			c, err := w.open(ctx, base+"/api/v1/items/bench/registrations/"+r.Token+"/events", nil)
+			c, err := openWith(ctx, clients[i%len(clients)], base+"/api/v1/items/bench/registrations/"+r.Token+"/events", nil)
 			if err == nil {
 				defer c.close()
 				var ev event
@@ -282,7 +293,7 @@ func BenchmarkStreams(b *testing.B) {
 	for range streams {
 		require.NoError(b, <-opened)
 	}
-	b.Logf("%d streams open in %s", streams, time.Since(openStart).Round(time.Millisecond))
+	b.Logf("%d streams open in %s over %d connections", streams, time.Since(openStart).Round(time.Millisecond), cmp.Or(int(dialled.Load()), streams))
 	time.Sleep(time.Second)
 	open := mem()
 	if dir := os.Getenv("WR_BENCH_PROFILE"); dir != "" {
@@ -337,7 +348,7 @@ func BenchmarkStreams(b *testing.B) {
 				lastID[i], _, _ = strings.Cut(id, ".")
 			}
 		}
-		reconnect(b, w, base, regs, lastID)
+		reconnect(b, base, clients, w, regs, lastID)
 	}
 
 	// Heads and times of every admission event, and the event that admitted each token.
@@ -369,6 +380,9 @@ func BenchmarkStreams(b *testing.B) {
 	b.Logf("admitted: p50 %.1f ms, p99 %.1f ms, max %.1f ms; positions (paced to 1/s per stream): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 		q(adm, .5), q(adm, .99), q(adm, 1), q(pos, .5), q(pos, .99), q(pos, 1))
 	b.ReportMetric(float64(streams), "streams")
+	if h2c > 0 {
+		b.ReportMetric(float64(dialled.Load()), "h2c-conns")
+	}
 	b.ReportMetric(perStream, "bytes/stream")
 	b.ReportMetric(rssPerStream, "rss-bytes/stream")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
@@ -388,7 +402,7 @@ func BenchmarkStreams(b *testing.B) {
 // them all again with the last event id each had (as EventSource does) and
 // reports how long that took and the Redis commands it cost: a stream that
 // had a cursor opens without a Redis read and without the open rate's turn.
-func reconnect(b *testing.B, w *world, base string, regs []reg, lastID []string) {
+func reconnect(b *testing.B, base string, clients []*http.Client, w *world, regs []reg, lastID []string) {
 	deadline := time.Now().Add(40 * time.Second) // the heartbeat finds the closed ones
 	for w.metricAt(base, "waitroom_notifier_open_streams") > 0 {
 		require.True(b, time.Now().Before(deadline), "the notifier still holds closed streams")
@@ -403,7 +417,7 @@ func reconnect(b *testing.B, w *world, base string, regs []reg, lastID []string)
 		go func() {
 			dials <- struct{}{}
 			defer func() { <-dials }()
-			c, err := w.open(ctx, base+"/api/v1/items/bench/registrations/"+r.Token+"/events", map[string]string{"Last-Event-ID": lastID[i]})
+			c, err := openWith(ctx, clients[i%len(clients)], base+"/api/v1/items/bench/registrations/"+r.Token+"/events", map[string]string{"Last-Event-ID": lastID[i]})
 			if err == nil {
 				_, err = c.next()
 				c.close()
@@ -419,6 +433,43 @@ func reconnect(b *testing.B, w *world, base string, regs []reg, lastID []string)
 	b.Logf("reconnect: %d streams open again in %s (%.0f/s), %.0f of them from their cursor; Redis commands meanwhile %d (%.2f per stream, the notifier's background included)",
 		len(regs), took.Round(time.Millisecond), float64(len(regs))/took.Seconds(), cursors, calls, float64(calls)/float64(len(regs)))
 	b.ReportMetric(float64(calls)/float64(len(regs)), "reconnect-redis-cmds/stream")
+}
+
+// streamClients are the clients the streams open with, stream i with
+// clients[i%len(clients)]: the world's HTTP/1.1 client (h2c 0), or h2c
+// clients of one connection each carrying perConn streams (what the
+// notifier is told to allow; 250, the default, for HTTP/1.1), and a count
+// of their dials.
+func streamClients(b *testing.B, w *world, streams, h2c int) (clients []*http.Client, perConn int, dialled *atomic.Int64) {
+	dialled = new(atomic.Int64)
+	if h2c == 0 {
+		return []*http.Client{w.http}, 250, dialled
+	}
+	perConn = (streams + h2c - 1) / h2c
+	for range h2c {
+		tr := h2cTransport(nil)
+		spreadSources(tr, os.Getenv("WR_BENCH_CLIENT_ADDRS"))
+		dial := tr.DialContext
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialled.Add(1)
+			return dial(ctx, network, addr)
+		}
+		b.Cleanup(tr.CloseIdleConnections)
+		clients = append(clients, &http.Client{Transport: tr})
+	}
+	b.Logf("h2c: %d streams over %d connections, %d streams a connection at most", streams, h2c, perConn)
+	return clients, perConn, dialled
+}
+
+// warmUp makes each client open its connection, one after another, so the
+// streams then opened at once share it instead of racing to dial their own.
+func warmUp(b *testing.B, clients []*http.Client, url string) {
+	for _, c := range clients {
+		resp, err := c.Get(url)
+		require.NoError(b, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }
 
 // metricAt reads one un-labelled sample from the notifier's /metrics at base.

@@ -341,6 +341,11 @@ type sseConn struct {
 // open opens a stream; hdr adds request headers. It returns the response as
 // is when the status is not 200 (the caller reads the error body).
 func (w *world) open(ctx context.Context, url string, hdr map[string]string) (*sseConn, error) {
+	return openWith(ctx, w.http, url, hdr)
+}
+
+// openWith opens a stream as open does, with client.
+func openWith(ctx context.Context, client *http.Client, url string, hdr map[string]string) (*sseConn, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -349,7 +354,7 @@ func (w *world) open(ctx context.Context, url string, hdr map[string]string) (*s
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := w.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -389,6 +394,21 @@ func (c *sseConn) next() (event, error) {
 }
 
 func (c *sseConn) close() { c.Resp.Body.Close() }
+
+// h2cTransport speaks cleartext HTTP/2 alone (prior knowledge), as a front
+// door does to its upstream; conf, when not nil, sets its HTTP/2 settings.
+func h2cTransport(conf *http.HTTP2Config) *http.Transport {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{Protocols: p, HTTP2: conf, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+}
+
+// h2cClient is a client on h2cTransport(conf), closed when the test ends.
+func h2cClient(t testing.TB, conf *http.HTTP2Config) *http.Client {
+	tr := h2cTransport(conf)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
 
 // all reads events until the stream ends (or ctx's deadline, by the request).
 func (c *sseConn) all() ([]event, error) {

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -296,7 +297,9 @@ func (s *Server) events(c *gin.Context) {
 		return
 	}
 	// HTTP/2 and writers that cannot be hijacked: stream on the handler.
-	str.w, str.rc = openStream(c)
+	hw := openStream(c, s.now)
+	defer hw.stop()
+	str.w, str.rc = hw, hw
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	defer sl.release() // before the gauge, as above
@@ -360,9 +363,10 @@ type connFlusher struct{ net.Conn }
 
 func (connFlusher) Flush() error { return nil }
 
-// openStream writes the stream's headers and returns the writer to stream on
-// (the server's own, so write errors and deadlines reach us) and its controller.
-func openStream(c *gin.Context) (http.ResponseWriter, *http.ResponseController) {
+// openStream writes the stream's headers and returns the writer to stream on:
+// the server's own (so write errors reach us), its writes bounded by
+// handlerWriter.
+func openStream(c *gin.Context, now func() time.Time) *handlerWriter {
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -373,5 +377,68 @@ func openStream(c *gin.Context) (http.ResponseWriter, *http.ResponseController) 
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		w = u.Unwrap() // gin's Flush swallows errors; the server's FlushError does not
 	}
-	return w, http.NewResponseController(w)
+	return &handlerWriter{w: w, rc: http.NewResponseController(w), now: now}
+}
+
+// handlerWriter is a stream's writer on net/http's handler (HTTP/2, or
+// HTTP/1.1 with NoHijack). A write is bounded by a timer of its own, stopped
+// once the write is out, which when it fires sets the writer's deadline in
+// the past: the stuck write fails and, on HTTP/2, the stream is reset,
+// while the connection's other streams go on. net/http's HTTP/2 write
+// deadline cannot be left armed between writes as a socket's can: when it
+// passes it resets the stream, written to or not, so an idle stream (a
+// heartbeat each 15 s, the deadline 10 s after a write) would be cut.
+type handlerWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	now func() time.Time
+
+	mu    sync.Mutex // orders expire against stop
+	timer *time.Timer
+	done  bool // the handler returned: the writer is net/http's again
+}
+
+// Write writes b to the response (buffered until Flush on HTTP/2).
+func (h *handlerWriter) Write(b []byte) (int, error) { return h.w.Write(b) }
+
+// SetWriteDeadline arms the timer that fails the write unless Flush comes before t.
+func (h *handlerWriter) SetWriteDeadline(t time.Time) error {
+	d := t.Sub(h.now())
+	if h.timer == nil {
+		h.timer = time.AfterFunc(d, h.expire)
+	} else {
+		h.timer.Reset(d)
+	}
+	return nil
+}
+
+// Flush sends what was written and disarms the timer.
+func (h *handlerWriter) Flush() error {
+	err := h.rc.Flush()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	if err != nil {
+		return fmt.Errorf("flush a stream: %w", err)
+	}
+	return nil
+}
+
+// expire fails the write in progress (the client stopped reading).
+func (h *handlerWriter) expire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		_ = h.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// stop disarms the timer for good; the handler returns after it.
+func (h *handlerWriter) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
 }
