@@ -396,6 +396,14 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		rows = append(rows, runNemesis(ctx, o, c, ld, tl, smp, rdb, steps, fc, out))
 	}
 	if mt != nil {
+		if mt.faults != nil && ctx.Err() == nil {
+			// The nemesis ends with its last step, inside the end's calm
+			// window: the load runs on until that window has its readings.
+			fmt.Fprintf(out, "chaos: memory: waiting for %d calm readings at the end (up to %s)\n", endCalmReadings, o.Calm+3*o.Meter)
+			if n := mt.awaitCalm(ctx, endCalmReadings, o.Calm+3*o.Meter); n < endCalmReadings {
+				fmt.Fprintf(out, "chaos: memory: %d calm readings at the end\n", n)
+			}
+		}
 		rows = append(rows, memoryRow(o, mt, out))
 	}
 

@@ -133,6 +133,36 @@ func (m *meter) read() sample {
 	return s
 }
 
+// endCalmReadings is how many calm readings the end of a calm soak waits for.
+const endCalmReadings = 2
+
+// awaitCalm waits, the load still running, until the meter has taken n calm
+// readings from now on, or most has passed or ctx ended; it returns how many
+// it took. The nemesis is over when its last step ends, which in a calm
+// soak is at the start of the end's calm window, a minute or more before
+// any reading there is calm.
+func (m *meter) awaitCalm(ctx context.Context, n int, most time.Duration) int {
+	m.mu.Lock()
+	from := len(m.samples)
+	m.mu.Unlock()
+	calm := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		c := 0
+		for _, s := range m.samples[from:] {
+			if s.Calm {
+				c++
+			}
+		}
+		return c
+	}
+	for end := time.Now().Add(most); ; {
+		if c := calm(); c >= n || !time.Now().Before(end) || !sleepCtx(ctx, 100*time.Millisecond) {
+			return calm()
+		}
+	}
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -266,4 +267,32 @@ func TestLiveHeapLeavesOutWhatPoolsHold(t *testing.T) {
 		t.Fatalf("live heap %d MiB with 64 MiB pooled, %d MiB before: what a pool holds was read as kept", after.Alloc>>20, before.Alloc>>20)
 	}
 	runtime.KeepAlive(&pool)
+}
+
+// The end of a calm soak waits for calm readings taken after it began to
+// wait (readings before do not count, nor do readings that are not calm),
+// and gives up at its bound.
+func TestAwaitCalmWaitsForNewCalmReadings(t *testing.T) {
+	m := &meter{samples: []sample{{Calm: true}, {Calm: true}}}
+	go func() {
+		for _, c := range []bool{false, true, false, true} {
+			time.Sleep(30 * time.Millisecond)
+			m.mu.Lock()
+			m.samples = append(m.samples, sample{Calm: c})
+			m.mu.Unlock()
+		}
+	}()
+	if n := m.awaitCalm(context.Background(), 2, 5*time.Second); n != 2 {
+		t.Fatalf("calm readings awaited: %d, want 2", n)
+	}
+	m.mu.Lock()
+	took := len(m.samples)
+	m.mu.Unlock()
+	if took != 6 {
+		t.Fatalf("returned after %d readings, want the 6th (the second new calm one)", took)
+	}
+	start := time.Now()
+	if n := m.awaitCalm(context.Background(), 1, 200*time.Millisecond); n != 0 || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("with no new reading: %d calm after %s, want 0 at the bound", n, time.Since(start))
+	}
 }
