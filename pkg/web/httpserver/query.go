@@ -18,16 +18,8 @@ func QueryValue(q, key string) string {
 	if q == "" {
 		return ""
 	}
-	pairs := 1
-	for i := 0; i < len(q); i++ {
-		switch q[i] {
-		case '%', '+', ';':
-			return libraryValue(q, key)
-		case '&':
-			pairs++
-		}
-	}
-	if pairs > manyPairs {
+	if strings.IndexByte(q, '%') >= 0 || strings.IndexByte(q, '+') >= 0 || strings.IndexByte(q, ';') >= 0 ||
+		strings.Count(q, "&") >= manyPairs { // each a vector scan: cheaper than one loop over q's bytes
 		return libraryValue(q, key)
 	}
 	for rest := q; rest != ""; {
