@@ -21,22 +21,29 @@ func CheckItemID(item string) error {
 // path: 400 INVALID_ITEM_ID, 401 TOKEN_MISSING / TOKEN_INVALID /
 // TOKEN_EXPIRED, or 403 TOKEN_ITEM_MISMATCH.
 func AuthorizeQueue(signer *token.Signer, item, raw string) (token.Queue, error) {
+	q, _, err := AuthorizeQueueSlot(signer, item, raw)
+	return q, err
+}
+
+// AuthorizeQueueSlot is AuthorizeQueue that also hands out the token's slot
+// when signer remembers it (token.Signer.ParseQueueSlot); nil on a refusal.
+func AuthorizeQueueSlot(signer *token.Signer, item, raw string) (token.Queue, *token.Slot, error) {
 	if err := CheckItemID(item); err != nil {
-		return token.Queue{}, err
+		return token.Queue{}, nil, err
 	}
 	if raw == "" {
-		return token.Queue{}, refuse(http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
+		return token.Queue{}, nil, refuse(http.StatusUnauthorized, "TOKEN_MISSING", "give the queue token in the path, as ?token= or as an Authorization bearer")
 	}
-	q, err := signer.ParseQueue(raw)
+	q, slot, err := signer.ParseQueueSlot(raw)
 	switch {
 	case errors.Is(err, token.ErrExpired):
-		return token.Queue{}, refuse(http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
+		return token.Queue{}, nil, refuse(http.StatusUnauthorized, "TOKEN_EXPIRED", "the queue token has expired; register again")
 	case err != nil:
-		return token.Queue{}, refuse(http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
+		return token.Queue{}, nil, refuse(http.StatusUnauthorized, "TOKEN_INVALID", "the queue token is not valid")
 	case q.ItemID != item:
-		return token.Queue{}, refuse(http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
+		return token.Queue{}, nil, refuse(http.StatusForbidden, "TOKEN_ITEM_MISMATCH", "the queue token is for another item")
 	}
-	return q, nil
+	return q, slot, nil
 }
 
 // AuthorizeAdmission checks an admission token raw, and when item is not

@@ -297,29 +297,41 @@ func (s *Signer) AppendQueue(dst []byte, q Queue, ttl time.Duration) ([]byte, er
 // ParseQueue verifies a queue token's signature, issuer, audience and expiry
 // and returns what it says. Any failure is ErrInvalid or ErrExpired.
 func (s *Signer) ParseQueue(raw string) (Queue, error) {
+	q, _, err := s.ParseQueueSlot(raw)
+	return q, err
+}
+
+// ParseQueueSlot is ParseQueue that also hands out the token's Slot when
+// the Signer remembers it (RememberVerified), nil otherwise: the caller's
+// record of exactly this token, found by the same look-up.
+func (s *Signer) ParseQueueSlot(raw string) (Queue, *Slot, error) {
 	if len(raw) > 4096 {
-		return Queue{}, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
+		return Queue{}, nil, fmt.Errorf("%w: longer than 4096 bytes", ErrInvalid)
 	}
 	if !s.mac.usable() {
-		return s.parseQueueLib(raw)
+		q, err := s.parseQueueLib(raw)
+		return q, nil, err
 	}
 	if s.seen != nil {
-		if q, ok := s.seen.get(raw, s.now()); ok {
-			return q, nil
+		if e, ok := s.seen.get(raw, s.now()); ok {
+			return e.q, &e.slot, nil
 		}
 	}
 	switch q, r := s.parseQueueFast(raw); r {
 	case fastOK:
 		if s.seen != nil {
-			s.seen.put(raw, q)
+			if e := s.seen.put(raw, q); e != nil {
+				return q, &e.slot, nil
+			}
 		}
-		return q, nil
+		return q, nil, nil
 	case fastExpired:
-		return Queue{}, ErrExpired
+		return Queue{}, nil, ErrExpired
 	case fastInvalid:
-		return Queue{}, fmt.Errorf("%w: bad signature or claims", ErrInvalid)
+		return Queue{}, nil, fmt.Errorf("%w: bad signature or claims", ErrInvalid)
 	}
-	return s.parseQueueLib(raw)
+	q, err := s.parseQueueLib(raw)
+	return q, nil, err
 }
 
 // parseQueueLib is ParseQueue by golang-jwt's parser: algorithm pinned,

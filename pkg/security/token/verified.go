@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,9 +34,23 @@ type verifiedShard struct {
 }
 
 type verifiedEntry struct {
-	raw string
-	q   Queue
+	raw  string
+	q    Queue
+	slot Slot
 }
+
+// Slot is where a caller keeps its own record of one remembered token (the
+// api: the token's status bucket and place), found with the token by the one
+// look-up that verifies it. It lives as long as the token is remembered, and
+// only a read of exactly that token, within its expiry, hands it out. Safe
+// for concurrent use.
+type Slot struct{ v atomic.Value }
+
+// Load is what was stored in s last (nil: nothing yet).
+func (s *Slot) Load() any { return s.v.Load() }
+
+// Store keeps v in s; every v stored in one slot must be of one type.
+func (s *Slot) Store(v any) { s.v.Store(v) }
 
 // RememberVerified makes s remember up to n queue tokens that passed
 // ParseQueue in full (about 0.6 KiB each), and answer them again without the
@@ -62,33 +77,34 @@ func (v *verified) shard(sig string) *verifiedShard {
 	return &v.shards[maphash.String(v.seed, sig)%uint64(len(v.shards))]
 }
 
-// get returns what raw said when raw was verified before and, at now, is
-// still within its expiry and past its issued-at (the leeway of the full
-// parse); else ok is false and the full parse decides.
-func (v *verified) get(raw string, now time.Time) (q Queue, ok bool) {
+// get returns raw's entry (what it said, and its slot) when raw was verified
+// before and, at now, is still within its expiry and past its issued-at (the
+// leeway of the full parse); else false, and the full parse decides.
+func (v *verified) get(raw string, now time.Time) (*verifiedEntry, bool) {
 	sig := sigOf(raw)
 	if sig == "" {
-		return Queue{}, false
+		return nil, false
 	}
 	sh := v.shard(sig)
 	sh.mu.Lock()
 	e := sh.m[sig]
 	sh.mu.Unlock()
 	if e == nil || e.raw != raw {
-		return Queue{}, false
+		return nil, false
 	}
 	if !now.Before(e.q.ExpiresAt.Add(leeway)) || !e.q.IssuedAt.IsZero() && now.Before(e.q.IssuedAt.Add(-leeway)) {
-		return Queue{}, false
+		return nil, false
 	}
-	return e.q, true
+	return e, true
 }
 
-// put remembers q, what raw said once it passed every check.
-func (v *verified) put(raw string, q Queue) {
+// put remembers q, what raw said once it passed every check, and returns
+// its entry (nil: raw has no signature part).
+func (v *verified) put(raw string, q Queue) *verifiedEntry {
 	raw = strings.Clone(raw) // raw is a piece of the request's URL or header
 	sig := sigOf(raw)
 	if sig == "" {
-		return
+		return nil
 	}
 	sh := v.shard(sig)
 	sh.mu.Lock()
@@ -103,5 +119,7 @@ func (v *verified) put(raw string, q Queue) {
 			n--
 		}
 	}
-	sh.m[sig] = &verifiedEntry{raw: raw, q: q}
+	e := &verifiedEntry{raw: raw, q: q}
+	sh.m[sig] = e
+	return e
 }

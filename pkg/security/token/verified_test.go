@@ -109,6 +109,45 @@ func TestRememberedTokensAreBounded(t *testing.T) {
 	}
 }
 
+// A remembered token's Slot is handed out with it, the same one at every read
+// of exactly that token within its expiry; a token with another's claims
+// under its signature, an expired one, or one a Signer does not remember
+// gets none.
+func TestASlotIsHandedOutOnlyWithItsOwnToken(t *testing.T) {
+	s, now := rememberingSigner(t, 64)
+	raw, err := s.IssueQueue(Queue{TokenID: "t", ItemID: "i", UserID: "u"}, time.Hour)
+	require.NoError(t, err)
+	_, slot, err := s.ParseQueueSlot(raw)
+	require.NoError(t, err)
+	require.NotNil(t, slot, "a verified token's slot")
+	slot.Store("record of t")
+	_, again, err := s.ParseQueueSlot(raw)
+	require.NoError(t, err)
+	assert.Same(t, slot, again)
+	assert.Equal(t, "record of t", again.Load())
+
+	other, err := s.IssueQueue(Queue{TokenID: "t2", ItemID: "i", UserID: "v"}, time.Hour)
+	require.NoError(t, err)
+	parts := strings.Split(raw, ".")
+	_, bad, err := s.ParseQueueSlot(parts[0] + "." + strings.Split(other, ".")[1] + "." + parts[2])
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.Nil(t, bad)
+	_, fresh, err := s.ParseQueueSlot(other)
+	require.NoError(t, err)
+	require.NotNil(t, fresh)
+	assert.Nil(t, fresh.Load(), "another token's slot is its own")
+
+	plain := signers(t)[HS256].WithClock(func() time.Time { return *now })
+	_, none, err := plain.ParseQueueSlot(raw)
+	require.NoError(t, err)
+	assert.Nil(t, none, "a Signer that remembers nothing hands out no slot")
+
+	*now = now.Add(time.Hour + leeway)
+	_, late, err := s.ParseQueueSlot(raw)
+	assert.ErrorIs(t, err, ErrExpired)
+	assert.Nil(t, late)
+}
+
 // BenchmarkParseQueueRemembered is a status poll's parse of a token the
 // Signer verified before (BenchmarkParseQueue: the full parse).
 func BenchmarkParseQueueRemembered(b *testing.B) {

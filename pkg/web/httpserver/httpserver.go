@@ -90,10 +90,8 @@ func QueueTokenOf(r *http.Request, pathToken string) string {
 	if t := Bearer(r.Header.Get("Authorization")); t != "" {
 		return t
 	}
-	if r.URL.RawQuery != "" { // parsing the query allocates: only when there is one
-		if t := r.URL.Query().Get("token"); t != "" {
-			return t
-		}
+	if t := QueryValue(r.URL.RawQuery, "token"); t != "" {
+		return t
 	}
 	if pathToken != CurrentToken {
 		return pathToken

@@ -60,30 +60,38 @@ func newMemBuckets(l redis_rate.Limit, max int) *memBuckets {
 // *sweepAt it drops the entries gone says answer nothing any more and sets
 // *sweepAt to twice what is left (each sweep's cost paid by the inserts that
 // doubled the shard); a shard still at limit then forgets half of what it
-// holds. memBuckets and positions each keep their shards this way.
-func makeRoom[K comparable, V any](m map[K]V, sweepAt *int, limit int, gone func(V) bool) {
+// holds. dropped, when not nil, is told of each entry deleted. memBuckets and
+// positions each keep their shards this way.
+func makeRoom[K comparable, V any](m map[K]V, sweepAt *int, limit int, gone func(V) bool, dropped func(V)) {
 	if len(m) >= *sweepAt {
 		for k, v := range m {
 			if gone(v) {
 				delete(m, k)
+				if dropped != nil {
+					dropped(v)
+				}
 			}
 		}
 		*sweepAt = max(2*len(m), minSweep)
 	}
 	if len(m) >= limit {
-		forgetHalf(m)
+		forgetHalf(m, dropped)
 	}
 }
 
-// forgetHalf deletes a random half of m (map order is random): how a full
-// shard of remembered answers or buckets makes room.
-func forgetHalf[K comparable, V any](m map[K]V) {
+// forgetHalf deletes a random half of m (map order is random), telling
+// dropped (when not nil) of each: how a full shard of remembered answers or
+// buckets makes room.
+func forgetHalf[K comparable, V any](m map[K]V, dropped func(V)) {
 	n := len(m) / 2
-	for k := range m {
+	for k, v := range m {
 		if n == 0 {
 			break
 		}
 		delete(m, k)
+		if dropped != nil {
+			dropped(v)
+		}
 		n--
 	}
 }
@@ -98,7 +106,7 @@ func (b *memBuckets) allow(key string, now time.Time) (bool, time.Duration) {
 	if e == nil {
 		makeRoom(sh.m, &sh.sweepAt, b.perShard, func(e *memBucket) bool { // full again: as good as none
 			return e.full(now, b.rate, b.burst)
-		})
+		}, nil)
 		e = &memBucket{tokens: b.burst, at: now}
 		sh.m[key] = e
 	}

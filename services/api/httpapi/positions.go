@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/domain/line"
 	"github.com/waitroom/waitroom/pkg/domain/registration"
 	"github.com/waitroom/waitroom/pkg/redisview/view"
+	"github.com/waitroom/waitroom/pkg/security/token"
 )
 
 // positions answers repeated status reads of waiting registrations from
@@ -40,6 +41,11 @@ import (
 // status read then finds both with one look-up, under one lock (takeStatus),
 // instead of one sharded map for each. A record is dropped by the sweeps once
 // both are as good as none (the bucket full again, the read stale).
+//
+// A token the signer remembers as verified (token.Slot) keeps its record in
+// its slot: a repeat read of exactly that token then finds the record
+// without a look-up of its own (lockSlotRec), the one look-up being the
+// signer's, which checks the raw bytes and the expiry.
 type positions struct {
 	line       Line
 	view       *view.Watcher
@@ -70,6 +76,7 @@ type posShard struct {
 	m  map[string]*tokenRec
 	// sweepAt is the size at which the shard next drops its stale entries.
 	sweepAt int
+	owner   *positions // servers that share a signer share its slots
 }
 
 // tokenRec is what this replica keeps of one token (by item and tokenId):
@@ -77,6 +84,10 @@ type posShard struct {
 type tokenRec struct {
 	pos    *posEntry // nil: none
 	bucket memBucket // zero: full; used only when positions.bucket is set
+	sh     *posShard // the shard whose map holds it
+	// gone: sh's map holds it no more (dropped by a sweep or remember), so a
+	// slot still holding it is looked up again, never answered from.
+	gone bool
 }
 
 // posEntry is a registration's last exact read, kept by item and tokenId:
@@ -140,6 +151,7 @@ func newPositions(line Line, w *view.Watcher, fresh, exactEvery time.Duration, m
 	for i := range p.shards {
 		p.shards[i].m = map[string]*tokenRec{}
 		p.shards[i].sweepAt = minSweep
+		p.shards[i].owner = p
 	}
 	return p
 }
@@ -152,8 +164,12 @@ func (p *positions) makeRoom(sh *posShard, now time.Time) {
 	makeRoom(sh.m, &sh.sweepAt, p.max/len(p.shards)+1, func(r *tokenRec) bool {
 		return (r.pos == nil || now.Sub(r.pos.at) >= p.exactEvery) &&
 			(p.bucket == nil || r.bucket.full(now, p.bucket.rate, p.bucket.burst))
-	})
+	}, dropRec)
 }
+
+// dropRec marks r, just deleted from its shard's map, gone, and lets its
+// read go (a slot may keep r until its token is forgotten); sh.mu held.
+func dropRec(r *tokenRec) { r.gone, r.pos = true, nil }
 
 // useBucket keeps the status bucket of rate and burst (b's: the throttle's
 // in memory) in the tokens' records; takeStatus takes from it.
@@ -165,33 +181,90 @@ func (p *positions) record(sh *posShard, key []byte, now time.Time) *tokenRec {
 	r := sh.m[string(key)]
 	if r == nil {
 		p.makeRoom(sh, now)
-		r = &tokenRec{}
+		r = &tokenRec{sh: sh}
 		sh.m[string(key)] = r
 	}
 	return r
 }
 
 // posLook is a token's exact read found by takeStatus (e nil: none), which
-// status then uses instead of a look-up of its own (looked false: none made).
+// status then uses instead of a look-up of its own (looked false: none made,
+// and slot, when not nil, is the token's: see lockSlotRec).
 type posLook struct {
 	e      *posEntry
 	looked bool
+	slot   *token.Slot
 }
 
 // takeStatus takes one from item's tokenID's status bucket (useBucket) and
 // returns, from the same look-up, its last exact read for status; when the
-// bucket is empty, ok is false with how long until it is not.
-func (p *positions) takeStatus(item, tokenID string) (ok bool, wait time.Duration, look posLook) {
+// bucket is empty, ok is false with how long until it is not. slot, when not
+// nil, is the token's (token.Signer.ParseQueueSlot, for this item and
+// tokenID): its record is taken from there when it holds one, else kept
+// there.
+func (p *positions) takeStatus(item, tokenID string, slot *token.Slot) (ok bool, wait time.Duration, look posLook) {
+	now := p.now()
+	r := p.lockSlotRec(slot)
+	if r == nil {
+		var kb [128]byte
+		key := posKey(kb[:0], item, tokenID)
+		sh := p.shard(key)
+		sh.mu.Lock()
+		r = p.record(sh, key, now)
+		if slot != nil {
+			slot.Store(r)
+		}
+	}
+	ok, wait = r.bucket.take(now, p.bucket.rate, p.bucket.burst)
+	e := r.pos
+	r.sh.mu.Unlock()
+	return ok, wait, posLook{e: e, looked: true}
+}
+
+// lockSlotRec is the record slot holds, with its shard's lock held, when it
+// is one of p's and its shard's map still holds it; nil (no lock held):
+// look it up. A slot is handed out only for the exact raw token the signer
+// verified, within its expiry, and it holds only the record of that token's
+// item and tokenId (takeStatus, peek), so the record found is the one a
+// look-up would find.
+func (p *positions) lockSlotRec(slot *token.Slot) *tokenRec {
+	if slot == nil {
+		return nil
+	}
+	r, _ := slot.Load().(*tokenRec)
+	if r == nil || r.sh.owner != p {
+		return nil
+	}
+	r.sh.mu.Lock()
+	if r.gone {
+		r.sh.mu.Unlock()
+		return nil
+	}
+	return r
+}
+
+// peek is item's tokenID's last exact read (nil: none), found from slot as
+// in takeStatus, without making a record.
+func (p *positions) peek(item, tokenID string, slot *token.Slot) *posEntry {
+	if r := p.lockSlotRec(slot); r != nil {
+		e := r.pos
+		r.sh.mu.Unlock()
+		return e
+	}
 	var kb [128]byte
 	key := posKey(kb[:0], item, tokenID)
 	sh := p.shard(key)
-	now := p.now()
 	sh.mu.Lock()
-	r := p.record(sh, key, now)
-	ok, wait = r.bucket.take(now, p.bucket.rate, p.bucket.burst)
-	e := r.pos
+	r := sh.m[string(key)]
+	var e *posEntry
+	if r != nil {
+		e = r.pos
+		if slot != nil {
+			slot.Store(r)
+		}
+	}
 	sh.mu.Unlock()
-	return ok, wait, posLook{e: e, looked: true}
+	return e
 }
 
 // gen names the incarnation of item's line the answers come from: the
@@ -228,14 +301,7 @@ func (p *positions) status(ctx context.Context, item, tokenID string, gen view.I
 	}
 	e := look.e
 	if !look.looked {
-		var kb [128]byte
-		key := posKey(kb[:0], item, tokenID)
-		sh := p.shard(key)
-		sh.mu.Lock()
-		if r := sh.m[string(key)]; r != nil {
-			e = r.pos
-		}
-		sh.mu.Unlock()
+		e = p.peek(item, tokenID, look.slot)
 	}
 	now := p.now()
 	if e == nil || e.left || e.gen != gen || now.Sub(e.at) >= every-every*time.Duration(e.early)/1024 {
@@ -395,6 +461,7 @@ func (p *positions) remember(item, tokenID string, st line.Status, gen view.Item
 	if st.State != line.Waiting || st.Seq <= 0 {
 		if r != nil && (p.bucket == nil || r.bucket.full(now, p.bucket.rate, p.bucket.burst)) {
 			delete(sh.m, string(key))
+			dropRec(r)
 		} else if r != nil {
 			r.pos = nil // its bucket stays until a sweep finds it full
 		}

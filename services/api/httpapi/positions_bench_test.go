@@ -79,7 +79,7 @@ func BenchmarkStatusBucketAndPlace(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				tok := toks[i%n]
-				ok, _, look := p.takeStatus(item, tok)
+				ok, _, look := p.takeStatus(item, tok, nil)
 				if !ok {
 					b.Fatalf("read %d refused", i)
 				}

@@ -43,11 +43,11 @@ func (s *Server) tokenCall(kind string, gate gin.HandlerFunc, h func(*gin.Contex
 		if !s.limitAddr(c) {
 			return
 		}
-		q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
-		var look posLook
+		q, slot, err := registration.AuthorizeQueueSlot(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
+		look := posLook{slot: slot}
 		if err == nil && s.opt.Throttle != nil {
 			var ok bool
-			if ok, look = s.allowTokenCall(c, kind, q); !ok {
+			if ok, look = s.allowTokenCall(c, kind, q, slot); !ok {
 				return
 			}
 		}
@@ -73,15 +73,16 @@ func (s *Server) allowToken(c *gin.Context, kind, tokenID string) bool {
 // allowTokenCall takes one token from q's bucket of kind; past it, it has
 // answered 429 RATE_LIMITED and returns false. A status bucket kept in the
 // token's record (positions.useBucket) hands back, from the same look-up,
-// the token's remembered read for the handler.
-func (s *Server) allowTokenCall(c *gin.Context, kind string, q token.Queue) (bool, posLook) {
+// the token's remembered read for the handler (slot: the token's, see
+// positions.takeStatus).
+func (s *Server) allowTokenCall(c *gin.Context, kind string, q token.Queue, slot *token.Slot) (bool, posLook) {
 	var (
 		ok   bool
 		wait time.Duration
-		look posLook
+		look = posLook{slot: slot}
 	)
 	if kind == byStatus && s.pos != nil && s.pos.bucket != nil && q.TokenID != "" {
-		if ok, wait, look = s.pos.takeStatus(q.ItemID, q.TokenID); !ok {
+		if ok, wait, look = s.pos.takeStatus(q.ItemID, q.TokenID, slot); !ok {
 			s.opt.Throttle.refused(kind)
 		}
 	} else {

@@ -24,7 +24,7 @@ func TestStatusBucketInTheTokensRecord(t *testing.T) {
 	waiting := line.Status{State: line.Waiting, Position: 5, Seq: 10, Head: 5}
 	p.remember("it", "a", waiting, view.ItemGen{})
 	for i := range 10 {
-		ok, _, look := p.takeStatus("it", "a")
+		ok, _, look := p.takeStatus("it", "a", nil)
 		if !ok {
 			t.Fatalf("call %d within the burst refused", i)
 		}
@@ -32,17 +32,17 @@ func TestStatusBucketInTheTokensRecord(t *testing.T) {
 			t.Fatalf("call %d: the token's remembered read not found with its bucket: %+v", i, look)
 		}
 	}
-	if ok, wait, _ := p.takeStatus("it", "a"); ok || wait != 200*time.Millisecond {
+	if ok, wait, _ := p.takeStatus("it", "a", nil); ok || wait != 200*time.Millisecond {
 		t.Fatalf("past the burst: %v, %s; want refused for 200ms", ok, wait)
 	}
-	if ok, _, look := p.takeStatus("it", "b"); !ok || look.e != nil {
+	if ok, _, look := p.takeStatus("it", "b", nil); !ok || look.e != nil {
 		t.Fatalf("another token is held back (%v) or finds a read (%+v)", ok, look)
 	}
-	if ok, _, _ := p.takeStatus("other", "a"); !ok {
+	if ok, _, _ := p.takeStatus("other", "a", nil); !ok {
 		t.Fatal("the same tokenId of another item is held back")
 	}
 	for i := range 100_000 {
-		p.takeStatus("it", strconv.Itoa(i))
+		p.takeStatus("it", strconv.Itoa(i), nil)
 	}
 	n := 0
 	for i := range p.shards {
@@ -52,7 +52,7 @@ func TestStatusBucketInTheTokensRecord(t *testing.T) {
 		t.Fatalf("%d records kept, bound 6,400", n)
 	}
 	now = now.Add(200 * time.Millisecond)
-	if ok, _, _ := p.takeStatus("it", "a"); !ok {
+	if ok, _, _ := p.takeStatus("it", "a", nil); !ok {
 		t.Fatal("a token is not back after 1/rate")
 	}
 }
@@ -66,11 +66,11 @@ func TestTokenRecordsHoldOnlyTheTokensCallingNow(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
 	p.now = func() time.Time { return now }
 	for range 10 {
-		p.takeStatus("it", "a")
+		p.takeStatus("it", "a", nil)
 	}
 	for i := range 100_000 {
 		now = now.Add(10 * time.Microsecond)
-		p.takeStatus("it", strconv.Itoa(i))
+		p.takeStatus("it", strconv.Itoa(i), nil)
 	}
 	n := 0
 	for i := range p.shards {
@@ -80,11 +80,11 @@ func TestTokenRecordsHoldOnlyTheTokensCallingNow(t *testing.T) {
 		t.Fatalf("%d records held after 100,000 tokens, 20,000 of them called within 200 ms", n)
 	}
 	for i := range 5 { // a second's refill, not a new bucket's 10
-		if ok, _, _ := p.takeStatus("it", "a"); !ok {
+		if ok, _, _ := p.takeStatus("it", "a", nil); !ok {
 			t.Fatalf("call %d a second after draining refused", i)
 		}
 	}
-	if ok, _, _ := p.takeStatus("it", "a"); ok {
+	if ok, _, _ := p.takeStatus("it", "a", nil); ok {
 		t.Fatal("a drained bucket was dropped by a sweep: it passes again in full")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/waitroom/waitroom/pkg/security/fieldmac"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 )
 
 // A status cursor is what the api told a waiting token, signed, so the next
@@ -38,12 +39,10 @@ const (
 // secret every api replica holds (the admission key).
 func StatusCursorKey(secret string) []byte { return fieldmac.KeyOf(secret, cursorPurpose) }
 
-// cursorOf is the request's cursor parameter (no query: not parsed).
+// cursorOf is the request's cursor parameter (c.Query's answer, without
+// parsing the whole query into a map).
 func cursorOf(c *gin.Context) string {
-	if c.Request.URL.RawQuery == "" {
-		return ""
-	}
-	return c.Query(cursorParam)
+	return httpserver.QueryValue(c.Request.URL.RawQuery, cursorParam)
 }
 
 // told bounds pos, the position computed for a waiting token, by the
