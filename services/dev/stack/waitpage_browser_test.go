@@ -70,18 +70,41 @@ func axeCheck(t *testing.T, ctx context.Context, src, state string) {
 	t.Logf("%s: %d violations", state, len(vs))
 }
 
+// lostContext is Chromium's answer to an evaluation in a document the page
+// replaced between chromedp's look-up of its execution context and the call
+// (CDP error -32000): the page is there, the evaluation must be sent again.
+const lostContext = "Cannot find context with specified id"
+
+// evalRetry runs an evaluation again, up to five times 200 ms apart, when it
+// lost its page's execution context; any other outcome is returned at once.
+func evalRetry[T any](run func() (T, error)) (T, error) {
+	for i := 0; ; i++ {
+		v, err := run()
+		if err == nil || i == 4 || !strings.Contains(err.Error(), lostContext) {
+			return v, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // axeRun injects axe-core into the open page (once) and returns its violations.
 func axeRun(t *testing.T, ctx context.Context, src string) []axeViolation {
 	t.Helper()
-	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`if (!window.axe) {`+src+"\n}; true"))
-	require.NoError(t, err, "inject axe-core")
-	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ["violations"]}).then((r) =>
+	// Injected and run as one: a document replaced between the two has no axe.
+	out, err := evalRetry(func() (string, error) {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`if (!window.axe) {`+src+"\n}; true")); err != nil {
+			return "", fmt.Errorf("inject axe-core: %w", err)
+		}
+		return chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ["violations"]}).then((r) =>
 		JSON.stringify(r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
 			nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
+	})
 	require.NoError(t, err, "axe.run")
 	var vs []axeViolation
 	require.NoError(t, json.Unmarshal([]byte(out), &vs))
-	ran, err := chromedp.Run(ctx, chromedp.Evaluate[int](`axe.getRules().length`))
+	ran, err := evalRetry(func() (int, error) {
+		return chromedp.Run(ctx, chromedp.Evaluate[int](`if (!window.axe) {`+src+"\n}; axe.getRules().length"))
+	})
 	require.NoError(t, err)
 	require.Greater(t, ran, 50, "axe-core loaded its rules")
 	return vs
@@ -89,7 +112,7 @@ func axeRun(t *testing.T, ctx context.Context, src string) []axeViolation {
 
 func waitFor(t *testing.T, ctx context.Context, cond string, d time.Duration, msg string) {
 	t.Helper()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(d)))
+	_, err := evalRetry(func() (bool, error) { return chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(d))) })
 	require.NoError(t, err, msg)
 }
 
@@ -99,7 +122,9 @@ func statusIs(s string) string {
 
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).textContent`))
+	s, err := evalRetry(func() (string, error) {
+		return chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).textContent`))
+	})
 	require.NoError(t, err, sel)
 	return s
 }
