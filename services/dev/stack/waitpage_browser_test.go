@@ -112,7 +112,9 @@ func axeRun(t *testing.T, ctx context.Context, src string) []axeViolation {
 
 func waitFor(t *testing.T, ctx context.Context, cond string, d time.Duration, msg string) {
 	t.Helper()
-	_, err := evalRetry(func() (bool, error) { return chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(d))) })
+	_, err := evalRetry(func() (bool, error) {
+		return chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(d)))
+	})
 	require.NoError(t, err, msg)
 }
 
