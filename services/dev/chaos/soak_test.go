@@ -123,11 +123,7 @@ func TestHeapAllocOfAHeapProfile(t *testing.T) {
 // pkg/app/service serves it (WR_PPROF_ADDR), and the CSV it writes reads back
 // with the heap beside RSS and goroutines.
 func TestLiveHeapFromAPprofListener(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", httppprof.Index)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	p := &cluster.Proc{Name: "consumer-1", PprofAddr: strings.TrimPrefix(srv.URL, "http://")}
+	p := pprofProc(t, "consumer-1")
 	h, prof := liveHeap(p)
 	n := h.Alloc
 	if n <= 0 {
@@ -246,11 +242,7 @@ func TestGrowthJudgesCalmReadingsOnly(t *testing.T) {
 // the meter collects twice, so 64 MiB pooled just before a reading is not
 // read as kept. (With one collection, as before, the reading held it.)
 func TestLiveHeapLeavesOutWhatPoolsHold(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", httppprof.Index)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	p := &cluster.Proc{Name: "scheduler-1", PprofAddr: strings.TrimPrefix(srv.URL, "http://")}
+	p := pprofProc(t, "scheduler-1")
 	before, _ := liveHeap(p)
 	const pooled = 64 << 20
 	var pool sync.Pool
@@ -295,4 +287,15 @@ func TestAwaitCalmWaitsForNewCalmReadings(t *testing.T) {
 	if n := m.awaitCalm(context.Background(), 1, 200*time.Millisecond); n != 0 || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("with no new reading: %d calm after %s, want 0 at the bound", n, time.Since(start))
 	}
+}
+
+// pprofProc is a process named name whose pprof listener is this test
+// process's own, as pkg/app/service serves a service's (WR_PPROF_ADDR).
+func pprofProc(t *testing.T, name string) *cluster.Proc {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", httppprof.Index)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &cluster.Proc{Name: name, PprofAddr: strings.TrimPrefix(srv.URL, "http://")}
 }
