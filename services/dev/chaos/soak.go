@@ -324,9 +324,9 @@ func windows(samples []sample) (base, last []sample, why string) {
 // (zero) is left out of its window. Processes in unjudged are read but not
 // judged. RSS alone moves without a leak (GOGC's headroom above the heap
 // live at the last collection stays resident), so a process whose heap was
-// read is judged on the memory its runtime holds in use after a forced
-// collection (sample.Kept) instead, beside its live heap; the raw RSS is
-// still printed, written and plotted.
+// read is judged on its live heap after two collections instead; its RSS
+// and its runtime's memory in use (sample.Kept) are still printed, written
+// and plotted.
 func growth(samples []sample, limit float64, unjudged map[string]bool) []string {
 	base, last, why := windows(samples)
 	if why != "" {
@@ -334,15 +334,26 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 	}
 	// mean of the readings taken: a zero is one that failed (a /metrics
 	// behind a held link), not a process with nothing.
-	mean := func(ss []sample, get func(sample) map[string]int64, name string) float64 {
-		var sum, n int64
+	// Each window's value: the mean of its readings, or with calm readings
+	// their floor (the least): a leak raises the floor, a request in flight
+	// at one reading does not. A zero is a reading that failed (a /metrics
+	// behind a held link), not a process with nothing.
+	floor := slices.ContainsFunc(base, func(s sample) bool { return s.Calm })
+	value := func(ss []sample, get func(sample) map[string]int64, name string) float64 {
+		var sum, n, least int64
 		for _, s := range ss {
 			if v := get(s)[name]; v > 0 {
 				sum, n = sum+v, n+1
+				if least == 0 || v < least {
+					least = v
+				}
 			}
 		}
-		if n == 0 {
+		switch {
+		case n == 0:
 			return 0
+		case floor:
+			return float64(least)
 		}
 		return float64(sum) / float64(n)
 	}
@@ -352,34 +363,31 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 			if unjudged[name] {
 				continue
 			}
-			was, now := mean(base, get, name), mean(last, get, name)
+			was, now := value(base, get, name), value(last, get, name)
 			if was > 0 && now > limit*was {
 				bad = append(bad, fmt.Sprintf("%s: %s %.0f at %s, %.0f at %s (more than x%.2f)",
 					name, what, now, last[len(last)-1].At.Round(time.Second), was, base[len(base)-1].At.Round(time.Second), limit))
 			}
 		}
 	}
-	// A process whose kept memory was read is judged on it, not on its raw
-	// RSS (see sample.Kept); the others (no pprof listener) on RSS.
-	kept := map[string]bool{}
+	// A process whose live heap was read is judged on it (and its
+	// goroutines), not on its RSS nor its runtime's memory in use (both
+	// still read, written and plotted): those follow the heap's peaks
+	// between readings (GOGC's headroom, spans and GC metadata sized for the
+	// last peak), while what it keeps is the heap live after two
+	// collections. The others (no pprof listener) are judged on RSS.
+	heapRead := map[string]bool{}
 	for _, s := range samples {
-		for name, v := range s.Kept {
-			kept[name] = kept[name] || v > 0
+		for name, v := range s.Heap {
+			heapRead[name] = heapRead[name] || v > 0
 		}
 	}
 	check("RSS KiB", func(s sample) map[string]int64 {
 		m := make(map[string]int64, len(s.RSS))
 		for name, v := range s.RSS {
-			if !kept[name] {
+			if !heapRead[name] {
 				m[name] = v
 			}
-		}
-		return m
-	})
-	check("runtime memory in use KiB", func(s sample) map[string]int64 {
-		m := make(map[string]int64, len(kept))
-		for name := range kept {
-			m[name] = s.Kept[name]
 		}
 		return m
 	})

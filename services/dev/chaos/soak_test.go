@@ -156,18 +156,19 @@ func TestLiveHeapFromAPprofListener(t *testing.T) {
 	}
 }
 
-// A process whose kept memory is read is judged on it, not on its raw RSS:
-// RSS swinging with GOGC's headroom while the kept memory is flat passes; a
-// slow leak of kept memory fails even while RSS looks flat; a process
-// without a heap reading is still judged on RSS.
-func TestGrowthJudgesKeptMemoryInsteadOfRSS(t *testing.T) {
-	hour := func(rss, kept func(min int) int64) []sample {
+// A process whose live heap is read is judged on it, not on its raw RSS nor
+// its runtime's memory in use: RSS and in-use memory swinging while the
+// live heap is flat passes; a slow leak of the live heap fails even while
+// RSS looks flat; a process without a heap reading is still judged on RSS.
+func TestGrowthJudgesTheLiveHeapInsteadOfRSS(t *testing.T) {
+	hour := func(rss, heap func(min int) int64) []sample {
 		var ss []sample
 		for m := 1; m <= 60; m++ {
 			s := sample{At: time.Duration(m) * time.Minute, RSS: map[string]int64{"consumer-1": rss(m), "door": 30 << 10},
-				Goroutines: map[string]int64{"consumer-1": 60, "door": 10}, Heap: map[string]int64{"consumer-1": 20 << 20}, Kept: map[string]int64{}}
-			if k := kept(m); k >= 0 {
-				s.Kept["consumer-1"] = k
+				Goroutines: map[string]int64{"consumer-1": 60, "door": 10}, Heap: map[string]int64{}, Kept: map[string]int64{}}
+			if h := heap(m); h >= 0 {
+				s.Heap["consumer-1"] = h
+				s.Kept["consumer-1"] = rss(m) / 2
 			}
 			ss = append(ss, s)
 		}
@@ -175,17 +176,18 @@ func TestGrowthJudgesKeptMemoryInsteadOfRSS(t *testing.T) {
 	}
 	flat := func(int) int64 { return 60 << 10 }
 	swing := func(m int) int64 { return int64(96+105*(m/10%2)) << 10 } // 96 and 201 MiB by turns of ten minutes
+	flatHeap := func(int) int64 { return 20 << 20 }
 	for _, tc := range []struct {
 		name      string
-		rss, kept func(int) int64
+		rss, heap func(int) int64
 		bad       string
 	}{
-		{"RSS swinging, kept flat", swing, flat, ""},
-		{"RSS flat, kept leaking", flat, func(m int) int64 { return 50<<10 + int64(m)<<9 }, "runtime memory in use"},
-		{"the same swing without a kept reading: judged on RSS, fails", swing, func(int) int64 { return -1 }, "RSS KiB"},
+		{"RSS and in-use swinging, heap flat", swing, flatHeap, ""},
+		{"RSS flat, heap leaking", flat, func(m int) int64 { return 20<<20 + int64(m)<<18 }, "live heap"},
+		{"the same swing without a heap reading: judged on RSS, fails", swing, func(int) int64 { return -1 }, "RSS KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bad := growth(hour(tc.rss, tc.kept), 1.1, nil)
+			bad := growth(hour(tc.rss, tc.heap), 1.1, nil)
 			if tc.bad == "" && len(bad) > 0 || tc.bad != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.bad)) {
 				t.Fatalf("growth = %q, want one about %q", bad, tc.bad)
 			}
@@ -224,6 +226,12 @@ func TestGrowthJudgesCalmReadingsOnly(t *testing.T) {
 		bad  string
 	}{
 		{"swinging mid-fault, flat when calm", calmAt, swing, ""},
+		{"flat when calm but for one reading at the end", calmAt, func(m int, calm bool) int64 {
+			if m == 60 {
+				return 35 << 20 // work in flight at that one reading: the floor is the other's
+			}
+			return swing(m, calm)
+		}, ""},
 		{"leaking, calm or not", calmAt, leak, "live heap"},
 		{"the swing judged on every reading", func(int) bool { return false }, swing, "live heap"},
 		{"no calm reading by the third", func(m int) bool { return m >= 59 }, swing, "no calm memory reading"},
