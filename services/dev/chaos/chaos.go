@@ -543,7 +543,7 @@ func memoryRow(o Options, mt *meter, out io.Writer) Row {
 	mt.mu.Lock()
 	bad := growth(mt.samples, o.Growth, unjudged)
 	mt.mu.Unlock()
-	row := Row{Fault: "memory", What: fmt.Sprintf("every process's RSS (less free heap pages where its heap is read), goroutines and live heap at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
+	row := Row{Fault: "memory", What: fmt.Sprintf("every process's live heap after two collections (RSS where no heap is read) and goroutines at the end within x%.2f of a third of the way in (%s)", o.Growth, mt.csv)}
 	if len(bad) > 0 {
 		row.Err = errors.New(strings.Join(bad, "; "))
 	}

@@ -109,10 +109,10 @@ func meterPanels(samples []sample) []panelSpec {
 		{"goroutines", func(s sample) map[string]int64 { return s.Goroutines }, 1},
 	}
 	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Kept) > 0 }) {
-		ps = append(ps, panelSpec{"runtime memory in use after a GC (Sys - HeapIdle, MiB): judged", func(s sample) map[string]int64 { return s.Kept }, 1024})
+		ps = append(ps, panelSpec{"runtime memory in use after two GCs (Sys - HeapIdle, MiB)", func(s sample) map[string]int64 { return s.Kept }, 1024})
 	}
 	if slices.ContainsFunc(samples, func(s sample) bool { return len(s.Heap) > 0 }) {
-		ps = append(ps, panelSpec{"live heap after a GC (MiB)", func(s sample) map[string]int64 { return s.Heap }, 1 << 20})
+		ps = append(ps, panelSpec{"live heap after two GCs (MiB): judged", func(s sample) map[string]int64 { return s.Heap }, 1 << 20})
 	}
 	return ps
 }

@@ -106,7 +106,7 @@ func TestThePlotDrawsTheLiveHeap(t *testing.T) {
 		t.Fatalf("the plot is not well-formed SVG: %v", err)
 	}
 	// RSS of api-1 and kafka, goroutines of api-1, live heap of api-1.
-	if n := strings.Count(string(b), "<polyline"); n != 4 || !strings.Contains(string(b), "live heap after a GC (MiB)") {
+	if n := strings.Count(string(b), "<polyline"); n != 4 || !strings.Contains(string(b), "live heap after two GCs (MiB)") {
 		t.Fatalf("%d curves, want 4 with a live heap panel", n)
 	}
 }
