@@ -396,15 +396,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Row, error) {
 		rows = append(rows, runNemesis(ctx, o, c, ld, tl, smp, rdb, steps, fc, out))
 	}
 	if mt != nil {
-		if mt.faults != nil && ctx.Err() == nil {
-			// The nemesis ends with its last step, inside the end's calm
-			// window: the load runs on until that window has its readings.
-			fmt.Fprintf(out, "chaos: memory: waiting for %d calm readings at the end (up to %s)\n", endCalmReadings, o.Calm+3*o.Meter)
-			if n := mt.awaitCalm(ctx, endCalmReadings, o.Calm+3*o.Meter); n < endCalmReadings {
-				fmt.Fprintf(out, "chaos: memory: %d calm readings at the end\n", n)
-			}
-		}
-		rows = append(rows, memoryRow(o, mt, out))
+		rows = append(rows, memoryRow(ctx, o, mt, out))
 	}
 
 	// The end: no one new comes; everyone still in line is served.
@@ -538,8 +530,16 @@ func (r *run) faults(ctx context.Context, faults []Fault) []Row {
 }
 
 // memoryRow judges the meter's samples (every process's RSS, goroutines, heap
-// within o.Growth from a third of the way in) and plots them.
-func memoryRow(o Options, mt *meter, out io.Writer) Row {
+// within o.Growth from a third of the way in) and plots them. In a calm soak
+// it first waits, the load running on, for the end's calm readings: the
+// nemesis ends with its last step, inside the end's calm window.
+func memoryRow(ctx context.Context, o Options, mt *meter, out io.Writer) Row {
+	if mt.faults != nil && ctx.Err() == nil {
+		fmt.Fprintf(out, "chaos: memory: waiting for %d calm readings at the end (up to %s)\n", endCalmReadings, o.Calm+3*o.Meter)
+		if n := mt.awaitCalm(ctx, endCalmReadings, o.Calm+3*o.Meter); n < endCalmReadings {
+			fmt.Fprintf(out, "chaos: memory: %d calm readings at the end\n", n)
+		}
+	}
 	mt.mu.Lock()
 	bad := growth(mt.samples, o.Growth, unjudged)
 	mt.mu.Unlock()
