@@ -679,10 +679,12 @@ func skewLine(skews map[string]time.Duration) string {
 // a link is held (its pools and buffers full of what the fault holds up)
 // against one taken after.
 type faultClock struct {
-	mu        sync.Mutex
-	active    int
-	quietFrom time.Time // when the last active step ended (zero: none yet)
-	started   bool      // a step has begun: before the nemesis nothing is calm, the warm-up is not a like moment
+	mu     sync.Mutex
+	active int
+	// quietFrom is when the last active step ended; zero before any step
+	// ended: before the nemesis nothing is calm, the warm-up is not a like
+	// moment.
+	quietFrom time.Time
 }
 
 func (f *faultClock) begin() {
@@ -691,7 +693,6 @@ func (f *faultClock) begin() {
 	}
 	f.mu.Lock()
 	f.active++
-	f.started = true
 	f.mu.Unlock()
 }
 
@@ -715,7 +716,7 @@ func (f *faultClock) quietFor(now time.Time) time.Duration {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.active > 0 || !f.started {
+	if f.active > 0 || f.quietFrom.IsZero() {
 		return 0
 	}
 	return now.Sub(f.quietFrom)
