@@ -309,18 +309,17 @@ func (w *Writer) Due(ctx context.Context, item string, every time.Duration, now 
 	if !ok || prev.Entries < skipFrom || now.Sub(time.UnixMilli(prev.TakenAt)) >= maxSkips*every {
 		return true
 	}
-	applied, err := w.rdb.HGetAll(ctx, queue.KeysFor(item).Applied).Result()
+	h, err := w.rdb.HGetAll(ctx, queue.KeysFor(item).Applied).Result()
 	if err != nil {
 		return true // Write reads them again, and says what failed
 	}
+	applied, err := queue.ParseAppliedHash(h)
+	if err != nil {
+		return true
+	}
 	var since int64
-	for p, off := range applied {
-		pi, err1 := strconv.ParseInt(p, 10, 32)
-		o, err2 := strconv.ParseInt(off, 10, 64)
-		if err1 != nil || err2 != nil {
-			return true
-		}
-		since += max(0, o-prev.Applied[int32(pi)])
+	for p, o := range applied {
+		since += max(0, o-prev.Applied[p])
 	}
 	return since >= int64(prev.Entries)
 }

@@ -39,6 +39,22 @@ type Dump struct {
 	Paced                                  []string
 }
 
+// ParseAppliedHash decodes an item's applied hash (KeysFor(item).Applied:
+// partition → the next offset of waitroom.registrations to apply), as HGETALL
+// returns it.
+func ParseAppliedHash(h map[string]string) (map[int32]int64, error) {
+	m := make(map[int32]int64, len(h))
+	for p, off := range h {
+		pi, err1 := strconv.ParseInt(p, 10, 32)
+		o, err2 := strconv.ParseInt(off, 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("partition %q, offset %q: %w", p, off, err)
+		}
+		m[int32(pi)] = o
+	}
+	return m, nil
+}
+
 // dumpTTL bounds how long the copies Dump reads survive a crashed reader.
 const dumpTTL = 10 * time.Minute
 
@@ -87,7 +103,7 @@ func (l *Line) Dump(ctx context.Context, item, markerKey string) (Dump, error) {
 	if b, _ := busy.Int(); b == 1 {
 		return Dump{}, ErrBusy
 	}
-	d := Dump{Marker: marker.Val(), Applied: map[int32]int64{}, Drawn: drawn.Val(), Bypass: bypass.Val(),
+	d := Dump{Marker: marker.Val(), Drawn: drawn.Val(), Bypass: bypass.Val(),
 		Stats: stats.Val(), Paced: paced.Val()}
 	if d.Seq, err = intOr0(seq); err == nil {
 		d.Head, err = intOr0(head)
@@ -95,13 +111,8 @@ func (l *Line) Dump(ctx context.Context, item, markerKey string) (Dump, error) {
 	if err != nil {
 		return Dump{}, fmt.Errorf("read the line of %s: %w", item, err)
 	}
-	for p, off := range applied.Val() {
-		pi, err1 := strconv.ParseInt(p, 10, 32)
-		o, err2 := strconv.ParseInt(off, 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return Dump{}, fmt.Errorf("read %s: %w", k.Applied, err)
-		}
-		d.Applied[int32(pi)] = o
+	if d.Applied, err = ParseAppliedHash(applied.Val()); err != nil {
+		return Dump{}, fmt.Errorf("read %s: %w", k.Applied, err)
 	}
 	if d.Users, err = ScanHash(ctx, l.rdb, copies[0]); err != nil {
 		return Dump{}, err
