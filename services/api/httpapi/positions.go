@@ -204,21 +204,35 @@ type posLook struct {
 // there.
 func (p *positions) takeStatus(item, tokenID string, slot *token.Slot) (ok bool, wait time.Duration, look posLook) {
 	now := p.now()
-	r := p.lockSlotRec(slot)
-	if r == nil {
-		var kb [128]byte
-		key := posKey(kb[:0], item, tokenID)
-		sh := p.shard(key)
-		sh.mu.Lock()
-		r = p.record(sh, key, now)
-		if slot != nil {
-			slot.Store(r)
-		}
-	}
+	r := p.lockRec(item, tokenID, slot, now, true)
 	ok, wait = r.bucket.take(now, p.bucket.rate, p.bucket.burst)
 	e := r.pos
 	r.sh.mu.Unlock()
 	return ok, wait, posLook{e: e, looked: true}
+}
+
+// lockRec is item's tokenID's record with its shard's lock held, taken from
+// slot when it holds it (lockSlotRec), else looked up and kept in slot; a
+// record missing is made when create is set (nil, no lock held: not made).
+func (p *positions) lockRec(item, tokenID string, slot *token.Slot, now time.Time, create bool) *tokenRec {
+	if r := p.lockSlotRec(slot); r != nil {
+		return r
+	}
+	var kb [128]byte
+	key := posKey(kb[:0], item, tokenID)
+	sh := p.shard(key)
+	sh.mu.Lock()
+	var r *tokenRec
+	if create {
+		r = p.record(sh, key, now)
+	} else if r = sh.m[string(key)]; r == nil {
+		sh.mu.Unlock()
+		return nil
+	}
+	if slot != nil {
+		slot.Store(r)
+	}
+	return r
 }
 
 // lockSlotRec is the record slot holds, with its shard's lock held, when it
@@ -246,24 +260,12 @@ func (p *positions) lockSlotRec(slot *token.Slot) *tokenRec {
 // peek is item's tokenID's last exact read (nil: none), found from slot as
 // in takeStatus, without making a record.
 func (p *positions) peek(item, tokenID string, slot *token.Slot) *posEntry {
-	if r := p.lockSlotRec(slot); r != nil {
-		e := r.pos
-		r.sh.mu.Unlock()
-		return e
+	r := p.lockRec(item, tokenID, slot, time.Time{}, false)
+	if r == nil {
+		return nil
 	}
-	var kb [128]byte
-	key := posKey(kb[:0], item, tokenID)
-	sh := p.shard(key)
-	sh.mu.Lock()
-	r := sh.m[string(key)]
-	var e *posEntry
-	if r != nil {
-		e = r.pos
-		if slot != nil {
-			slot.Store(r)
-		}
-	}
-	sh.mu.Unlock()
+	e := r.pos
+	r.sh.mu.Unlock()
 	return e
 }
 
