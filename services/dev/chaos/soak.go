@@ -218,20 +218,17 @@ func liveHeap(p *cluster.Proc) (heapStats, []byte) {
 		tr.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return ns.Dial(ctx, addr) }
 	}
 	cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
-	first, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		return heapStats{}, nil
-	}
-	_, _ = io.Copy(io.Discard, first.Body)
-	first.Body.Close()
-	resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?gc=1&debug=1")
-	if err != nil {
-		return heapStats{}, nil
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return heapStats{}, nil
+	var body []byte
+	for _, q := range []string{"gc=1", "gc=1&debug=1"} {
+		resp, err := cl.Get("http://" + p.PprofAddr + "/debug/pprof/heap?" + q)
+		if err != nil {
+			return heapStats{}, nil
+		}
+		body, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		resp.Body.Close()
+		if err != nil {
+			return heapStats{}, nil
+		}
 	}
 	return readHeapStats(body), body
 }
