@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -199,6 +200,11 @@ func (c Config) options() Options {
 // Routes adds the event stream route to r.
 func (n *Notifier) Routes(r gin.IRouter) { n.srv.Routes(r) }
 
+// Front returns next, the engine the Routes are on, behind a handler where
+// the streams that cannot be hijacked (HTTP/2) wait once they opened in
+// next (Server.Front): serve it in place of next.
+func (n *Notifier) Front(next http.Handler) http.Handler { return n.srv.Front(next) }
+
 // Hub is the notifier's hub (streams, feeds, heartbeat).
 func (n *Notifier) Hub() *Hub { return n.hub }
 
@@ -305,6 +311,7 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 	}
 	a.OnClose(n.follow.Close)
 	n.Routes(a.HTTP)
+	a.Front(n.Front)
 	a.Go(func(ctx context.Context) error { return n.serve(ctx, a.Ready) })
 	return nil
 }

@@ -106,7 +106,7 @@ type stream struct {
 	holding bool
 	// admit is where the hub tells this stream its admission first, for the
 	// live token watching (see Hub.WatchAdmission).
-	admit    <-chan Admit
+	admit    <-chan *Admit
 	watching string
 	// alive is the sign of life this stream holds for its waiting place
 	// (pkg/store/liveness), released when the stream ends or the place changes.
@@ -204,19 +204,25 @@ func (st *stream) send(event string, data []byte, at int64) error {
 }
 
 // run streams until the registration reaches a final state, the client
-// leaves, a write fails or the hub stops.
-//
-// A stream spends its life parked in run's select, and the Go runtime halves
-// a parked goroutine's stack at a GC only while less than a quarter of it is
-// in use: so run's own frame is kept small (the work of each case is in
-// methods that are not inlined into it), which lets an idle stream's stack
-// shrink to 4 KiB instead of staying at 8 (BENCHMARKS: bytes/stream).
-func (st *stream) run(ctx context.Context, status line.Status) {
-	if st.start(ctx, status) {
-		st.end()
-		return
-	}
+// leaves, a write fails or the hub stops: start, then loop, then end.
+func (st *stream) run(ctx context.Context, status *line.Status) {
 	defer st.end()
+	if !st.start(ctx, status) {
+		st.loop(ctx)
+	}
+}
+
+// loop waits for what concerns the stream and acts on it until the stream
+// ends (run's, whose caller calls end after it).
+//
+// A stream spends its life parked in loop's select, and the Go runtime
+// halves a parked goroutine's stack at a GC only while less than a quarter
+// of it is in use: so loop's own frame is kept small (the work of each case
+// is in methods that are not inlined into it, and it defers nothing), which
+// lets an idle stream's stack shrink to 4 KiB instead of staying at 8, or,
+// on net/http's HTTP/2 handler, at 8 instead of 16 (BENCHMARKS:
+// bytes/stream, h2c stack).
+func (st *stream) loop(ctx context.Context) {
 	for {
 		recheck, held := st.prepare()
 		// Woken slice by slice (waves): a new snapshot of the item, a heartbeat.
@@ -258,7 +264,7 @@ func (st *stream) itemLost() bool { return st.s.itemLost(st.q.ItemID) }
 // ends the stream.
 //
 //go:noinline
-func (st *stream) start(ctx context.Context, status line.Status) bool {
+func (st *stream) start(ctx context.Context, status *line.Status) bool {
 	// Subscribe before the first exact read, so no event between the two is lost.
 	st.feed = st.s.hub.Subscribe(st.q.ItemID)
 	st.slot, st.beatSlot, st.beatGen = st.feed.waves.slot(), st.s.hub.beats.slot(), st.s.hub.beatGen.Load()
@@ -270,7 +276,7 @@ func (st *stream) start(ctx context.Context, status line.Status) bool {
 	if st.resume != nil {
 		return st.resumed(ctx, st.snap)
 	}
-	return st.settle(ctx, status, st.snap, 0)
+	return st.settle(ctx, *status, st.snap, 0)
 }
 
 // resumed acts on the cursor the stream opened with, without reading Redis:
@@ -296,10 +302,13 @@ func (st *stream) resumed(ctx context.Context, snap *Snapshot) bool {
 	return st.position(snap, 0)
 }
 
-// end releases what the stream holds.
+// end releases what the stream holds (nothing before start subscribed it).
 //
 //go:noinline
 func (st *stream) end() {
+	if st.feed == nil {
+		return
+	}
 	st.leave()
 	st.unwatch()
 	if st.recheck != nil {
@@ -360,7 +369,7 @@ func (st *stream) unwatch() {
 // other streams hear of it: no Redis read between the two. The stream ends.
 //
 //go:noinline
-func (st *stream) onAdmit(a Admit) bool {
+func (st *stream) onAdmit(a *Admit) bool {
 	st.leave()
 	st.admitted(a.Until, a.At)
 	a.Done()
