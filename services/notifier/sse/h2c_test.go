@@ -81,6 +81,51 @@ func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) {
 		"both admitted streams ended")
 }
 
+// A stream over HTTP/2 waits in the notifier's Front once gin returned (its
+// goroutine's stack can then shrink to 4 KiB; BENCHMARKS): its request is
+// counted answered while it streams, as a hijacked stream's is, a client
+// that leaves frees it at once rather than at a heartbeat, and a stream
+// there still gets its admission.
+func TestH2CStreamWaitsOutsideGin(t *testing.T) {
+	w := newWorld(t)
+	w.setItem("h2front", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	regs := w.register("h2front", 2)
+	nt := w.h2cNotifier(time.Minute, 10, nil) // no heartbeat within the test
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := h2cClient(t, nil)
+	answered := `waitroom_http_requests_total{code="200",method="GET",route="` + sse.EventsPath + `"}`
+
+	left, err := openWith(ctx, client, nt.eventsURL("h2front", regs[0].Token), nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, left.Resp.ProtoMajor)
+	assert.Equal(t, int64(1), firstPosition(t, left))
+	assert.Equal(t, 1.0, w.metric(nt, "waitroom_notifier_open_streams"))
+	assert.Equal(t, 1.0, w.metric(nt, answered), "the open stream's request is not answered: it waits under gin")
+	left.close()
+	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 3*time.Second, 10*time.Millisecond,
+		"the stream whose client left is still open")
+
+	c, err := openWith(ctx, client, nt.eventsURL("h2front", regs[1].Token), nil)
+	require.NoError(t, err)
+	defer c.close()
+	assert.Equal(t, int64(2), firstPosition(t, c))
+	assert.Equal(t, 2.0, w.metric(nt, answered))
+	w.setItem("h2front", -1, true, topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 60})
+	w.scheduler(50 * time.Millisecond)
+	evs, err := c.all()
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	last := evs[len(evs)-1]
+	require.Equal(t, sse.EventAdmitted, last.Type)
+	var a sse.Admitted
+	require.NoError(t, json.Unmarshal([]byte(last.Data), &a))
+	adm, err := w.admit.ParseAdmission(a.AdmissionToken)
+	require.NoError(t, err)
+	assert.Equal(t, regs[1].TokenID, adm.TokenID)
+	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
 // A stream over HTTP/2 whose writes are minutes apart is not cut by the
 // write timeout that bounds each write (net/http's HTTP/2 write deadline,
 // left armed after a write, would reset it once passed).

@@ -220,7 +220,10 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 		if !s.gateView(c, q.ItemID) {
 			return st, false
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
+		// Not hung on the request's context: on HTTP/2 that context lives
+		// as long as the stream, and would keep the map of its children
+		// (stream.gone). A client that leaves meanwhile waits out the read.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opt.ReadTimeout)
 		var err error
 		st, err = s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 		cancel()
@@ -356,25 +359,26 @@ func (s *Server) goHijacked(o *opened, conn net.Conn) {
 func (s *Server) onHandler(ctx context.Context, o *opened) {
 	defer o.end()
 	if o.begin(ctx) {
-		o.str.loop(ctx)
+		o.str.loop(context.Background())
 	}
 }
 
-// begin starts a stream on net/http's handler: counts it open, writes its
-// retry field and acts on the status read at the open (stream.start);
-// false: the stream already ended.
+// begin starts a stream on net/http's handler, whose request's context is
+// ctx: counts it open, writes its retry field and acts on the status read
+// at the open (stream.start); false: the stream already ended. The stream
+// watches ctx's end (stream.gone); its reads do not hang on ctx.
 //
 //go:noinline
 func (o *opened) begin(ctx context.Context) bool {
 	status := o.status
 	o.status = nil // o lives as long as the stream; the status only until it is acted on
 	str := o.str
-	str.w, str.rc = o.hw, o.hw
+	str.w, str.rc, str.gone = o.hw, o.hw, ctx.Done()
 	str.s.m.streams.Inc()
 	if str.write(retryLine(str.s.opt.Retry)) != nil {
 		return false
 	}
-	return !str.start(ctx, status)
+	return !str.start(context.Background(), status)
 }
 
 // end gives back what a stream on net/http's handler held: the stream's
@@ -426,7 +430,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer o.end()
 	if o.begin(r.Context()) {
-		o.str.loop(r.Context())
+		o.str.loop(context.Background())
 	}
 }
 

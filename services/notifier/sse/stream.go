@@ -68,6 +68,12 @@ type stream struct {
 	q    token.Queue
 	feed *Feed
 	conn net.Conn // the bare connection of a hijacked stream (nil: net/http's writer)
+	// gone is closed when the client left a stream on net/http's handler
+	// (its request's Done; nil: hijacked, found gone at a heartbeat).
+	// Only the wait watches it: the stream's reads hang on a context of
+	// their own, as one hung on the request's would leave net/http's stream
+	// context holding the map of its children for the stream's life.
+	gone <-chan struct{}
 
 	tok string // the user's live token (a repeat registration keeps the first)
 	// seq is the registration's place number; refHead and refPos are the
@@ -204,7 +210,8 @@ func (st *stream) send(event string, data []byte, at int64) error {
 }
 
 // run streams until the registration reaches a final state, the client
-// leaves, a write fails or the hub stops: start, then loop, then end.
+// leaves, a write fails or the hub stops: start, then loop, then end. ctx
+// is what the stream's reads hang on (see gone).
 func (st *stream) run(ctx context.Context, status *line.Status) {
 	defer st.end()
 	if !st.start(ctx, status) {
@@ -231,7 +238,7 @@ func (st *stream) loop(ctx context.Context) {
 		beat, st.beatGate = st.s.hub.waitBeat(st.beatSlot, st.beatGen)
 		var over bool
 		select {
-		case <-ctx.Done():
+		case <-st.gone:
 			return
 		case a := <-st.admit:
 			over = st.onAdmit(a)

@@ -82,7 +82,11 @@ func (s *Server) gateView(c *gin.Context, item string) bool {
 	if view.GateItem(c, s.view, item) {
 		return false
 	}
-	if err := s.view.ConfirmItem(c.Request.Context(), item); err != nil {
+	// Not hung on the request's context, as openAt's read (stream.gone),
+	// but bounded by the read timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), s.opt.ReadTimeout)
+	defer cancel()
+	if err := s.view.ConfirmItem(ctx, item); err != nil {
 		httpserver.Abort(c, view.Refusal("the Redis view changed a moment ago: "+err.Error()))
 		return false
 	}
