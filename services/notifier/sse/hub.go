@@ -104,6 +104,7 @@ type Hub struct {
 	beatGen  atomic.Uint64
 	stop     chan struct{}
 	stopOnce sync.Once
+	onStop   []func() // called once stopped (guarded by mu)
 
 	// stale counts admission events older than what the hub holds (at-least-once
 	// replays, a late event of a previous leader): they change nothing.
@@ -148,7 +149,32 @@ func (h *Hub) Run(ctx context.Context, heartbeat, itemPoll time.Duration) {
 }
 
 // Stop ends every stream (they return at once) and refuses new ones.
-func (h *Hub) Stop() { h.stopOnce.Do(func() { close(h.stop) }) }
+func (h *Hub) Stop() {
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		close(h.stop)
+		fs := h.onStop
+		h.onStop = nil
+		h.mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+	})
+}
+
+// afterStop calls f once the hub stopped (at once if it has).
+func (h *Hub) afterStop(f func()) {
+	h.mu.Lock()
+	select {
+	case <-h.stop:
+		h.mu.Unlock()
+		f()
+		return
+	default:
+	}
+	h.onStop = append(h.onStop, f)
+	h.mu.Unlock()
+}
 
 // Stopped is closed once the hub stopped.
 func (h *Hub) Stopped() <-chan struct{} { return h.stop }

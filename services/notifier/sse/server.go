@@ -137,7 +137,7 @@ type Server struct {
 	caps   *streamCaps    // open streams per token, per address, in all
 	opens  *openGate      // the reads at connect: OpenRate a second
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
-	lost   lostView       // ends the open streams when the view is lost
+	lost   lostView       // ends the open streams when the view is lost or the hub stopped
 	blocks Blocks         // nil: nobody is blocked (SetBlocks)
 
 	// seen, when set, counts open streams as signs of life (SetSeen).
@@ -167,6 +167,8 @@ func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *
 	s.places = newPlaceReads(s.line, s.opt.ReadTimeout)
 	s.caps = newStreamCaps(s.opt.StreamsPerToken, s.opt.StreamsPerAddress, s.opt.MaxStreams)
 	s.opens = newOpenGate(s.opt.OpenRate, s.opt.OpenWait)
+	s.lost.regain()
+	hub.afterStop(s.lost.end)
 	return s
 }
 

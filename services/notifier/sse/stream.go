@@ -242,10 +242,8 @@ func (st *stream) loop(ctx context.Context) {
 			return
 		case a := <-st.admit:
 			over = st.onAdmit(a)
-		case <-st.s.hub.Stopped():
-			return
-		case <-st.s.viewLost():
-			return // the view is lost: the client reconnects and is told VIEW_REBUILDING
+		case <-st.s.ending():
+			return // the hub stopped, or the view is lost: the client reconnects (elsewhere, or is told VIEW_REBUILDING)
 		case <-next:
 			over = st.itemLost() || st.onWake(ctx, next == closedCh)
 		case <-beat:
