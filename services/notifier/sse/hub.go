@@ -61,7 +61,7 @@ type Feed struct {
 // until Until; the stream calls Done once its admitted event is written. It
 // goes by pointer: a channel of pointers is the smaller one a stream holds
 // while it waits, and a stream's wait receives it in an 8-byte slot of its
-// stack frame (BENCHMARKS: h2c stack).
+// stack frame (BENCHMARKS: h2c memory).
 type Admit struct {
 	Until time.Time
 	At    int64 // the event's time (unix ms)

@@ -243,7 +243,7 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 // then opens the stream, so every refusal is a plain JSON answer. The slot
 // is given back when the stream ends, however it ends.
 //
-// Where the stream then waits sets what it costs (BENCHMARKS: h2c): a
+// Where the stream then waits sets what it costs (BENCHMARKS: h2c memory): a
 // hijacked HTTP/1.1 stream goes on in a goroutine of its own and this
 // handler returns; one that cannot be hijacked (HTTP/2) is handed back to
 // the Front, when one serves this engine, to wait below net/http's frames
@@ -411,10 +411,10 @@ var (
 // serves the waiting part of the event streams itself. A stream that cannot
 // be hijacked (HTTP/2) opens in next as any does (gin: every check and
 // refusal, the request metrics), then waits below net/http's frames alone,
-// gin's Context back in its pool: its goroutine's stack shrinks to a quarter
-// of what it keeps below gin's frames (BENCHMARKS: h2c stack). Serve it in
-// place of next; every other request goes to next as it came, a stream's
-// request with a context value more.
+// gin's Context back in its pool: its goroutine's stack shrinks to 4 KiB
+// (below gin's frames, to 8; BENCHMARKS: h2c memory). Serve it in place of
+// next; every other request goes to next as it came, a stream's request
+// with a context value more.
 func (s *Server) Front(next http.Handler) http.Handler { return &front{s: s, next: next} }
 
 type front struct {

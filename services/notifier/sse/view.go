@@ -22,7 +22,7 @@ func (s *Server) SetView(w *view.Watcher) {
 
 // ending is closed when the open streams must end: the view stopped being
 // trusted, or the hub stopped. One channel for both: each channel a parked
-// stream waits on holds a runtime record of ~100 bytes (BENCHMARKS: h2c).
+// stream waits on holds a runtime record of ~100 bytes (BENCHMARKS: h2c memory).
 func (s *Server) ending() <-chan struct{} { return s.lost.current() }
 
 // lostView is the channel open streams watch: closed when the view is
