@@ -96,7 +96,8 @@ func (c Config) Validate() error {
 
 // Notifier is the service without its listener: the hub, the admissions
 // follower and the item cache. Mount its Routes on any engine (its own in Run,
-// or a front door that also serves the API and the waiting-room page).
+// or a front door that also serves the API and the waiting-room page), and
+// serve that engine behind its Front, where HTTP/2 streams wait.
 type Notifier struct {
 	// OnBadRecord, when set before Run, is told about every admissions record
 	// that cannot be decoded (after it was counted and logged): the DLQ hook.
