@@ -29,6 +29,22 @@ func (w *world) h2cNotifier(hb time.Duration, perConn int, set func(*sse.Config)
 	})
 }
 
+// requireAdmitted reads c to its end and requires its last event to be the
+// admission of tokenID, with an admission token that verifies.
+func (w *world) requireAdmitted(c *sseConn, tokenID string) {
+	w.t.Helper()
+	evs, err := c.all()
+	require.NoError(w.t, err)
+	require.NotEmpty(w.t, evs)
+	last := evs[len(evs)-1]
+	require.Equal(w.t, sse.EventAdmitted, last.Type)
+	var a sse.Admitted
+	require.NoError(w.t, json.Unmarshal([]byte(last.Data), &a))
+	adm, err := w.admit.ParseAdmission(a.AdmissionToken)
+	require.NoError(w.t, err)
+	assert.Equal(w.t, tokenID, adm.TokenID)
+}
+
 // countDials makes tr count the connections it dials.
 func countDials(tr *http.Transport) *atomic.Int32 {
 	n := new(atomic.Int32)
@@ -67,16 +83,7 @@ func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) {
 
 	w.setItem("h2", -1, true, topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 60})
 	w.scheduler(50 * time.Millisecond)
-	evs, err := c.all()
-	require.NoError(t, err)
-	require.NotEmpty(t, evs)
-	last := evs[len(evs)-1]
-	require.Equal(t, sse.EventAdmitted, last.Type)
-	var a sse.Admitted
-	require.NoError(t, json.Unmarshal([]byte(last.Data), &a))
-	adm, err := w.admit.ParseAdmission(a.AdmissionToken)
-	require.NoError(t, err)
-	assert.Equal(t, regs[2].TokenID, adm.TokenID)
+	w.requireAdmitted(c, regs[2].TokenID)
 	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 5*time.Second, 10*time.Millisecond,
 		"both admitted streams ended")
 }
@@ -113,16 +120,7 @@ func TestH2CStreamWaitsOutsideGin(t *testing.T) {
 	assert.Equal(t, 2.0, w.metric(nt, answered))
 	w.setItem("h2front", -1, true, topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 60})
 	w.scheduler(50 * time.Millisecond)
-	evs, err := c.all()
-	require.NoError(t, err)
-	require.NotEmpty(t, evs)
-	last := evs[len(evs)-1]
-	require.Equal(t, sse.EventAdmitted, last.Type)
-	var a sse.Admitted
-	require.NoError(t, json.Unmarshal([]byte(last.Data), &a))
-	adm, err := w.admit.ParseAdmission(a.AdmissionToken)
-	require.NoError(t, err)
-	assert.Equal(t, regs[1].TokenID, adm.TokenID)
+	w.requireAdmitted(c, regs[1].TokenID)
 	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
