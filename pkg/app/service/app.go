@@ -48,6 +48,7 @@ type App struct {
 
 	p       Parts
 	ln      net.Listener
+	front   func(http.Handler) http.Handler // nil: Run serves HTTP as it is
 	jobs    []func(context.Context) error
 	closers []func()
 }
@@ -103,6 +104,11 @@ func (a *App) Watch(o view.Options) *view.Watcher {
 	return a.View
 }
 
+// Front makes Run serve front(HTTP) in place of the engine: a handler that
+// serves some requests itself, or their tail once the engine returned (the
+// notifier's event streams wait there, below fewer frames than gin's).
+func (a *App) Front(front func(http.Handler) http.Handler) { a.front = front }
+
 // Go adds a loop Run runs until its context ends; the first to fail ends
 // them all.
 func (a *App) Go(job func(context.Context) error) { a.jobs = append(a.jobs, job) }
@@ -147,8 +153,12 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		a.ln = ln
 	}
+	var h http.Handler = a.HTTP
+	if a.front != nil {
+		h = a.front(a.HTTP)
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpserver.Serve(gctx, a.ln, a.HTTP, a.p.HTTP, a.Log) })
+	g.Go(func() error { return httpserver.Serve(gctx, a.ln, h, a.p.HTTP, a.Log) })
 	for _, job := range a.jobs {
 		g.Go(func() error { return job(gctx) })
 	}

@@ -102,7 +102,14 @@ func runChild() error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.Run(gctx, ready) })
-	g.Go(func() error { return httpserver.Serve(gctx, ln, engine, cfg.HTTP, log) })
+	// Served as sse.Run serves it: behind the notifier's Front, where the
+	// HTTP/2 streams wait (WR_BENCH_FRONT=0: the engine alone, the streams
+	// waiting below gin's frames, for comparison).
+	h := n.Front(engine)
+	if os.Getenv("WR_BENCH_FRONT") == "0" {
+		h = engine
+	}
+	g.Go(func() error { return httpserver.Serve(gctx, ln, h, cfg.HTTP, log) })
 	return g.Wait()
 }
 
@@ -148,7 +155,8 @@ func envDur(name string, def time.Duration) time.Duration {
 // notifier process (this test binary re-run as the notifier, so its figures
 // are its own), then reports:
 //   - bytes/stream: heap + stacks in use after a GC, over the streams, less
-//     the idle notifier's (rss-bytes/stream: the same from the RSS);
+//     the idle notifier's (rss-bytes/stream: the same from the RSS;
+//     stack-bytes/stream: the stacks alone, after the idle's two more GCs);
 //   - idle-cpu-%: the notifier's CPU over WR_BENCH_IDLE (default 16 s, so one
 //     15 s heartbeat round is in it) with every stream open and no events;
 //   - admitted-p50-ms, admitted-p99-ms: from an admission event's time (the
@@ -162,7 +170,9 @@ func envDur(name string, def time.Duration) time.Duration {
 //   - with WR_BENCH_H2C=C, the streams go over C cleartext HTTP/2
 //     connections (h2c, as from a front door), C clients of one connection
 //     each, the notifier's WR_HTTP_H2C_MAX_STREAMS set to streams/C rounded
-//     up, instead of a hijacked HTTP/1.1 connection each;
+//     up, instead of a hijacked HTTP/1.1 connection each (WR_BENCH_FRONT=0:
+//     the notifier's engine served without its Front, so the streams wait
+//     on gin's handler);
 //   - with WR_BENCH_RECONNECT=1, reconnect-redis-cmds/stream: every stream
 //     closed and opened again with its last event id (its cursor), timed,
 //     with the Redis commands that cost (=plain: the progress alone, without
@@ -309,6 +319,14 @@ func BenchmarkStreams(b *testing.B) {
 	time.Sleep(idle)
 	idleEnd := mem()
 	idleCPU := (idleEnd.CPU - idleStart.CPU) / idle.Seconds() * 100
+	// Stacks per stream after the first GC with the streams open, and after
+	// two more (the idle's): a parked goroutine's stack is halved at most
+	// once a GC, so a stack the open grew settles over a few.
+	stackAt := func(m memReport) float64 {
+		return (float64(m.StackInuse) - float64(before.StackInuse)) / float64(streams)
+	}
+	b.Logf("notifier stacks per stream: %.0f B after one GC, %.0f B after three; heap+stacks after three %.0f B",
+		stackAt(open), stackAt(idleEnd), (float64(idleEnd.HeapInuse+idleEnd.StackInuse)-float64(before.HeapInuse+before.StackInuse))/float64(streams))
 
 	// Admission: the real scheduler at rate per second; every tick moves every stream.
 	w.setItem("bench", -1, true, topics.AdmissionPolicy{RatePerSecond: float64(rate), SessionTTLSeconds: 600})
@@ -385,6 +403,7 @@ func BenchmarkStreams(b *testing.B) {
 	}
 	b.ReportMetric(perStream, "bytes/stream")
 	b.ReportMetric(rssPerStream, "rss-bytes/stream")
+	b.ReportMetric(stackAt(idleEnd), "stack-bytes/stream")
 	b.ReportMetric(idleCPU, "idle-cpu-%")
 	b.ReportMetric(q(adm, .5), "admitted-p50-ms")
 	b.ReportMetric(q(adm, .99), "admitted-p99-ms")

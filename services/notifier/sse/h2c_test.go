@@ -29,6 +29,22 @@ func (w *world) h2cNotifier(hb time.Duration, perConn int, set func(*sse.Config)
 	})
 }
 
+// requireAdmitted reads c to its end and requires its last event to be the
+// admission of tokenID, with an admission token that verifies.
+func (w *world) requireAdmitted(c *sseConn, tokenID string) {
+	w.t.Helper()
+	evs, err := c.all()
+	require.NoError(w.t, err)
+	require.NotEmpty(w.t, evs)
+	last := evs[len(evs)-1]
+	require.Equal(w.t, sse.EventAdmitted, last.Type)
+	var a sse.Admitted
+	require.NoError(w.t, json.Unmarshal([]byte(last.Data), &a))
+	adm, err := w.admit.ParseAdmission(a.AdmissionToken)
+	require.NoError(w.t, err)
+	assert.Equal(w.t, tokenID, adm.TokenID)
+}
+
 // countDials makes tr count the connections it dials.
 func countDials(tr *http.Transport) *atomic.Int32 {
 	n := new(atomic.Int32)
@@ -67,18 +83,45 @@ func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) {
 
 	w.setItem("h2", -1, true, topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 60})
 	w.scheduler(50 * time.Millisecond)
-	evs, err := c.all()
-	require.NoError(t, err)
-	require.NotEmpty(t, evs)
-	last := evs[len(evs)-1]
-	require.Equal(t, sse.EventAdmitted, last.Type)
-	var a sse.Admitted
-	require.NoError(t, json.Unmarshal([]byte(last.Data), &a))
-	adm, err := w.admit.ParseAdmission(a.AdmissionToken)
-	require.NoError(t, err)
-	assert.Equal(t, regs[2].TokenID, adm.TokenID)
+	w.requireAdmitted(c, regs[2].TokenID)
 	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 5*time.Second, 10*time.Millisecond,
 		"both admitted streams ended")
+}
+
+// A stream over HTTP/2 waits in the notifier's Front once gin returned (its
+// goroutine's stack can then shrink to 4 KiB; BENCHMARKS): its request is
+// counted answered while it streams, as a hijacked stream's is, a client
+// that leaves frees it at once rather than at a heartbeat, and a stream
+// there still gets its admission.
+func TestH2CStreamWaitsOutsideGin(t *testing.T) {
+	w := newWorld(t)
+	w.setItem("h2front", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	regs := w.register("h2front", 2)
+	nt := w.h2cNotifier(time.Minute, 10, nil) // no heartbeat within the test
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := h2cClient(t, nil)
+	answered := `waitroom_http_requests_total{code="200",method="GET",route="` + sse.EventsPath + `"}`
+
+	left, err := openWith(ctx, client, nt.eventsURL("h2front", regs[0].Token), nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, left.Resp.ProtoMajor)
+	assert.Equal(t, int64(1), firstPosition(t, left))
+	assert.Equal(t, 1.0, w.metric(nt, "waitroom_notifier_open_streams"))
+	assert.Equal(t, 1.0, w.metric(nt, answered), "the open stream's request is not answered: it waits under gin")
+	left.close()
+	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 3*time.Second, 10*time.Millisecond,
+		"the stream whose client left is still open")
+
+	c, err := openWith(ctx, client, nt.eventsURL("h2front", regs[1].Token), nil)
+	require.NoError(t, err)
+	defer c.close()
+	assert.Equal(t, int64(2), firstPosition(t, c))
+	assert.Equal(t, 2.0, w.metric(nt, answered))
+	w.setItem("h2front", -1, true, topics.AdmissionPolicy{RatePerSecond: 100, SessionTTLSeconds: 60})
+	w.scheduler(50 * time.Millisecond)
+	w.requireAdmitted(c, regs[1].TokenID)
+	require.Eventually(t, func() bool { return w.metric(nt, "waitroom_notifier_open_streams") == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
 // A stream over HTTP/2 whose writes are minutes apart is not cut by the

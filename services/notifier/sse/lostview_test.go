@@ -42,3 +42,50 @@ func TestLostViewRegainsOnce(t *testing.T) {
 		t.Fatal("the next loss did not reach the streams opened after the first")
 	}
 }
+
+// Once the hub stopped the channel is closed for good: a regain by the gate
+// or the watcher afterwards does not reopen it for the streams still open.
+func TestLostViewEndsForGood(t *testing.T) {
+	var l lostView
+	l.regain()
+	open := l.current()
+	l.end()
+	select {
+	case <-open:
+	default:
+		t.Fatal("the end did not close the channel the streams watch")
+	}
+	l.regain()
+	l.lose() // no double close
+	l.end()
+	select {
+	case <-l.current():
+	default:
+		t.Fatal("a regain after the end reopened the channel")
+	}
+}
+
+// A server's streams watch one channel for the view and the hub: it closes
+// when the hub stops, whether the server was made before or after the stop.
+func TestServerEndingClosesWhenTheHubStops(t *testing.T) {
+	h := NewHub(nil)
+	before := NewServer(h, nil, nil, nil, nil, Options{}, nil, nil)
+	ending := before.ending()
+	select {
+	case <-ending:
+		t.Fatal("closed before the hub stopped")
+	default:
+	}
+	h.Stop()
+	select {
+	case <-ending:
+	default:
+		t.Fatal("the hub stopped and the streams' channel is still open")
+	}
+	after := NewServer(h, nil, nil, nil, nil, Options{}, nil, nil)
+	select {
+	case <-after.ending():
+	default:
+		t.Fatal("a server made on a stopped hub watches an open channel")
+	}
+}

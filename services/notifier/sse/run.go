@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -95,7 +96,8 @@ func (c Config) Validate() error {
 
 // Notifier is the service without its listener: the hub, the admissions
 // follower and the item cache. Mount its Routes on any engine (its own in Run,
-// or a front door that also serves the API and the waiting-room page).
+// or a front door that also serves the API and the waiting-room page), and
+// serve that engine behind its Front, where HTTP/2 streams wait.
 type Notifier struct {
 	// OnBadRecord, when set before Run, is told about every admissions record
 	// that cannot be decoded (after it was counted and logged): the DLQ hook.
@@ -198,6 +200,11 @@ func (c Config) options() Options {
 
 // Routes adds the event stream route to r.
 func (n *Notifier) Routes(r gin.IRouter) { n.srv.Routes(r) }
+
+// Front returns next, the engine the Routes are on, behind a handler where
+// the streams that cannot be hijacked (HTTP/2) wait once they opened in
+// next (Server.Front): serve it in place of next.
+func (n *Notifier) Front(next http.Handler) http.Handler { return n.srv.Front(next) }
 
 // Hub is the notifier's hub (streams, feeds, heartbeat).
 func (n *Notifier) Hub() *Hub { return n.hub }
@@ -305,6 +312,7 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 	}
 	a.OnClose(n.follow.Close)
 	n.Routes(a.HTTP)
+	a.Front(n.Front)
 	a.Go(func(ctx context.Context) error { return n.serve(ctx, a.Ready) })
 	return nil
 }

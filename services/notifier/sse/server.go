@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,7 +137,7 @@ type Server struct {
 	caps   *streamCaps    // open streams per token, per address, in all
 	opens  *openGate      // the reads at connect: OpenRate a second
 	view   *view.Watcher  // nil: the view is always trusted (SetView)
-	lost   lostView       // ends the open streams when the view is lost
+	lost   lostView       // ends the open streams when the view is lost or the hub stopped
 	blocks Blocks         // nil: nobody is blocked (SetBlocks)
 
 	// seen, when set, counts open streams as signs of life (SetSeen).
@@ -166,6 +167,10 @@ func NewServer(hub *Hub, rdb redis.UniversalClient, items Items, signer, admit *
 	s.places = newPlaceReads(s.line, s.opt.ReadTimeout)
 	s.caps = newStreamCaps(s.opt.StreamsPerToken, s.opt.StreamsPerAddress, s.opt.MaxStreams)
 	s.opens = newOpenGate(s.opt.OpenRate, s.opt.OpenWait)
+	s.lost.regain()
+	if hub != nil { // nil: a server built for its Routes alone (the spec test)
+		hub.afterStop(s.lost.end)
+	}
 	return s
 }
 
@@ -219,7 +224,10 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 		if !s.gateView(c, q.ItemID) {
 			return st, false
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.opt.ReadTimeout)
+		// Not hung on the request's context: on HTTP/2 that context lives
+		// as long as the stream, and would keep the map of its children
+		// (stream.gone). A client that leaves meanwhile waits out the read.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opt.ReadTimeout)
 		var err error
 		st, err = s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 		cancel()
@@ -236,77 +244,212 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 // waits for its turn to read Redis, reads where the token stands, and only
 // then opens the stream, so every refusal is a plain JSON answer. The slot
 // is given back when the stream ends, however it ends.
+//
+// Where the stream then waits sets what it costs (BENCHMARKS: h2c memory): a
+// hijacked HTTP/1.1 stream goes on in a goroutine of its own and this
+// handler returns; one that cannot be hijacked (HTTP/2) is handed back to
+// the Front, when one serves this engine, to wait below net/http's frames
+// alone; else it waits here, below gin's. The open's deep work (the token,
+// Redis, JSON, logs) runs in functions that have returned before the wait,
+// so the frames under the waiting loop stay small: the runtime halves a
+// parked goroutine's stack at a GC only while less than a quarter of it is
+// in use.
 func (s *Server) events(c *gin.Context) {
+	o := s.accept(c)
+	if o == nil {
+		return
+	}
+	defer o.sl.release()    // a panic before the stream runs; nothing once it was handed on
+	c.Status(http.StatusOK) // for the request metrics
+	if conn := hijack(c, s.opt.NoHijack); conn != nil {
+		s.goHijacked(o, conn)
+		return
+	}
+	o.hw = openStream(c, s.now)
+	if h, ok := c.Request.Context().Value(handoffKey{}).(**opened); ok {
+		*h = o.handOn() // the Front waits with it once gin has returned
+		return
+	}
+	s.onHandler(c.Request.Context(), o)
+}
+
+// opened is a stream that passed every check of its open, with what it
+// holds until it ends.
+type opened struct {
+	str    *stream
+	status *line.Status // read at the open (nil: none, or acted on)
+	sl     slot
+	hw     *handlerWriter // the writer on net/http's handler (nil: hijacked)
+}
+
+// accept checks everything a stream's open checks and takes its slot; nil
+// when refused (answered, the slot given back).
+//
+//go:noinline
+func (s *Server) accept(c *gin.Context) *opened {
 	q, err := registration.AuthorizeQueue(s.signer, c.Param("itemId"), httpserver.QueueTokenOf(c.Request, c.Param("token")))
 	if err != nil {
 		httpserver.Abort(c, err)
-		return
+		return nil
 	}
 	if s.blocks != nil {
 		if b, ok := s.blocks.User(q.UserID); ok {
 			httpserver.Abort(c, registration.Blocked(b))
-			return
+			return nil
 		}
 	}
 	select {
 	case <-s.hub.Stopped():
 		httpserver.Abort(c, registration.ErrShuttingDown)
-		return
+		return nil
 	default:
 	}
 	sl, why := s.caps.take(q.TokenID, addressKey(c.ClientIP()))
 	if why != "" {
 		s.m.refused[why].Inc()
 		httpserver.Abort(c, refusal(why, s.limitOf(why), s.opt.Retry))
-		return
+		return nil
 	}
-	defer sl.release() // nothing once a hijacked stream took it over
-	ctx := c.Request.Context()
+	defer sl.release() // on a refusal (or a panic); nothing once handed on
 	progress, raw := lastEventID(c)
 	str := &stream{s: s, q: q, progress: progress}
 	st, ok := s.openAt(c, q, str, raw)
 	if !ok {
-		return
+		return nil
 	}
-	c.Status(http.StatusOK) // for the request metrics
-	if conn := hijack(c, s.opt.NoHijack); conn != nil {
-		// The stream goes on in a goroutine of its own over the bare
-		// connection; this handler returns, so net/http's request, buffers
-		// and deep handler stack are freed: an open stream then costs its
-		// socket, a small stack and this struct (BENCHMARKS: bytes/stream).
-		str.w, str.rc, str.conn = conn, connFlusher{conn}, conn
-		s.m.streams.Inc()
-		s.open.Add(1)
-		held := sl.hand()
-		go func() {
-			defer s.open.Done()
-			defer s.m.streams.Dec()
-			defer conn.Close()
-			// The slot first: a client that saw the end, or a stream the
-			// gauge counts gone, finds it free.
-			defer held.release()
-			if str.write(hijackedHead(s.opt.Retry)) != nil {
-				return
-			}
-			// Not the request's context, even without its cancel: it would
-			// keep net/http's connection and request contexts, their done
-			// channels and what the open's reads hung on them alive for the
-			// stream's life (~0.9 KiB a stream; BENCHMARKS: bytes/stream).
-			str.run(context.Background(), st)
-		}()
-		return
-	}
-	// HTTP/2 and writers that cannot be hijacked: stream on the handler.
-	hw := openStream(c, s.now)
-	defer hw.stop()
-	str.w, str.rc = hw, hw
+	return &opened{str: str, status: &st, sl: sl.hand()}
+}
+
+// handOn moves o to a new owner: o gives back nothing after it.
+func (o *opened) handOn() *opened {
+	n := *o
+	n.sl = o.sl.hand()
+	return &n
+}
+
+// goHijacked runs a hijacked stream in a goroutine of its own over the bare
+// connection; the handler then returns, so net/http's request, buffers and
+// deep handler stack are freed: an open stream costs its socket, a small
+// stack and its struct (BENCHMARKS: bytes/stream).
+func (s *Server) goHijacked(o *opened, conn net.Conn) {
+	str, status, held := o.str, o.status, o.sl.hand()
+	str.w, str.rc, str.conn = conn, connFlusher{conn}, conn
 	s.m.streams.Inc()
-	defer s.m.streams.Dec()
-	defer sl.release() // before the gauge, as above
-	if err := str.write(retryLine(s.opt.Retry)); err != nil {
+	s.open.Add(1)
+	go func() {
+		defer s.open.Done()
+		defer s.m.streams.Dec()
+		defer conn.Close()
+		// The slot first: a client that saw the end, or a stream the
+		// gauge counts gone, finds it free.
+		defer held.release()
+		if str.write(hijackedHead(s.opt.Retry)) != nil {
+			return
+		}
+		// Not the request's context, even without its cancel: it would
+		// keep net/http's connection and request contexts, their done
+		// channels and what the open's reads hung on them alive for the
+		// stream's life (~0.9 KiB a stream; BENCHMARKS: bytes/stream).
+		str.run(context.Background(), status)
+	}()
+}
+
+// onHandler streams o on net/http's handler (HTTP/2, or HTTP/1.1 with
+// NoHijack) until it ends: from events, when no Front serves the engine.
+// Its frame stays under the stream's waiting loop, so the work is in
+// functions that return before it.
+//
+//go:noinline
+func (s *Server) onHandler(ctx context.Context, o *opened) {
+	defer o.end()
+	if o.begin(ctx) {
+		o.str.loop(context.Background())
+	}
+}
+
+// begin starts a stream on net/http's handler, whose request's context is
+// ctx: counts it open, writes its retry field and acts on the status read
+// at the open (stream.start); false: the stream already ended. The stream
+// watches ctx's end (stream.gone); its reads do not hang on ctx.
+//
+//go:noinline
+func (o *opened) begin(ctx context.Context) bool {
+	status := o.status
+	o.status = nil // o lives as long as the stream; the status only until it is acted on
+	str := o.str
+	str.w, str.rc, str.gone = o.hw, o.hw, ctx.Done()
+	str.s.m.streams.Inc()
+	if str.write(retryLine(str.s.opt.Retry)) != nil {
+		return false
+	}
+	return !str.start(context.Background(), status)
+}
+
+// end gives back what a stream on net/http's handler held: the stream's
+// own (stream.end), its slot (a client that saw the end, or a stream the
+// gauge counts gone, finds it free), the gauge, then its writer (net/http's
+// again).
+func (o *opened) end() {
+	o.str.end()
+	o.sl.release()
+	if o.str.w != nil { // counted by begin
+		o.str.s.m.streams.Dec()
+	}
+	o.hw.stop()
+}
+
+// handoffKey marks a request's context when a Front serves it: its value,
+// an **opened, is where events leaves a stream for the Front to wait with.
+type handoffKey struct{}
+
+// eventsPrefix and eventsSuffix are EventsPath's ends, which a Front
+// recognizes a stream's request by.
+var (
+	eventsPrefix = EventsPath[:strings.IndexByte(EventsPath, ':')]
+	eventsSuffix = EventsPath[strings.LastIndexByte(EventsPath, '/'):]
+)
+
+// Front returns next (the engine that serves Routes) behind a handler that
+// serves the waiting part of the event streams itself. A stream that cannot
+// be hijacked (HTTP/2) opens in next as any does (gin: every check and
+// refusal, the request metrics), then waits below net/http's frames alone,
+// gin's Context back in its pool: its goroutine's stack shrinks to 4 KiB
+// (below gin's frames, to 8; BENCHMARKS: h2c memory). Serve it in place of
+// next; every other request goes to next as it came, a stream's request
+// with a context value more.
+func (s *Server) Front(next http.Handler) http.Handler { return &front{s: s, next: next} }
+
+type front struct {
+	s    *Server
+	next http.Handler
+}
+
+// ServeHTTP streams what next handed back until it ends. It is onHandler
+// spelled out, one frame less under the stream's waiting loop: that frame
+// was what kept the goroutine's stack from shrinking to 4 KiB.
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o := f.open(w, r)
+	if o == nil {
 		return
 	}
-	str.run(ctx, st)
+	defer o.end()
+	if o.begin(r.Context()) {
+		o.str.loop(context.Background())
+	}
+}
+
+// open serves r in next and returns the stream next handed back to wait
+// in the Front (nil: none; next answered).
+//
+//go:noinline
+func (f *front) open(w http.ResponseWriter, r *http.Request) *opened {
+	if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, eventsPrefix) || !strings.HasSuffix(r.URL.Path, eventsSuffix) {
+		f.next.ServeHTTP(w, r)
+		return nil
+	}
+	var o *opened
+	f.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handoffKey{}, &o)))
+	return o
 }
 
 // limitOf is the cap a refusal of reason names.

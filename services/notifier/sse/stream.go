@@ -68,6 +68,12 @@ type stream struct {
 	q    token.Queue
 	feed *Feed
 	conn net.Conn // the bare connection of a hijacked stream (nil: net/http's writer)
+	// gone is closed when the client left a stream on net/http's handler
+	// (its request's Done; nil: hijacked, found gone at a heartbeat).
+	// Only the wait watches it: the stream's reads hang on a context of
+	// their own, as one hung on the request's would leave net/http's stream
+	// context holding the map of its children for the stream's life.
+	gone <-chan struct{}
 
 	tok string // the user's live token (a repeat registration keeps the first)
 	// seq is the registration's place number; refHead and refPos are the
@@ -106,7 +112,7 @@ type stream struct {
 	holding bool
 	// admit is where the hub tells this stream its admission first, for the
 	// live token watching (see Hub.WatchAdmission).
-	admit    <-chan Admit
+	admit    <-chan *Admit
 	watching string
 	// alive is the sign of life this stream holds for its waiting place
 	// (pkg/store/liveness), released when the stream ends or the place changes.
@@ -204,19 +210,27 @@ func (st *stream) send(event string, data []byte, at int64) error {
 }
 
 // run streams until the registration reaches a final state, the client
-// leaves, a write fails or the hub stops.
-//
-// A stream spends its life parked in run's select, and the Go runtime halves
-// a parked goroutine's stack at a GC only while less than a quarter of it is
-// in use: so run's own frame is kept small (the work of each case is in
-// methods that are not inlined into it), which lets an idle stream's stack
-// shrink to 4 KiB instead of staying at 8 (BENCHMARKS: bytes/stream).
-func (st *stream) run(ctx context.Context, status line.Status) {
-	if st.start(ctx, status) {
-		st.end()
-		return
-	}
+// leaves, a write fails or the hub stops: start, then loop, then end. ctx
+// is what the stream's reads hang on (see gone).
+func (st *stream) run(ctx context.Context, status *line.Status) {
 	defer st.end()
+	if !st.start(ctx, status) {
+		st.loop(ctx)
+	}
+}
+
+// loop waits for what concerns the stream and acts on it until the stream
+// ends (run's, whose caller calls end after it).
+//
+// A stream spends its life parked in loop's select, and the Go runtime
+// halves a parked goroutine's stack at a GC only while less than a quarter
+// of it is in use: so loop's own frame is kept small (the work of each case
+// is in methods that are not inlined into it, it defers nothing, and each
+// case it drops saves 20 bytes), which lets an idle stream's stack shrink to
+// 4 KiB: a hijacked one's, with ~350 bytes to spare, and one on net/http's
+// HTTP/2 handler below the Front, with ~80 bytes to spare (Go 1.26;
+// BenchmarkStreams' stack-bytes/stream tells; BENCHMARKS: h2c memory).
+func (st *stream) loop(ctx context.Context) {
 	for {
 		recheck, held := st.prepare()
 		// Woken slice by slice (waves): a new snapshot of the item, a heartbeat.
@@ -225,14 +239,12 @@ func (st *stream) run(ctx context.Context, status line.Status) {
 		beat, st.beatGate = st.s.hub.waitBeat(st.beatSlot, st.beatGen)
 		var over bool
 		select {
-		case <-ctx.Done():
+		case <-st.gone:
 			return
 		case a := <-st.admit:
 			over = st.onAdmit(a)
-		case <-st.s.hub.Stopped():
-			return
-		case <-st.s.viewLost():
-			return // the view is lost: the client reconnects and is told VIEW_REBUILDING
+		case <-st.s.ending():
+			return // the hub stopped, or the view is lost: the client reconnects (elsewhere, or is told VIEW_REBUILDING)
 		case <-next:
 			over = st.itemLost() || st.onWake(ctx, next == closedCh)
 		case <-beat:
@@ -258,7 +270,7 @@ func (st *stream) itemLost() bool { return st.s.itemLost(st.q.ItemID) }
 // ends the stream.
 //
 //go:noinline
-func (st *stream) start(ctx context.Context, status line.Status) bool {
+func (st *stream) start(ctx context.Context, status *line.Status) bool {
 	// Subscribe before the first exact read, so no event between the two is lost.
 	st.feed = st.s.hub.Subscribe(st.q.ItemID)
 	st.slot, st.beatSlot, st.beatGen = st.feed.waves.slot(), st.s.hub.beats.slot(), st.s.hub.beatGen.Load()
@@ -270,7 +282,7 @@ func (st *stream) start(ctx context.Context, status line.Status) bool {
 	if st.resume != nil {
 		return st.resumed(ctx, st.snap)
 	}
-	return st.settle(ctx, status, st.snap, 0)
+	return st.settle(ctx, *status, st.snap, 0)
 }
 
 // resumed acts on the cursor the stream opened with, without reading Redis:
@@ -296,10 +308,13 @@ func (st *stream) resumed(ctx context.Context, snap *Snapshot) bool {
 	return st.position(snap, 0)
 }
 
-// end releases what the stream holds.
+// end releases what the stream holds (nothing before start subscribed it).
 //
 //go:noinline
 func (st *stream) end() {
+	if st.feed == nil {
+		return
+	}
 	st.leave()
 	st.unwatch()
 	if st.recheck != nil {
@@ -360,7 +375,7 @@ func (st *stream) unwatch() {
 // other streams hear of it: no Redis read between the two. The stream ends.
 //
 //go:noinline
-func (st *stream) onAdmit(a Admit) bool {
+func (st *stream) onAdmit(a *Admit) bool {
 	st.leave()
 	st.admitted(a.Until, a.At)
 	a.Done()
