@@ -71,18 +71,18 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 		chromedp.Navigate(e.stack.URL+"/items/show/wait?userId=browser-user"), // through the front door
 		chromedp.WaitVisible("#position"),
 	))
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
+	_, err := runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err)
-	pos, err := chromedp.Run(ctx, chromedp.Text("#position"))
+	pos, err := runRetry(ctx, chromedp.Text("#position"))
 	require.NoError(t, err)
 	first, err := strconv.Atoi(pos)
 	require.NoError(t, err, "position %q", pos)
 	assert.Equal(t, 13, first, "12 people ahead")
-	head, err := chromedp.Run(ctx, chromedp.Text("#heading"))
+	head, err := runRetry(ctx, chromedp.Text("#heading"))
 	require.NoError(t, err)
 	assert.Equal(t, "You are in line for Front-row show", head, "the item's name, not its id")
-	eta, err := chromedp.Run(ctx, chromedp.Text("#eta"))
+	eta, err := runRetry(ctx, chromedp.Text("#eta"))
 	require.NoError(t, err)
 	assert.Equal(t, "–", eta, "paused: no ETA")
 
@@ -97,18 +97,18 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 			// Pause, reload: the progress bar must keep where it was.
 			adminPut(t, e, "show", `{"ratePerSecond":0}`)
 			require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))
-			_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
+			_, err = runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
 				chromedp.WithPollingTimeout(20*time.Second)))
 			require.NoError(t, err)
-			bar, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.getElementById("bar").value`))
+			bar, err := runRetry(ctx, chromedp.Evaluate[float64](`document.getElementById("bar").value`))
 			require.NoError(t, err)
 			assert.Greater(t, bar, 0.0, "after a reload the progress bar starts where it was, not at 0")
 			reloaded = true
 			adminPut(t, e, "show", `{"ratePerSecond":4}`)
 		}
-		status, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
+		status, err = runRetry(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
 		require.NoError(t, err)
-		pos, err = chromedp.Run(ctx, chromedp.Text("#position"))
+		pos, err = runRetry(ctx, chromedp.Text("#position"))
 		require.NoError(t, err)
 		if n, err := strconv.Atoi(pos); err == nil && n != seen[len(seen)-1] {
 			seen = append(seen, n)
@@ -117,7 +117,7 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	}
 	require.Equal(t, "ADMITTED", status, "positions seen %v", seen)
 	require.True(t, reloaded, "the page was reloaded while waiting")
-	transport, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
+	transport, err := runRetry(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
 	require.NoError(t, err)
 	assert.Equal(t, "sse", transport, "the page listened on Server-Sent Events through the front door")
 	for i := 1; i < len(seen); i++ {
@@ -125,19 +125,19 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, len(seen), 3, "the page showed the position falling: %v", seen)
 
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`getComputedStyle(document.getElementById("admitted")).display === "block"`,
+	_, err = runRetry(ctx, chromedp.Poll[bool](`getComputedStyle(document.getElementById("admitted")).display === "block"`,
 		chromedp.WithPollingTimeout(10*time.Second)))
 	require.NoError(t, err, "the admission panel is shown")
-	admission, err := chromedp.Run(ctx, chromedp.Text("#admission-token"))
+	admission, err := runRetry(ctx, chromedp.Text("#admission-token"))
 	require.NoError(t, err)
-	href, err := chromedp.Run(ctx, chromedp.AttributeValue("#continue", "href"))
+	href, err := runRetry(ctx, chromedp.AttributeValue("#continue", "href"))
 	require.NoError(t, err)
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err := runRetry(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	a := e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission, ItemID: "show"})
 	assert.Equal(t, http.StatusOK, a.Code, "the page's admission token verifies: %s", a.Body)
 	assert.Contains(t, href.Value, "admission=")
-	head, err = chromedp.Run(ctx, chromedp.Text("#heading"))
+	head, err = runRetry(ctx, chromedp.Text("#heading"))
 	require.NoError(t, err)
 	assert.Equal(t, "It's your turn: Front-row show", head, "the heading says the person is in")
 
@@ -145,10 +145,10 @@ func TestWaitingRoomPageInBrowser(t *testing.T) {
 	// elsewhere, by default, to the api's admitted page, which verifies the token.
 	require.True(t, strings.HasPrefix(href.Value, "/shop/show?admission="), href.Value)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/show/admitted?admission="+url.QueryEscape(admission))))
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("verdict") && document.getElementById("verdict").dataset.valid === "true"`,
+	_, err = runRetry(ctx, chromedp.Poll[bool](`document.getElementById("verdict") && document.getElementById("verdict").dataset.valid === "true"`,
 		chromedp.WithPollingTimeout(10*time.Second)))
 	require.NoError(t, err, "the admitted page verifies the admission")
-	head, err = chromedp.Run(ctx, chromedp.Text("#heading"))
+	head, err = runRetry(ctx, chromedp.Text("#heading"))
 	require.NoError(t, err)
 	assert.Equal(t, "You're in: Front-row show", head)
 

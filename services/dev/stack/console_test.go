@@ -37,7 +37,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		var s string
 		for end := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			var err error
-			if s, err = chromedp.Run(ctx, chromedp.Evaluate[string](js)); err == nil || time.Now().After(end) {
+			if s, err = runRetry(ctx, chromedp.Evaluate[string](js)); err == nil || time.Now().After(end) {
 				require.NoError(t, err, js)
 				return s
 			}
@@ -46,7 +46,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitFor := func(js, what string, within time.Duration) {
 		t.Helper()
 		for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-			if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
+			if ok, err := runRetry(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
 				return
 			}
 		}
@@ -226,7 +226,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	assert.Contains(t, string(blocked.Body), `"code":"BLOCKED"`)
 	assert.Contains(t, string(blocked.Body), "ticket bot")
 
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err := runRetry(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	t.Logf("screenshot: %s (outflow %.1f/s at rate 2, %.1f/s at rate 20)", saveArtefact(t, "console.png", shot), slow, fast)
 

@@ -468,11 +468,11 @@ func TestPreQueuePageInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/"+it+"/wait?userId=browser-user")))
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "PRE_QUEUE"`,
+	_, err := runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "PRE_QUEUE"`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "the page shows the pre-queue")
 	remaining := func() int {
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("countdown").dataset.remaining || ""`))
+		s, err := runRetry(ctx, chromedp.Evaluate[string](`document.getElementById("countdown").dataset.remaining || ""`))
 		require.NoError(t, err)
 		n, err := strconv.Atoi(s)
 		require.NoError(t, err, "countdown %q", s)
@@ -481,38 +481,38 @@ func TestPreQueuePageInBrowser(t *testing.T) {
 	r1 := remaining()
 	require.Greater(t, r1, 0)
 	require.LessOrEqual(t, r1, 12)
-	visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("prequeue")).display === "block" &&
+	visible, err := runRetry(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("prequeue")).display === "block" &&
 		getComputedStyle(document.getElementById("position")).display === "none"`))
 	require.NoError(t, err)
 	require.True(t, visible, "the countdown shows, no position yet")
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err := runRetry(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	time.Sleep(1500 * time.Millisecond)
 	require.Less(t, remaining(), r1, "the countdown counts down")
 
 	// The sale opens: the page shows the drawn position, which is the line's.
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
+	_, err = runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING"`,
 		chromedp.WithPollingTimeout(40*time.Second)))
 	require.NoError(t, err, "the page shows the position after the draw")
 	require.GreaterOrEqual(t, time.Now().UnixMilli(), opensAt)
 	line := e.waitLine(it, 16)
-	pos, err := chromedp.Run(ctx, chromedp.Text("#position"))
+	pos, err := runRetry(ctx, chromedp.Text("#position"))
 	require.NoError(t, err)
 	n, err := strconv.Atoi(pos)
 	require.NoError(t, err, "position %q", pos)
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:`+it+`")).token`))
+	raw, err := runRetry(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:`+it+`")).token`))
 	require.NoError(t, err)
 	q, err := e.signer.ParseQueue(raw)
 	require.NoError(t, err)
 	require.Equal(t, q.TokenID, line[n-1], "the page's position is the browser's place in the drawn line")
-	shot2, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot2, err := runRetry(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 
 	adminPut(t, e, it, `{"ratePerSecond":20,"maxActive":20}`)
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "ADMITTED"`,
+	_, err = runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "ADMITTED"`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err, "the page shows the admission")
-	transport, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
+	transport, err := runRetry(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
 	require.NoError(t, err)
 	require.Equal(t, "sse", transport, "the stream carried the pre-queue, the position and the admission")
 	t.Logf("screenshots: %s %s (drawn position %d of 16)", saveArtefact(t, "prequeue-countdown.png", shot),

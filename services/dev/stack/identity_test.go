@@ -224,12 +224,12 @@ func TestSameUserIdInTwoBrowsersShareNothingInBrowser(t *testing.T) {
 	waiting := func(ctx context.Context) (position, token string) {
 		t.Helper()
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/pair/wait?userId=alice")))
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING" && document.getElementById("position").textContent !== ""`,
+		_, err := runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING" && document.getElementById("position").textContent !== ""`,
 			chromedp.WithPollingTimeout(30*time.Second)))
 		require.NoError(t, err)
-		position, err = chromedp.Run(ctx, chromedp.Text("#position"))
+		position, err = runRetry(ctx, chromedp.Text("#position"))
 		require.NoError(t, err)
-		token, err = chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:pair")).token`))
+		token, err = runRetry(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:pair")).token`))
 		require.NoError(t, err)
 		return position, token
 	}

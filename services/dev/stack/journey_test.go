@@ -37,7 +37,7 @@ func TestShopJourneyInBrowser(t *testing.T) {
 		var err error
 		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 			var ok bool
-			if ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
+			if ok, err = runRetry(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
 				return
 			}
 		}
@@ -45,7 +45,7 @@ func TestShopJourneyInBrowser(t *testing.T) {
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		s, err := runRetry(ctx, chromedp.Text(sel))
 		require.NoError(t, err, sel)
 		return s
 	}
@@ -53,7 +53,7 @@ func TestShopJourneyInBrowser(t *testing.T) {
 	// (chromedp's mouse click waits on the page it leaves).
 	click := func(id string) {
 		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = document.getElementById("`+id+`"); b.click(); return true; })()`))
+		_, err := runRetry(ctx, chromedp.Evaluate[bool](`(() => { const b = document.getElementById("`+id+`"); b.click(); return true; })()`))
 		require.NoError(t, err, "click #%s", id)
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/gig/wait?userId=buyer")))
@@ -69,7 +69,7 @@ func TestShopJourneyInBrowser(t *testing.T) {
 	// and takes it out of the address bar.
 	click("continue")
 	poll(`!!document.getElementById("order") && document.getElementById("order").dataset.status === "ADMITTED"`, "the shop's checkout")
-	loc, err := chromedp.Run(ctx, chromedp.Location())
+	loc, err := runRetry(ctx, chromedp.Location())
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(loc, "/shop/gig"), "the token left the URL: %s", loc)
 	assert.Equal(t, "buyer", text("#user"), "the shop knows who was admitted")
@@ -81,7 +81,7 @@ func TestShopJourneyInBrowser(t *testing.T) {
 	click("buy")
 	poll(`!!document.getElementById("order") && document.getElementById("order").dataset.status === "COMPLETED"`, "order placed")
 	assert.Equal(t, "Order placed: gig", text("#heading"))
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err := runRetry(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	a := e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: admission, ItemID: "gig"})
 	assert.Equal(t, http.StatusGone, a.Code, "the purchase completed the admission: %s", a.Body)

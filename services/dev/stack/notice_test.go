@@ -40,10 +40,10 @@ func TestAnOperatorNoticeReachesEveryoneWaitingInBrowser(t *testing.T) {
 	e.start()
 	poller, _ := e.register("gig", "poller")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/gig/wait")))
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING" && document.body.dataset.transport === "sse"`,
+	_, err := runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "WAITING" && document.body.dataset.transport === "sse"`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err, "the page waits on a stream")
-	shown, err := chromedp.Run(ctx, chromedp.Text("#notice", chromedp.NodeReady))
+	shown, err := runRetry(ctx, chromedp.Text("#notice", chromedp.NodeReady))
 	require.NoError(t, err)
 	require.Empty(t, shown, "no notice yet")
 	assert.Empty(t, e.waitStatus("gig", poller.Token, "WAITING").Notice)
@@ -51,14 +51,14 @@ func TestAnOperatorNoticeReachesEveryoneWaitingInBrowser(t *testing.T) {
 	const msg = "The show starts 20 minutes late. <b>Your place is kept.</b>"
 	e.setNotice("gig", msg)
 	start := time.Now()
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("notice").textContent !== ""`,
+	_, err = runRetry(ctx, chromedp.Poll[bool](`document.getElementById("notice").textContent !== ""`,
 		chromedp.WithPollingTimeout(3*time.Second)))
 	require.NoError(t, err, "the notice is on the open page within 3 s")
 	t.Logf("notice shown after %s", time.Since(start).Round(time.Millisecond))
-	shown, err = chromedp.Run(ctx, chromedp.Text("#notice"))
+	shown, err = runRetry(ctx, chromedp.Text("#notice"))
 	require.NoError(t, err)
 	assert.Equal(t, msg, shown, "shown as text, never as markup")
-	bold, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#notice b").length`))
+	bold, err := runRetry(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#notice b").length`))
 	require.NoError(t, err)
 	assert.Zero(t, bold)
 	require.Eventually(t, func() bool { return e.status("gig", poller.Token).Notice == msg }, 10*time.Second, 50*time.Millisecond,
@@ -69,7 +69,7 @@ func TestAnOperatorNoticeReachesEveryoneWaitingInBrowser(t *testing.T) {
 	assert.Equal(t, msg, it.Notice, "kept in the view")
 
 	e.setNotice("gig", "")
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("notice").textContent === ""`,
+	_, err = runRetry(ctx, chromedp.Poll[bool](`document.getElementById("notice").textContent === ""`,
 		chromedp.WithPollingTimeout(5*time.Second)))
 	require.NoError(t, err, "a cleared notice leaves the page")
 }

@@ -24,21 +24,21 @@ func TestProofOfWorkPageInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/guarded/wait?userId=browser-pow")))
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "ADMITTED"`,
+	_, err := runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "ADMITTED"`,
 		chromedp.WithPollingTimeout(60*time.Second)))
 	require.NoError(t, err)
-	work, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.work || ""`))
+	work, err := runRetry(ctx, chromedp.Evaluate[string](`document.body.dataset.work || ""`))
 	require.NoError(t, err)
 	require.Equal(t, "14", work, "the page solved the item's proof-of-work")
-	errText, err := chromedp.Run(ctx, chromedp.Text("#error"))
+	errText, err := runRetry(ctx, chromedp.Text("#error"))
 	require.NoError(t, err)
 	require.Empty(t, errText)
 	// The registration the page made is the one in line (admitted).
-	st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:guarded")).token`))
+	st, err := runRetry(ctx, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem("waitroom:guarded")).token`))
 	require.NoError(t, err)
 	require.Equal(t, "ADMITTED", e.status("guarded", st).Status)
 
-	ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
+	ms, err := runRetry(ctx, chromedp.Evaluate[float64](`(async () => {
 		const src = await (await fetch("/waitroom-pow.js")).text();
 		const w = new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })));
 		let total = 0;

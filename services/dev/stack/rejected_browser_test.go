@@ -33,14 +33,14 @@ func TestRejectedRegistrationShowsOperatorsMessageInBrowser(t *testing.T) {
 
 	shows := func(status, message string) {
 		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "`+status+`"`,
+		_, err := runRetry(ctx, chromedp.Poll[bool](`document.getElementById("status").dataset.status === "`+status+`"`,
 			chromedp.WithPollingTimeout(20*time.Second)))
-		st, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
+		st, _ := runRetry(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
 		require.NoError(t, err, "the page shows %s (it shows %q)", status, st)
-		msg, err := chromedp.Run(ctx, chromedp.Text("#message"))
+		msg, err := runRetry(ctx, chromedp.Text("#message"))
 		require.NoError(t, err)
 		assert.Equal(t, message, msg)
-		text, err := chromedp.Run(ctx, chromedp.Text("#status"))
+		text, err := runRetry(ctx, chromedp.Text("#status"))
 		require.NoError(t, err)
 		assert.Equal(t, "We could not place you in line", text)
 	}
@@ -48,7 +48,7 @@ func TestRejectedRegistrationShowsOperatorsMessageInBrowser(t *testing.T) {
 	// At the door: the api refuses with the operator's message.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/shut/wait?userId=refused")))
 	shows("REJECTED", shut.RejectMessage)
-	head, err := chromedp.Run(ctx, chromedp.Text("#heading"))
+	head, err := runRetry(ctx, chromedp.Text("#heading"))
 	require.NoError(t, err)
 	assert.Equal(t, "We could not place you in line for shut", head)
 
@@ -71,20 +71,20 @@ func TestRejectedRegistrationShowsOperatorsMessageInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	quoted, err := json.Marshal(string(stored))
 	require.NoError(t, err)
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`localStorage.setItem("waitroom:tix", `+string(quoted)+`), true`))
+	_, err = runRetry(ctx, chromedp.Evaluate[bool](`localStorage.setItem("waitroom:tix", `+string(quoted)+`), true`))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/tix/wait")))
 	shows("REJECTED", tix.RejectMessage)
-	transport, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
+	transport, err := runRetry(ctx, chromedp.Evaluate[string](`document.body.dataset.transport || ""`))
 	require.NoError(t, err)
 	assert.Equal(t, "sse", transport, "told by the stream's rejected event")
 	// A browser retries a stream that ended after the stream's retry: (3 s): had the
 	// page missed the event, it would say RECONNECTING by now.
 	time.Sleep(4 * time.Second)
-	st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
+	st, err := runRetry(ctx, chromedp.Evaluate[string](`document.getElementById("status").dataset.status`))
 	require.NoError(t, err)
 	assert.Equal(t, "REJECTED", st, "no reconnect after the final event")
-	left, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`localStorage.getItem("waitroom:tix") === null`))
+	left, err := runRetry(ctx, chromedp.Evaluate[bool](`localStorage.getItem("waitroom:tix") === null`))
 	require.NoError(t, err)
 	assert.True(t, left, "a final status forgets the stored registration")
 }

@@ -27,7 +27,7 @@ func TestPageRetryAfterALostAnswerKeepsOnePlaceInBrowser(t *testing.T) {
 		chromedp.Navigate(e.stack.URL+"/items/other/wait?userId=page"),
 		chromedp.WaitVisible("#position"),
 	))
-	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+	out, err := runRetry(ctx, chromedp.Evaluate[string](`(async () => {
 		const real = window.fetch;
 		let lost = null;
 		const posts = [];

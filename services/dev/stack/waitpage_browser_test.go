@@ -87,6 +87,13 @@ func evalRetry[T any](run func() (T, error)) (T, error) {
 	}
 }
 
+// runRetry is chromedp.Run sent again while it lost its page's execution
+// context (evalRetry): after a navigation or a reload the page's first
+// evaluations can race the new document's context.
+func runRetry[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
+	return evalRetry(func() (T, error) { return chromedp.Run(ctx, a) })
+}
+
 // axeRun injects axe-core into the open page (once) and returns its violations.
 func axeRun(t *testing.T, ctx context.Context, src string) []axeViolation {
 	t.Helper()
@@ -161,7 +168,7 @@ func TestWaitingPagePassesAxeInEveryStateInBrowser(t *testing.T) {
 	assert.Equal(t, "4", text(t, ctx, "#position"))
 	announced := text(t, ctx, "#announce")
 	assert.Equal(t, "You are number 4 in line.", announced, "the first position is announced")
-	live, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("announce").getAttribute("aria-live")`))
+	live, err := runRetry(ctx, chromedp.Evaluate[string](`document.getElementById("announce").getAttribute("aria-live")`))
 	require.NoError(t, err)
 	assert.Equal(t, "polite", live)
 	axeCheck(t, ctx, axe, "waiting")
@@ -190,7 +197,7 @@ func TestWaitingPagePassesAxeInEveryStateInBrowser(t *testing.T) {
 		e.register("flow", fmt.Sprintf("flow-%d", i))
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/flow/wait")))
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.seen = {position: [], announce: []};
+	_, err = runRetry(ctx, chromedp.Evaluate[bool](`window.seen = {position: [], announce: []};
 		for (const id of ["position", "announce"]) new MutationObserver(() => {
 			const v = document.getElementById(id).textContent, l = window.seen[id];
 			if (v && l[l.length - 1] !== v) l.push(v);
@@ -199,7 +206,7 @@ func TestWaitingPagePassesAxeInEveryStateInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	waitFor(t, ctx, statusIs("ADMITTED"), 90*time.Second, "admitted")
 	var seen struct{ Position, Announce []string }
-	js, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(window.seen)`))
+	js, err := runRetry(ctx, chromedp.Evaluate[string](`JSON.stringify(window.seen)`))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal([]byte(js), &seen))
 	t.Logf("positions shown %v; announced %q", seen.Position, seen.Announce)
@@ -217,7 +224,7 @@ func TestWaitingPagePassesAxeInEveryStateInBrowser(t *testing.T) {
 
 	// The check can fail: low-contrast text and an image without a text
 	// alternative, added to the page, are reported.
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`const p = document.createElement("p");
+	_, err = runRetry(ctx, chromedp.Evaluate[bool](`const p = document.createElement("p");
 		p.textContent = "faint"; p.style.color = "#bbb"; p.style.background = "#fff";
 		document.querySelector("main").append(p, Object.assign(document.createElement("img"), {src: "/logo.png"})); true`))
 	require.NoError(t, err)
@@ -245,13 +252,13 @@ func TestPageFollowsAcceptLanguageInBrowser(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/konser/wait")))
 	waitFor(t, ctx, statusIs("WAITING"), 20*time.Second, "waiting")
-	lang, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.lang`))
+	lang, err := runRetry(ctx, chromedp.Evaluate[string](`document.documentElement.lang`))
 	require.NoError(t, err)
 	assert.Equal(t, "ko", lang)
 	assert.Equal(t, "대기 중인 항목: 봄 콘서트", text(t, ctx, "#heading"))
 	assert.Equal(t, "대기 중", text(t, ctx, "#status"))
 	assert.Equal(t, "/ 전체 2", text(t, ctx, "#total"))
-	title, err := chromedp.Run(ctx, chromedp.Title())
+	title, err := runRetry(ctx, chromedp.Title())
 	require.NoError(t, err)
 	assert.Equal(t, "대기실: 봄 콘서트", title)
 
@@ -268,7 +275,7 @@ func TestPageFollowsAcceptLanguageInBrowser(t *testing.T) {
 	waitFor(t, ctx, `document.getElementById("verdict").dataset.valid === "true"`, 10*time.Second, "the admission verifies")
 	assert.Equal(t, "입장했습니다: fast", text(t, ctx, "#heading"))
 	assert.Regexp(t, regexp.MustCompile(`^입장권은 (오전|오후) \d{1,2}:\d\d:\d\d까지 유효합니다\.$`), text(t, ctx, "#verdict"))
-	title, err = chromedp.Run(ctx, chromedp.Title())
+	title, err = runRetry(ctx, chromedp.Title())
 	require.NoError(t, err)
 	assert.Equal(t, "입장 완료", title)
 	if axe := axeSourceIfInstalled(); axe != "" {
@@ -282,7 +289,7 @@ func TestPageFollowsAcceptLanguageInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(e.stack.URL+"/items/konser/wait")))
 	waitFor(t, ctx, statusIs("WAITING"), 20*time.Second, "waiting")
 	assert.Equal(t, "待機中", text(t, ctx, "#status"), "the choice is kept")
-	current, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('a[aria-current]').dataset.lang`))
+	current, err := runRetry(ctx, chromedp.Evaluate[string](`document.querySelector('a[aria-current]').dataset.lang`))
 	require.NoError(t, err)
 	assert.Equal(t, "ja", current, "the language links mark the page's language")
 }
@@ -322,18 +329,18 @@ func TestSellerTemplateRendersInBrowser(t *testing.T) {
 	line := text(t, ctx, "#own-line")
 	assert.Equal(t, "You are number 6 of 6; Waiting; about –.", strings.Join(strings.Fields(line), " "))
 	assert.Equal(t, tour.Name, text(t, ctx, "#own-title"), "the forged name is shown as text")
-	pwned, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.pwned !== undefined`))
+	pwned, err := runRetry(ctx, chromedp.Evaluate[bool](`window.pwned !== undefined`))
 	require.NoError(t, err)
 	assert.False(t, pwned, "no script of the forged name ran")
-	counts, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[document.scripts.length, document.querySelectorAll("#own-title *").length].join(",")`))
+	counts, err := runRetry(ctx, chromedp.Evaluate[string](`[document.scripts.length, document.querySelectorAll("#own-title *").length].join(",")`))
 	require.NoError(t, err)
 	assert.Equal(t, "3,0", counts, "the room's three scripts only; no element from the name")
-	title, err := chromedp.Run(ctx, chromedp.Title())
+	title, err := runRetry(ctx, chromedp.Title())
 	require.NoError(t, err)
 	assert.Equal(t, tour.Name, title)
 
 	anim := func() string {
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.getElementById("own-line")).animationName`))
+		s, err := runRetry(ctx, chromedp.Evaluate[string](`getComputedStyle(document.getElementById("own-line")).animationName`))
 		require.NoError(t, err)
 		return s
 	}
