@@ -35,7 +35,11 @@
 # PPROF=1 each OPENLOOP run of an api also takes a CPU profile and a 5 s
 # runtime trace of it, TRACE_SECONDS long (5), and its heap profile at the
 # end ($OUT/open-<server>-<path>-<rate>-<round>.{prof,trace,heap}; read the
-# trace with `go tool trace`).
+# trace with `go tool trace`), PIN=1 (on a 2-core machine: the servers
+# measured, the ceiling and the apis, run on CPU 1 alone, and everything else,
+# the dev stack with kfake and Redis, wrk and openloop, on CPU 0, so a
+# server's CPU per request is not shared with the broker's or the load
+# generator's; Go then runs each measured server with GOMAXPROCS=1).
 #
 # "make run" at a fixed rate (status 5,000/s, register 3,000/s), beside the
 # ceiling and the api as its own process (the status bucket raised: at its
@@ -79,6 +83,11 @@ KAFKA_PORTS=$([ -n "${PORT_BASE:-}" ] && echo $((PB + 92)),$((PB + 93)),$((PB + 
 KAFKA_BROKERS=$(echo "$KAFKA_PORTS" | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
 
 log() { echo "ceiling: $*" >&2; }
+pin_sut=() pin_rest=()
+if [ "${PIN:-0}" = 1 ]; then
+  command -v taskset >/dev/null || { log "PIN=1 needs taskset (util-linux)"; exit 1; }
+  pin_sut=(taskset -c 1) pin_rest=(taskset -c 0)
+fi
 command -v wrk >/dev/null || { log "wrk is missing (apt-get install -y wrk)"; exit 1; }
 command -v redis-cli >/dev/null || { log "redis-cli is missing"; exit 1; }
 
@@ -100,7 +109,7 @@ env "${stack_env[@]}" WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR
   WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=$STACK_API_ADDR \
   WR_CONSUMER_ADDR=127.0.0.1:$((PB + 181)) WR_DEV_SCHEDULER_ADDRS=127.0.0.1:$((PB + 182)),127.0.0.1:$((PB + 183)) \
   WR_NOTIFIER_ADDR=127.0.0.1:$((PB + 190)) WR_DEV_FRONT_ADDR=127.0.0.1:$((PB + 100)) \
-  "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
+  "${pin_rest[@]}" "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
 stack_pid=$!
 pids+=($stack_pid)
 wait_http http://$STACK_API_ADDR/readyz 120
@@ -118,7 +127,7 @@ start_api() {
   env ${API_ENV:-} WR_LOG_LEVEL=warn WR_API_ADDR=$1 WR_KAFKA_BROKERS=$KAFKA_BROKERS \
     WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_TOKEN_KEY=$TOKEN_KEY \
     WR_ADMISSION_KEY=$ADMISSION_KEY "${pprof_env[@]}" \
-    "$3" >"$4" 2>&1 &
+    "${pin_sut[@]}" "$3" >"$4" 2>&1 &
   api_started=$!
   pids+=($api_started)
 }
@@ -130,7 +139,7 @@ if [ -n "${BASE_API:-}" ]; then
   start_api "$BASE_ADDR" "${BASE_PPROF_ADDR:-}" "$BASE_API" "$OUT/base.log"
   base_pid=$api_started
 fi
-"$OUT/bin/ceiling" -addr $CEIL_ADDR >"$OUT/ceiling.log" 2>&1 &
+"${pin_sut[@]}" "$OUT/bin/ceiling" -addr $CEIL_ADDR >"$OUT/ceiling.log" 2>&1 &
 ceil_pid=$!
 pids+=($ceil_pid)
 wait_http http://$API_ADDR/readyz 60
@@ -158,6 +167,11 @@ curl -K "$OUT/curl.cfg" | sed -n 's/.*"token":"\([^"]*\)".*/'"$ITEM"' \1/p' >"$O
 sleep 1 # the consumer applies them (status answers WAITING, not PENDING)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# sys_counts PID: the process's read and write system calls (every thread's,
+# /proc/PID/io) and its threads' context switches, voluntary and not.
+sys_counts() {
+  echo "$(awk '/^syscr|^syscw/ {printf "%s ", $2}' "/proc/$1/io")$(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}')"
+}
 redis_calls() { redis-cli -p $REDIS_PORT info commandstats | sed -n 's/.*:calls=\([0-9]*\),.*/\1/p' | awk '{n += $1} END {print n + 0}'; }
 hz=$(getconf CLK_TCK)
 
@@ -169,6 +183,7 @@ run() {
   local name=$1 pid=$2 url=$3 script=$4
   shift 4
   local before after rbefore rafter sbefore safter dbefore dafter out rate p99 n bad prof="" paddr=$PPROF_ADDR
+  local rdb wrb csb rda wra csa
   [ "$pid" = "$base_pid" ] && paddr=$BASE_PPROF_ADDR
   if [ "${PPROF:-0}" = 1 ] && [ "$pid" != "$ceil_pid" ]; then
     curl -s -o "$OUT/$name.prof" "http://$paddr/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
@@ -179,10 +194,12 @@ run() {
   rbefore=$(redis_calls)
   redis-cli -p $REDIS_PORT info commandstats >"$OUT/$name.redis-before.txt"
   before=$(cpu_ticks "$pid")
+  read -r rdb wrb csb <<<"$(sys_counts "$pid")"
   sbefore=$(cpu_ticks "$stack_pid")
   dbefore=$(cpu_ticks "$redis_pid")
-  out=$({ TIMEFORMAT='%U %S'; time wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"}; } 2>"$OUT/$name.wrk-cpu")
+  out=$({ TIMEFORMAT='%U %S'; time "${pin_rest[@]}" wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"}; } 2>"$OUT/$name.wrk-cpu")
   after=$(cpu_ticks "$pid")
+  read -r rda wra csa <<<"$(sys_counts "$pid")"
   safter=$(cpu_ticks "$stack_pid")
   dafter=$(cpu_ticks "$redis_pid")
   rafter=$(redis_calls)
@@ -196,23 +213,26 @@ run() {
   us() { awk -v t="$1" -v hz="$hz" -v n="$n" 'BEGIN{printf "%.1f", t / hz * 1e6 / n}'; }
   local wrk_us
   wrk_us=$(awk -v n="$n" '{printf "%.1f", ($1 + $2) * 1e6 / n}' "$OUT/$name.wrk-cpu")
-  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore)))/$(us $((dafter - dbefore)))/$wrk_us $n $bad"
+  local sys
+  sys=$(awk -v n="$n" -v r=$((rda - rdb)) -v w=$((wra - wrb)) -v c=$((csa - csb)) 'BEGIN{printf "%.2f/%.2f/%.2f", r / n, w / n, c / n}')
+  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore)))/$(us $((dafter - dbefore)))/$wrk_us $sys $n $bad"
 }
 
 echo "(Redis cmd/req of the api: gross/net, see the header)"
 echo "(stack/redis/wrk: CPU µs per request of the dev stack's process, kfake and the consumer among it, of redis-server and of wrk)"
-printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis/wrk" errors
+echo "(rd/wr/cs: the server's read and write system calls and its threads' context switches per request)"
+printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis/wrk" "rd/wr/cs" errors
 for r in $(seq "$ROUNDS"); do
   [ "${WRK:-1}" = 0 ] && break
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
-    read -r crate cp99 ccpu credis cothers cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
-    printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "(the ceiling's answers are not checked)"
+    read -r crate cp99 ccpu credis cothers csys cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
+    printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "$csys" "(the ceiling's answers are not checked)"
     for who in api ${base_pid:+base}; do
       if [ $who = api ]; then pid=$api_pid addr=$API_ADDR name=$path-$r; else pid=$base_pid addr=$BASE_ADDR name=base-$path-$r; fi
-      read -r arate ap99 acpu aredis aothers an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
-      printf '%-8s %-8s %12s %9s %10s %14s %18s  %s\n' "$path" $who "$arate" "$ap99" "$acpu" \
-        "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$aerr"
+      read -r arate ap99 acpu aredis aothers asys an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
+      printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" $who "$arate" "$ap99" "$acpu" \
+        "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$asys" "$aerr"
       awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" -v w=$who \
         'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (%s / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc, w}'
     done
@@ -233,7 +253,7 @@ open_run() {
     prof="$prof $!"
   fi
   before=$(cpu_ticks "$pid")
-  out=$("$OUT/bin/openloop" -url "$url" -rate "$rate" -dur "$DUR" -label "$name" "${args[@]}")
+  out=$("${pin_rest[@]}" "$OUT/bin/openloop" -url "$url" -rate "$rate" -dur "$DUR" -label "$name" "${args[@]}")
   after=$(cpu_ticks "$pid")
   if [ -n "$prof" ]; then
     wait $prof
