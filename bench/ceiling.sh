@@ -39,7 +39,12 @@
 # measured, the ceiling and the apis, run on CPU 1 alone, and everything else,
 # the dev stack with kfake and Redis, wrk and openloop, on CPU 0, so a
 # server's CPU per request is not shared with the broker's or the load
-# generator's; Go then runs each measured server with GOMAXPROCS=1).
+# generator's; Go then runs each measured server with GOMAXPROCS=1),
+# HOLD (e.g. HOLD=1ms: a second ceiling, "held", that answers each request
+# that long after reading it, as a handler waiting for a broker's ack does,
+# measured in the register wrk rounds right after the ceiling, and each api's CPU
+# per request also given over the held ceiling's: what waiting itself costs
+# a plain server, apart from the api's own work).
 #
 # "make run" at a fixed rate (status 5,000/s, register 3,000/s), beside the
 # ceiling and the api as its own process (the status bucket raised: at its
@@ -76,6 +81,7 @@ BASE_ADDR=127.0.0.1:$((PB + 81))
 STACK_API_ADDR=127.0.0.1:$((PB + 180))
 BASE_PPROF_ADDR=127.0.0.1:$((PB + 62))
 CEIL_ADDR=127.0.0.1:$((PB + 99))
+HELD_ADDR=127.0.0.1:$((PB + 98))
 PPROF_ADDR=127.0.0.1:$((PB + 60))
 STACK_PPROF_ADDR=127.0.0.1:$((PB + 61))
 REDIS_PORT=$([ -n "${PORT_BASE:-}" ] && echo $((PB + 379)) || echo 16379)
@@ -142,8 +148,15 @@ fi
 "${pin_sut[@]}" "$OUT/bin/ceiling" -addr $CEIL_ADDR >"$OUT/ceiling.log" 2>&1 &
 ceil_pid=$!
 pids+=($ceil_pid)
+held_pid=
+if [ -n "${HOLD:-}" ]; then
+  "${pin_sut[@]}" "$OUT/bin/ceiling" -addr $HELD_ADDR -hold "$HOLD" >"$OUT/held.log" 2>&1 &
+  held_pid=$!
+  pids+=($held_pid)
+fi
 wait_http http://$API_ADDR/readyz 60
 wait_http http://$CEIL_ADDR/ 10
+[ -n "$held_pid" ] && wait_http http://$HELD_ADDR/ 10
 [ -n "$base_pid" ] && wait_http http://$BASE_ADDR/readyz 60
 for addr in $API_ADDR ${base_pid:+$BASE_ADDR} $([ "${STACK:-0}" = 1 ] && echo $STACK_API_ADDR); do
   for _ in $(seq 1 100); do # each api's item cache has the bench item
@@ -228,6 +241,11 @@ for r in $(seq "$ROUNDS"); do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
     read -r crate cp99 ccpu credis cothers csys cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
     printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "$csys" "(the ceiling's answers are not checked)"
+    hcpu=
+    if [ -n "$held_pid" ] && [ "$path" = register ]; then
+      read -r hrate hp99 hcpu hredis hothers hsys hn herr <<<"$(run "held-$path-$r" "$held_pid" "http://$HELD_ADDR" "${args[0]}" "${args[1]}")" || true
+      printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" held "$hrate" "$hp99" "$hcpu" "" "$hothers" "$hsys" "(answers after $HOLD)"
+    fi
     for who in api ${base_pid:+base}; do
       if [ $who = api ]; then pid=$api_pid addr=$API_ADDR name=$path-$r; else pid=$base_pid addr=$BASE_ADDR name=base-$path-$r; fi
       read -r arate ap99 acpu aredis aothers asys an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
@@ -235,6 +253,8 @@ for r in $(seq "$ROUNDS"); do
         "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$asys" "$aerr"
       awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" -v w=$who \
         'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (%s / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc, w}'
+      [ -n "$hcpu" ] && awk -v ac="$acpu" -v hc="$hcpu" -v p="$path" -v w=$who \
+        'BEGIN{printf "%-8s held     %12s %9s %10.2f  (%s / held ceiling: CPU per request)\n", p, "", "", ac / hc, w}'
     done
   done
 done

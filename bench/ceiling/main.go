@@ -22,10 +22,17 @@ var body = []byte(`{"status":"QUEUED","itemId":"concert-2026","userId":"ceiling-
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18099", "listen address")
+	hold := flag.Duration("hold", 0, "answer each request this long after reading it, as a handler that waits for a broker's ack does (0: at once)")
 	flag.Parse()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Read the body as a real handler must (the register path sends one).
 		_, _ = io.Copy(io.Discard, r.Body)
+		if *hold > 0 {
+			// A waiting handler parks, and net/http's background read of the
+			// connection (started once the body is read) then makes its own
+			// read and is woken again at the answer: what waiting costs.
+			time.Sleep(*hold)
+		}
 		hd := w.Header()
 		hd["Content-Type"] = []string{"application/json; charset=utf-8"}
 		w.WriteHeader(http.StatusAccepted)
