@@ -224,10 +224,7 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 		if !s.gateView(c, q.ItemID) {
 			return st, false
 		}
-		// Not hung on the request's context: on HTTP/2 that context lives
-		// as long as the stream, and would keep the map of its children
-		// (stream.gone). A client that leaves meanwhile waits out the read.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opt.ReadTimeout)
+		rctx, cancel := s.readCtx(ctx)
 		var err error
 		st, err = s.line.Status(rctx, q.ItemID, q.PlaceKey(), q.TokenID, q.Partition, q.Offset)
 		cancel()

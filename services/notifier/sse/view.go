@@ -47,13 +47,11 @@ func (l *lostView) current() <-chan struct{} {
 func (l *lostView) lose() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.c != nil && !l.closed {
-		close(l.c)
-		l.closed = true
-	}
+	l.closeLocked()
 }
 
-// end closes the channel for good.
+// end closes the channel for good (made first if SetView never made it, so
+// a stream that opens after the end still sees it closed).
 func (l *lostView) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -61,7 +59,12 @@ func (l *lostView) end() {
 	if l.c == nil {
 		l.c = make(chan struct{})
 	}
-	if !l.closed {
+	l.closeLocked()
+}
+
+// closeLocked closes the current channel once; l.mu is held.
+func (l *lostView) closeLocked() {
+	if l.c != nil && !l.closed {
 		close(l.c)
 		l.closed = true
 	}
@@ -103,9 +106,7 @@ func (s *Server) gateView(c *gin.Context, item string) bool {
 	if view.GateItem(c, s.view, item) {
 		return false
 	}
-	// Not hung on the request's context, as openAt's read (stream.gone),
-	// but bounded by the read timeout.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), s.opt.ReadTimeout)
+	ctx, cancel := s.readCtx(c.Request.Context())
 	defer cancel()
 	if err := s.view.ConfirmItem(ctx, item); err != nil {
 		httpserver.Abort(c, view.Refusal("the Redis view changed a moment ago: "+err.Error()))
@@ -113,6 +114,14 @@ func (s *Server) gateView(c *gin.Context, item string) bool {
 	}
 	s.lost.regain() // trusted now: the watcher may not have seen it come back yet
 	return true
+}
+
+// readCtx bounds an open's Redis read by the read timeout, not hung on the
+// request's context ctx: on HTTP/2 that context lives as long as the stream,
+// and would keep the map of its children (stream.gone). A client that leaves
+// meanwhile waits out the read.
+func (s *Server) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.opt.ReadTimeout)
 }
 
 // itemLost reports whether item's answers may no longer be read from the
