@@ -109,7 +109,7 @@ func runChild() error {
 	if os.Getenv("WR_BENCH_FRONT") == "0" {
 		h = engine
 	}
-	g.Go(func() error { return httpserver.Serve(gctx, ln, h, cfg.HTTP, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, h, cfg.Listener(), log) })
 	return g.Wait()
 }
 
