@@ -50,20 +50,20 @@ type conn struct {
 	// out is what is queued for the socket; wf, the writing Framer, and the
 	// HPACK encoder write into it under mu, so frames leave in the order
 	// they were made.
-	out      []byte
-	wf       *http2.Framer
-	henc     *hpack.Encoder
-	hbuf     bytes.Buffer
-	streams  map[uint32]*stream // open streams (their handler runs), by id
-	active   int                // handlers running, reset or not
-	maxID    uint32             // the highest stream id the client opened
-	win      int64              // the connection's send window
-	initWin  int64              // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame int                // the client's SETTINGS_MAX_FRAME_SIZE
+	out                                   []byte
+	wf                                    *http2.Framer
+	henc                                  *hpack.Encoder
+	hbuf                                  bytes.Buffer
+	streams                               map[uint32]*stream // open streams (their handler runs), by id
+	active                                int                // handlers running, reset or not
+	maxID                                 uint32             // the highest stream id the client opened
+	win                                   int64              // the connection's send window
+	initWin                               int64              // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame                              int                // the client's SETTINGS_MAX_FRAME_SIZE
 	sentGoAway, peerGoAway, closing, dead bool
-	waitQ    bool // a write waits for queue room: the writer broadcasts after a batch
-	idle     *time.Timer
-	floods   [3]flood // pings, settings, resets
+	waitQ                                 bool // a write waits for queue room: the writer broadcasts after a batch
+	idle                                  *time.Timer
+	floods                                [3]flood // pings, settings, resets
 }
 
 // flood counts events in floodWindow.

@@ -72,7 +72,9 @@ func countDials(tr *http.Transport) *atomic.Int32 {
 // A stream over h2c (a front door's upstream connection) gets its position
 // and its admission as one over HTTP/1.1 does, which the same listener still
 // serves.
-func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) { eachH2C(t, testH2CStreamGetsItsPositionAndAdmission) }
+func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) {
+	eachH2C(t, testH2CStreamGetsItsPositionAndAdmission)
+}
 
 func testH2CStreamGetsItsPositionAndAdmission(t *testing.T, server string) {
 	w := newWorld(t)
@@ -144,7 +146,9 @@ func testH2CStreamWaitsOutsideGin(t *testing.T, server string) {
 // A stream over HTTP/2 whose writes are minutes apart is not cut by the
 // write timeout that bounds each write (net/http's HTTP/2 write deadline,
 // left armed after a write, would reset it once passed).
-func TestH2CIdleStreamOutlivesTheWriteTimeout(t *testing.T) { eachH2C(t, testH2CIdleStreamOutlivesTheWriteTimeout) }
+func TestH2CIdleStreamOutlivesTheWriteTimeout(t *testing.T) {
+	eachH2C(t, testH2CIdleStreamOutlivesTheWriteTimeout)
+}
 
 func testH2CIdleStreamOutlivesTheWriteTimeout(t *testing.T, server string) {
 	w := newWorld(t)
