@@ -2,7 +2,6 @@ package h2c
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,8 +40,6 @@ type conn struct {
 	nc     net.Conn
 	rd     *http2.Framer // the reader's
 	remote string
-	ctx    context.Context // its streams' contexts' parent, canceled when the connection ends
-	cancel context.CancelFunc
 	kick   chan struct{} // wakes the writer (capacity 1)
 
 	mu   sync.Mutex
@@ -93,7 +90,6 @@ func (w outWriter) Write(p []byte) (int, error) {
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), kick: make(chan struct{}, 1),
 		streams: map[uint32]*stream{}, win: initialWindow, initWin: initialWindow, maxFrame: maxReadFrame}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.cond.L = &c.mu
 	c.wf = http2.NewFramer(outWriter{c}, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
@@ -107,7 +103,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 // serve reads the preface (unless read already) and the client's frames
 // until the connection ends; the writer runs beside it.
 func (c *conn) serve(prefaceRead bool) error {
-	defer c.cancel()
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
 	if !prefaceRead {
 		var preface [len(http2.ClientPreface)]byte
@@ -387,10 +382,12 @@ func (c *conn) abort(err error) {
 	if c.idle != nil {
 		c.idle.Stop()
 	}
+	for _, st := range c.streams {
+		st.endLocked()
+	}
 	c.cond.Broadcast()
 	c.pokeLocked()
 	c.mu.Unlock()
-	c.cancel()
 	_ = c.nc.Close()
 	if first && err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.s.Log.Debug("h2c connection ended", zap.String("remote", c.remote), zap.Error(err))
@@ -432,7 +429,7 @@ func (c *conn) writeLoop() {
 			return
 		}
 		spare = nil
-		if cap(b) <= 64<<10 {
+		if cap(b) <= 8<<10 { // a large batch's buffer is not kept: 100s of connections would each hold one
 			spare = b
 		}
 		if len(b) == 0 {

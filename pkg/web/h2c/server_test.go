@@ -94,7 +94,9 @@ func TestRefusesABody(t *testing.T) {
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	assert.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"))
-	var body struct{ Error struct{ Code, Message string } }
+	var body struct {
+		Error struct{ Code, Message string }
+	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
 	assert.Equal(t, "BODY_NOT_ALLOWED", body.Error.Code)
 }
@@ -184,7 +186,10 @@ func TestRefusesAStreamPastTheBound(t *testing.T) {
 	assert.Equal(t, uint32(3), rst.StreamID)
 	assert.Equal(t, http2.ErrCodeRefusedStream, rst.ErrCode)
 	close(release)
-	r.until(func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamID == 1 && d.StreamEnded() })
+	r.until(func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		return ok && d.StreamID == 1 && d.StreamEnded()
+	})
 	r.get(5, "/three") // the slot came back
 	r.until(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamID == 5 })
 }
@@ -213,7 +218,10 @@ func TestShutdownGoesAwayThenDrains(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
-	r.until(func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamID == 1 && d.StreamEnded() })
+	r.until(func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		return ok && d.StreamID == 1 && d.StreamEnded()
+	})
 	require.NoError(t, <-done, "drained within the timeout")
 	_, err := r.fr.ReadFrame()
 	require.Error(t, err, "the connection closed")

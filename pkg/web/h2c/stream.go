@@ -24,13 +24,59 @@ type stream struct {
 	id     uint32
 	win    int64 // send window
 	status int
-	header http.Header // the response's, until its head is written (nil after)
-	cancel context.CancelFunc
-	timer  *time.Timer // the write deadline (nil: none armed)
+	header http.Header   // the response's, until its head is written (nil after)
+	done   chan struct{} // the request's context's Done (made when asked for)
+	timer  *time.Timer   // the write deadline (nil: none armed)
 	// wroteHead: the HEADERS are out; reset: the stream was reset (by
 	// either side), its writes fail; remoteOpen: the client has not ended
-	// its side (a request body comes).
-	wroteHead, reset, remoteOpen bool
+	// its side (a request body comes); ended: the request's context is done.
+	wroteHead, reset, remoteOpen, ended bool
+}
+
+// reqContext is a stream as its request's context: done when the stream
+// is reset, its connection ends or its handler returned. The stream's own
+// record, not a context.WithCancel of the connection's: that is a
+// cancelCtx more and an entry in its parent's map for an open stream's life.
+type reqContext stream
+
+func (*reqContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done is closed when the request ends.
+func (x *reqContext) Done() <-chan struct{} {
+	st := (*stream)(x)
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	if st.done == nil {
+		st.done = make(chan struct{})
+		if st.ended {
+			close(st.done)
+		}
+	}
+	return st.done
+}
+
+// Err is context.Canceled once the request ended.
+func (x *reqContext) Err() error {
+	st := (*stream)(x)
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	if st.ended {
+		return context.Canceled
+	}
+	return nil
+}
+
+func (*reqContext) Value(any) any { return nil }
+
+// endLocked ends the request's context.
+func (st *stream) endLocked() {
+	if st.ended {
+		return
+	}
+	st.ended = true
+	if st.done != nil {
+		close(st.done)
+	}
 }
 
 // Header is the response's header map, sent with the first write.
@@ -145,7 +191,7 @@ func (st *stream) resetLocked(code http2.ErrCode, send bool) {
 		return
 	}
 	st.reset = true
-	st.cancel()
+	st.endLocked()
 	if send && !st.c.dead {
 		_ = st.c.wf.WriteRSTStream(st.id, code)
 		st.c.pokeLocked()
@@ -224,7 +270,7 @@ func (st *stream) finish() {
 	if st.timer != nil {
 		st.timer.Stop()
 	}
-	st.cancel()
+	st.endLocked()
 	delete(c.streams, st.id)
 	c.active--
 	if c.active == 0 && c.idle != nil && !c.dead {
@@ -252,15 +298,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 		c.pokeLocked()
 		return http2.ErrCodeNo
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	st := &stream{c: c, id: id, win: c.initWin, cancel: cancel, remoteOpen: !f.StreamEnded()}
+	st := &stream{c: c, id: id, win: c.initWin, remoteOpen: !f.StreamEnded()}
 	h := c.s.Handler
-	r, err := c.request(ctx, f)
+	r, err := c.request((*reqContext)(st), f)
 	switch {
 	case f.Truncated:
 		h = refuse(http.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "the request's headers are larger than this server takes")
 	case err != nil:
-		cancel()
 		_ = c.wf.WriteRSTStream(id, http2.ErrCodeProtocol)
 		c.pokeLocked()
 		return http2.ErrCodeNo
