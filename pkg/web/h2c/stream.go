@@ -22,8 +22,8 @@ import (
 type stream struct {
 	c      *conn
 	id     uint32
+	status int32 // beside id: the record stays in a 64-byte size class
 	win    int64 // send window
-	status int
 	header http.Header   // the response's, until its head is written (nil after)
 	done   chan struct{} // the request's context's Done (made when asked for)
 	timer  *time.Timer   // the write deadline (nil: none armed)
@@ -90,8 +90,8 @@ func (st *stream) Header() http.Header {
 // WriteHeader sets the status sent with the first write (informational
 // statuses are not sent).
 func (st *stream) WriteHeader(code int) {
-	if code >= 200 && st.status == 0 {
-		st.status = code
+	if code >= 200 && code <= 999 && st.status == 0 {
+		st.status = int32(code)
 	}
 }
 
@@ -212,7 +212,7 @@ func (st *stream) headLocked(end bool) error {
 	c := st.c
 	c.hbuf.Reset()
 	enc := func(k, v string) { _ = c.henc.WriteField(hpack.HeaderField{Name: k, Value: v}) }
-	enc(":status", strconv.Itoa(max(st.status, 200)))
+	enc(":status", strconv.Itoa(int(max(st.status, 200))))
 	for k, vs := range st.header {
 		lk := strings.ToLower(k)
 		if connectionSpecific(lk) {

@@ -3,9 +3,11 @@ package sse_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
 )
@@ -287,4 +290,73 @@ func testH2CBounds(t *testing.T, server string) {
 	again := open(regs[0])
 	defer again.close()
 	assert.Equal(t, int64(1), firstPosition(t, again), "the slot came back")
+}
+
+// The notifier's other routes work over the own h2c server as over
+// HTTP/1.1 on the same listener, and a request with a body is refused as
+// JSON (the notifier's routes are GETs).
+func TestH2COwnServesTheOtherRoutes(t *testing.T) {
+	w := newWorld(t)
+	nt := w.h2cNotifier(config.H2COwn, time.Second, 10, nil)
+	cl := h2cClient(t, nil)
+	get := func(c *http.Client, path string) (*http.Response, string) {
+		t.Helper()
+		resp, err := c.Get(nt.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	resp, body := get(cl, "/readyz")
+	assert.Equal(t, 2, resp.ProtoMajor)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, body, `"status":"ready"`)
+	resp, body = get(cl, "/metrics")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, body, "waitroom_notifier_open_streams")
+	resp, body = get(cl, "/nowhere")
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Contains(t, body, `"code":"NOT_FOUND"`)
+	resp, body = get(w.http, "/readyz")
+	assert.Equal(t, 1, resp.ProtoMajor, "HTTP/1.1 on the same listener")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err := cl.Post(nt.URL+"/readyz", "application/json", strings.NewReader(`{"x":1}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	var e httpserver.ErrorBody
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+	assert.Equal(t, "BODY_NOT_ALLOWED", e.Error.Code)
+}
+
+// When the notifier stops, its h2c streams end (the client reads their
+// end, no timeout) and it stops within its drain.
+func TestH2CShutdownEndsTheStreams(t *testing.T) { eachH2C(t, testH2CShutdownEndsTheStreams) }
+
+func testH2CShutdownEndsTheStreams(t *testing.T, server string) {
+	w := newWorld(t)
+	w.setItem("h2stop", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	regs := w.register("h2stop", 2)
+	nt := w.h2cNotifier(server, time.Minute, 10, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := h2cClient(t, nil)
+	var conns []*sseConn
+	for i, r := range regs {
+		c, err := openWith(ctx, cl, nt.eventsURL("h2stop", r.Token), nil)
+		require.NoError(t, err)
+		defer c.close()
+		require.Equal(t, 2, c.Resp.ProtoMajor)
+		assert.Equal(t, int64(i+1), firstPosition(t, c))
+		conns = append(conns, c)
+	}
+	stopped := time.Now()
+	nt.stop()
+	for _, c := range conns {
+		_, err := c.all()
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "the stream outlived the notifier")
+	}
+	t.Logf("streams ended and the notifier stopped in %s", time.Since(stopped).Round(time.Millisecond))
 }
