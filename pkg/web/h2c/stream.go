@@ -22,8 +22,8 @@ import (
 type stream struct {
 	c      *conn
 	id     uint32
-	status int32 // beside id: the record stays in a 64-byte size class
-	win    int64 // send window
+	status int32         // beside id: the record stays in a 64-byte size class
+	win    int64         // send window
 	header http.Header   // the response's, until its head is written (nil after)
 	done   chan struct{} // the request's context's Done (made when asked for)
 	timer  *time.Timer   // the write deadline (nil: none armed)
