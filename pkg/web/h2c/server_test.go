@@ -303,3 +303,34 @@ func TestIdleConnectionCloses(t *testing.T) {
 	r.until(func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamEnded() })
 	assert.Equal(t, http2.ErrCodeNo, r.goAway().ErrCode)
 }
+
+// A write that waits for the client's window longer than its
+// SetWriteTimeout fails and resets its stream; an idle stream with the
+// same bound is left alone.
+func TestWriteTimeoutBoundsAWaitingWrite(t *testing.T) {
+	errs := make(chan error, 2)
+	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(interface{ SetWriteTimeout(time.Duration) }).SetWriteTimeout(100 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+		if r.URL.Path == "/idle" {
+			time.Sleep(300 * time.Millisecond) // idle past the bound, then a write that fits
+			_, err := w.Write([]byte("ok"))
+			errs <- err
+			return
+		}
+		_, err := w.Write(bytes.Repeat([]byte("x"), 100)) // past the client's 10-byte window
+		errs <- err
+	})})
+	r := dialRaw(t, addr)
+	require.NoError(t, r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}))
+	r.get(1, "/stuck")
+	rst := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
+	assert.Equal(t, uint32(1), rst.StreamID)
+	assert.Equal(t, http2.ErrCodeCancel, rst.ErrCode)
+	require.Error(t, <-errs, "the stuck write failed")
+
+	r.get(3, "/idle")
+	d := r.until(func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamID == 3 && len(d.Data()) > 0 }).(*http2.DataFrame)
+	assert.Equal(t, "ok", string(d.Data()))
+	require.NoError(t, <-errs, "the idle stream's write")
+}

@@ -27,6 +27,7 @@ type stream struct {
 	header http.Header   // the response's, until its head is written (nil after)
 	done   chan struct{} // the request's context's Done (made when asked for)
 	timer  *time.Timer   // the write deadline (nil: none armed)
+	wto    time.Duration // SetWriteTimeout's bound (0: none)
 	// wroteHead: the HEADERS are out; reset: the stream was reset (by
 	// either side), its writes fail; remoteOpen: the client has not ended
 	// its side (a request body comes); ended: the request's context is done.
@@ -105,6 +106,8 @@ func (st *stream) Write(p []byte) (int, error) {
 	if err := st.headLocked(false); err != nil {
 		return 0, err
 	}
+	w := waiter{st: st}
+	defer w.stop()
 	n := 0
 	for len(p) > 0 {
 		if err := st.errLocked(); err != nil {
@@ -112,14 +115,16 @@ func (st *stream) Write(p []byte) (int, error) {
 		}
 		if len(c.out) >= c.s.MaxQueuedBytes {
 			c.waitQ = true
-			c.pokeLocked()
-			c.cond.Wait()
+			if err := w.wait(); err != nil {
+				return n, err
+			}
 			continue
 		}
 		k := int(min(int64(len(p)), st.win, c.win, int64(c.maxFrame)))
 		if k <= 0 {
-			c.pokeLocked() // what was queued goes out: the client's window updates follow its reads
-			c.cond.Wait()
+			if err := w.wait(); err != nil {
+				return n, err
+			}
 			continue
 		}
 		_ = c.wf.WriteData(st.id, false, p[:k])
@@ -129,6 +134,58 @@ func (st *stream) Write(p []byte) (int, error) {
 	}
 	c.pokeLocked()
 	return n, nil
+}
+
+// waiter is one Write's waits for the windows or queue room, bounded by
+// the stream's SetWriteTimeout from the write's first wait on: a timer
+// exists only while a write waits.
+type waiter struct {
+	st    *stream
+	until time.Time
+	wake  *time.Timer
+}
+
+// wait waits (c.mu held) for a change of the windows, the queue or the
+// stream; past the write timeout it resets the stream and fails.
+func (w *waiter) wait() error {
+	st, c := w.st, w.st.c
+	if st.wto > 0 {
+		now := time.Now()
+		if w.until.IsZero() {
+			w.until = now.Add(st.wto)
+		}
+		if !now.Before(w.until) {
+			st.resetLocked(http2.ErrCodeCancel, true)
+			return os.ErrDeadlineExceeded
+		}
+		if w.wake == nil {
+			w.wake = time.AfterFunc(w.until.Sub(now), func() {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.cond.Broadcast()
+			})
+		}
+	}
+	c.pokeLocked() // what was queued goes out: the client's window updates follow its reads
+	c.cond.Wait()
+	return nil
+}
+
+func (w *waiter) stop() {
+	if w.wake != nil {
+		w.wake.Stop()
+	}
+}
+
+// SetWriteTimeout bounds how long each later Write may wait for the
+// flow-control windows or queue room: past d it fails and the stream is
+// reset (0: no bound). Unlike a write deadline it never ends an idle
+// stream, and it costs a timer only while a write waits, so an event
+// stream needs no timer of its own between writes.
+func (st *stream) SetWriteTimeout(d time.Duration) {
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	st.wto = d
 }
 
 // Flush sends the head if it is not out yet (writes are sent as they come).

@@ -265,7 +265,7 @@ func (s *Server) events(c *gin.Context) {
 		s.goHijacked(o, conn)
 		return
 	}
-	o.hw = openStream(c, s.now)
+	o.hw = openStream(c, s.now, s.opt.WriteTimeout)
 	if h, ok := c.Request.Context().Value(handoffKey{}).(**opened); ok {
 		*h = o.handOn() // the Front waits with it once gin has returned
 		return
@@ -508,8 +508,9 @@ func (connFlusher) Flush() error { return nil }
 
 // openStream writes the stream's headers and returns the writer to stream on:
 // the server's own (so write errors reach us), its writes bounded by
-// handlerWriter.
-func openStream(c *gin.Context, now func() time.Time) *handlerWriter {
+// handlerWriter, or by the server when it bounds each write itself
+// (pkg/web/h2c's SetWriteTimeout: no timer per stream between writes).
+func openStream(c *gin.Context, now func() time.Time, timeout time.Duration) *handlerWriter {
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -520,8 +521,18 @@ func openStream(c *gin.Context, now func() time.Time) *handlerWriter {
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		w = u.Unwrap() // gin's Flush swallows errors; the server's FlushError does not
 	}
-	return &handlerWriter{w: w, rc: http.NewResponseController(w), now: now}
+	hw := &handlerWriter{w: w, rc: http.NewResponseController(w), now: now}
+	if b, ok := w.(writeBounder); ok {
+		b.SetWriteTimeout(timeout)
+		hw.bounded = true
+	}
+	return hw
 }
+
+// writeBounder is a response writer that fails and resets a write that
+// waits longer than the timeout set, and leaves an idle stream alone
+// (pkg/web/h2c's).
+type writeBounder interface{ SetWriteTimeout(d time.Duration) }
 
 // handlerWriter is a stream's writer on net/http's handler (HTTP/2, or
 // HTTP/1.1 with NoHijack). A write is bounded by a timer of its own, stopped
@@ -536,9 +547,10 @@ type handlerWriter struct {
 	rc  *http.ResponseController
 	now func() time.Time
 
-	mu    sync.Mutex // orders expire against stop
-	timer *time.Timer
-	done  bool // the handler returned: the writer is net/http's again
+	mu      sync.Mutex // orders expire against stop
+	timer   *time.Timer
+	done    bool // the handler returned: the writer is net/http's again
+	bounded bool // the writer bounds each write itself (writeBounder): no timer here
 }
 
 // Write writes b to the response (buffered until Flush on HTTP/2).
@@ -546,6 +558,9 @@ func (h *handlerWriter) Write(b []byte) (int, error) { return h.w.Write(b) }
 
 // SetWriteDeadline arms the timer that fails the write unless Flush comes before t.
 func (h *handlerWriter) SetWriteDeadline(t time.Time) error {
+	if h.bounded {
+		return nil
+	}
 	d := t.Sub(h.now())
 	if h.timer == nil {
 		h.timer = time.AfterFunc(d, h.expire)
