@@ -330,7 +330,10 @@ func TestWriteTimeoutBoundsAWaitingWrite(t *testing.T) {
 	require.Error(t, <-errs, "the stuck write failed")
 
 	r.get(3, "/idle")
-	d := r.until(func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamID == 3 && len(d.Data()) > 0 }).(*http2.DataFrame)
+	d := r.until(func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		return ok && d.StreamID == 3 && len(d.Data()) > 0
+	}).(*http2.DataFrame)
 	assert.Equal(t, "ok", string(d.Data()))
 	require.NoError(t, <-errs, "the idle stream's write")
 }
