@@ -86,6 +86,22 @@ func TestServesARequestBesideHTTP1(t *testing.T) {
 	assert.Equal(t, "/h1", m["path"])
 }
 
+// A HEAD is answered with the GET's head and no body.
+func TestHeadHasNoBody(t *testing.T) {
+	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello)})
+	r := dialRaw(t, addr)
+	r.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "HEAD"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/h"}} {
+		require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.hbuf.Bytes(), EndStream: true, EndHeaders: true}))
+	h := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.MetaHeadersFrame); return ok }).(*http2.MetaHeadersFrame)
+	assert.Equal(t, "200", h.PseudoValue("status"))
+	d := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.DataFrame); return ok }).(*http2.DataFrame)
+	assert.True(t, d.StreamEnded())
+	assert.Empty(t, d.Data())
+}
+
 // A request with a body is refused 413 with a JSON error.
 func TestRefusesABody(t *testing.T) {
 	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello)})
@@ -190,6 +206,7 @@ func TestRefusesAStreamPastTheBound(t *testing.T) {
 		d, ok := f.(*http2.DataFrame)
 		return ok && d.StreamID == 1 && d.StreamEnded()
 	})
+	r.get(3, "/late") // a frame in flight to the refused stream: ignored, not a connection error
 	r.get(5, "/three") // the slot came back
 	r.until(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamID == 5 })
 }

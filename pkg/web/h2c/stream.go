@@ -30,8 +30,9 @@ type stream struct {
 	wto    time.Duration // SetWriteTimeout's bound (0: none)
 	// wroteHead: the HEADERS are out; reset: the stream was reset (by
 	// either side), its writes fail; remoteOpen: the client has not ended
-	// its side (a request body comes); ended: the request's context is done.
-	wroteHead, reset, remoteOpen, ended bool
+	// its side (a request body comes); ended: the request's context is
+	// done; noBody: a HEAD, whose writes are dropped.
+	wroteHead, reset, remoteOpen, ended, noBody bool
 }
 
 // reqContext is a stream as its request's context: done when the stream
@@ -105,6 +106,9 @@ func (st *stream) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	if err := st.headLocked(false); err != nil {
 		return 0, err
+	}
+	if st.noBody {
+		return len(p), nil
 	}
 	w := waiter{st: st}
 	defer w.stop()
@@ -343,11 +347,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := f.StreamID
-	if id%2 == 0 || id <= c.maxID {
-		if c.streams[id] != nil {
-			return http2.ErrCodeNo // trailers of a body that is not read
-		}
-		return http2.ErrCodeProtocol
+	if id%2 == 0 {
+		return http2.ErrCodeProtocol // a client opens odd streams
+	}
+	if id <= c.maxID {
+		// Trailers of a body that is not read, or frames in flight to a
+		// stream already reset or refused: ignored (RFC 9113 5.4.2).
+		return http2.ErrCodeNo
 	}
 	c.maxID = id
 	if c.sentGoAway || c.peerGoAway || c.active >= int(c.s.MaxStreams) {
@@ -355,7 +361,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 		c.pokeLocked()
 		return http2.ErrCodeNo
 	}
-	st := &stream{c: c, id: id, win: c.initWin, remoteOpen: !f.StreamEnded()}
+	st := &stream{c: c, id: id, win: c.initWin, remoteOpen: !f.StreamEnded(), noBody: f.PseudoValue("method") == http.MethodHead}
 	h := c.s.Handler
 	r, err := c.request((*reqContext)(st), f)
 	switch {

@@ -248,8 +248,9 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 // Where the stream then waits sets what it costs (BENCHMARKS: h2c memory): a
 // hijacked HTTP/1.1 stream goes on in a goroutine of its own and this
 // handler returns; one that cannot be hijacked (HTTP/2) is handed back to
-// the Front, when one serves this engine, to wait below net/http's frames
-// alone; else it waits here, below gin's. The open's deep work (the token,
+// the Front, when one serves this engine, to wait below the HTTP/2 server's
+// frames alone (net/http's, or pkg/web/h2c's, which also drops the request
+// and keeps no buffer: WR_SSE_H2C_SERVER); else it waits here, below gin's. The open's deep work (the token,
 // Redis, JSON, logs) runs in functions that have returned before the wait,
 // so the frames under the waiting loop stay small: the runtime halves a
 // parked goroutine's stack at a GC only while less than a quarter of it is
@@ -412,7 +413,7 @@ var (
 // Front returns next (the engine that serves Routes) behind a handler that
 // serves the waiting part of the event streams itself. A stream that cannot
 // be hijacked (HTTP/2) opens in next as any does (gin: every check and
-// refusal, the request metrics), then waits below net/http's frames alone,
+// refusal, the request metrics), then waits below the HTTP/2 server's frames alone,
 // gin's Context back in its pool: its goroutine's stack shrinks to 4 KiB
 // (below gin's frames, to 8; BENCHMARKS: h2c memory). Serve it in place of
 // next; every other request goes to next as it came, a stream's request
