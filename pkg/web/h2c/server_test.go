@@ -206,7 +206,7 @@ func TestRefusesAStreamPastTheBound(t *testing.T) {
 		d, ok := f.(*http2.DataFrame)
 		return ok && d.StreamID == 1 && d.StreamEnded()
 	})
-	r.get(3, "/late") // a frame in flight to the refused stream: ignored, not a connection error
+	r.get(3, "/late")  // a frame in flight to the refused stream: ignored, not a connection error
 	r.get(5, "/three") // the slot came back
 	r.until(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamID == 5 })
 }
