@@ -55,6 +55,8 @@ type conn struct {
 	active                                int                // handlers running, reset or not
 	maxID                                 uint32             // the highest stream id the client opened
 	win                                   int64              // the connection's send window
+	recvWin                               int64              // the client's DATA it may still send (our receive window)
+	recvUsed                              int64              // DATA taken since our last WINDOW_UPDATE
 	initWin                               int64              // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	maxFrame                              int                // the client's SETTINGS_MAX_FRAME_SIZE
 	sentGoAway, peerGoAway, closing, dead bool
@@ -89,7 +91,8 @@ func (w outWriter) Write(p []byte) (int, error) {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), kick: make(chan struct{}, 1),
-		streams: map[uint32]*stream{}, win: initialWindow, initWin: initialWindow, maxFrame: maxReadFrame}
+		streams: map[uint32]*stream{}, win: initialWindow, initWin: initialWindow, maxFrame: maxReadFrame,
+		recvWin: initialWindow}
 	c.cond.L = &c.mu
 	c.wf = http2.NewFramer(outWriter{c}, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
@@ -162,11 +165,26 @@ func (c *conn) readLoop() (err error, flush bool) {
 			first = false
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
-		if code := c.apply(f); code != http2.ErrCodeNo {
+		code := c.apply(f)
+		if code == http2.ErrCodeNo && c.overQueued() {
+			code = http2.ErrCodeEnhanceYourCalm
+		}
+		if code != http2.ErrCodeNo {
 			c.goAway(code, true)
 			return fmt.Errorf("frame %s from %s: %w", f.Header().Type, c.remote, http2.ConnectionError(code)), true
 		}
 	}
+}
+
+// overQueued reports a client that makes the connection answer (pings,
+// refused or reset streams, settings) faster than it reads: the queue past
+// what the handlers' writes may fill (MaxQueuedBytes, a frame more, the
+// streams' heads) by as much again. Nothing else bounds those answers'
+// bytes while the writer waits on a socket the client does not read.
+func (c *conn) overQueued() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.out) > 2*c.s.MaxQueuedBytes+int(c.s.MaxHeaderListSize)
 }
 
 // apply acts on one frame; a code other than NO_ERROR is a connection error.
@@ -298,15 +316,27 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) http2.ErrCode {
 }
 
 // onData takes a request body's frames, which are refused (the handler
-// answers 413): their bytes are given back to the connection's window.
+// answers 413) and dropped. Their bytes count against the connection's
+// receive window (past it: FLOW_CONTROL_ERROR), and are given back in one
+// WINDOW_UPDATE per half a window taken, only while the queue has room: a
+// client that sends without reading is held by its own window, and a flood
+// of small frames makes no answer of its own.
 func (c *conn) onData(f *http2.DataFrame) http2.ErrCode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.StreamID > c.maxID {
 		return http2.ErrCodeProtocol // an idle stream
 	}
-	if n := f.Length; n > 0 {
-		_ = c.wf.WriteWindowUpdate(0, n)
+	n := int64(f.Length) // padding included (RFC 9113 6.9.1)
+	if n > c.recvWin {
+		return http2.ErrCodeFlowControl
+	}
+	c.recvWin -= n
+	c.recvUsed += n
+	if c.recvUsed >= initialWindow/2 && len(c.out) < c.s.MaxQueuedBytes {
+		_ = c.wf.WriteWindowUpdate(0, uint32(c.recvUsed)) //nolint:gosec // at most the window, < 2^31
+		c.recvWin += c.recvUsed
+		c.recvUsed = 0
 		c.pokeLocked()
 	}
 	if st := c.streams[f.StreamID]; st != nil && f.StreamEnded() {

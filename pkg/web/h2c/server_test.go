@@ -354,3 +354,67 @@ func TestWriteTimeoutBoundsAWaitingWrite(t *testing.T) {
 	assert.Equal(t, "ok", string(d.Data()))
 	require.NoError(t, <-errs, "the idle stream's write")
 }
+
+// A request body's DATA is given back to the client's window once per half
+// a window taken, not frame by frame: a flood of small frames makes no
+// answer of its own.
+func TestSmallDataFramesAskNoAnswerEach(t *testing.T) {
+	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello)})
+	r := dialRaw(t, addr)
+	r.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/p"}} {
+		require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.hbuf.Bytes(), EndHeaders: true}))
+	// updates counts the connection's WINDOW_UPDATEs up to the answer of a PING.
+	updates := func(ping byte) (n int, inc uint32) {
+		require.NoError(t, r.fr.WritePing(false, [8]byte{ping}))
+		r.until(func(f http2.Frame) bool {
+			if w, ok := f.(*http2.WindowUpdateFrame); ok && w.StreamID == 0 {
+				n, inc = n+1, inc+w.Increment
+			}
+			p, ok := f.(*http2.PingFrame)
+			return ok && p.IsAck() && p.Data[0] == ping
+		})
+		return n, inc
+	}
+	for range 1000 {
+		require.NoError(t, r.fr.WriteData(1, false, []byte{'x'}))
+	}
+	n, _ := updates(1)
+	assert.Zero(t, n, "1,000 bytes of body in 1,000 frames: no WINDOW_UPDATE yet")
+	for _, k := range []int{16384, 16384} { // 33,768 taken in all: past half the window
+		require.NoError(t, r.fr.WriteData(1, false, make([]byte, k)))
+	}
+	n, inc := updates(2)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, uint32(1000+2*16384), inc)
+}
+
+// A client that makes the connection answer (here: streams refused past
+// the bound) while it reads nothing is cut, ENHANCE_YOUR_CALM, before the
+// answers queued for it pass twice MaxQueuedBytes and a header list.
+func TestAClientThatDoesNotReadIsCut(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	addr := start(t, &h2c.Server{Handler: block(release), MaxStreams: 1, MaxQueuedBytes: 4096, MaxHeaderListSize: 4096})
+	r := dialRaw(t, addr)
+	r.get(1, "/held")
+	sent := make(chan error, 1)
+	go func() { // refused streams, 13 bytes of RST_STREAM each, until the server stops reading
+		_ = r.nc.SetWriteDeadline(time.Now().Add(3 * time.Second))
+		for id := uint32(3); id < 1<<22; id += 2 {
+			r.hbuf.Reset()
+			for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/r"}} {
+				_ = r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+			}
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	require.Error(t, <-sent, "the server kept reading 2 million refused streams its client never read the answers of")
+	assert.Equal(t, http2.ErrCodeEnhanceYourCalm, r.goAway().ErrCode)
+}
