@@ -56,11 +56,22 @@ type HTTP struct {
 	// event streams to this service) may carry at once; 0 serves HTTP/1.1
 	// alone. Each open event stream on it holds its handler's goroutine.
 	H2CMaxStreams int `env:"WR_HTTP_H2C_MAX_STREAMS" envDefault:"250"`
+	// H2CServer is what serves h2c: H2CNet (net/http's HTTP/2, "" too) or
+	// H2COwn (pkg/web/h2c: a stream costs less, request bodies are
+	// refused). Not read from the environment here: the notifier sets it
+	// from WR_SSE_H2C_SERVER, as only its routes are all GETs.
+	H2CServer string `env:"-"`
 	// PprofAddr serves net/http/pprof of the process on a port of its own
 	// (empty: off): for profiling a service under load or in a long run,
 	// never public.
 	PprofAddr string `env:"WR_PPROF_ADDR"`
 }
+
+// The servers of cleartext HTTP/2 (HTTP.H2CServer).
+const (
+	H2CNet = "net" // net/http's
+	H2COwn = "own" // pkg/web/h2c
+)
 
 // Validate checks the timeouts are positive and the stream bound is not negative.
 func (h HTTP) Validate() error {
@@ -73,6 +84,8 @@ func (h HTTP) Validate() error {
 		return fmt.Errorf("WR_HTTP_READ_TIMEOUT (%s) must be at least WR_HTTP_READ_HEADER_TIMEOUT (%s): it bounds the headers too", h.ReadTimeout, h.ReadHeaderTimeout)
 	case h.H2CMaxStreams < 0:
 		return fmt.Errorf("WR_HTTP_H2C_MAX_STREAMS must not be negative (0: HTTP/1.1 alone), not %d", h.H2CMaxStreams)
+	case h.H2CServer != "" && h.H2CServer != H2CNet && h.H2CServer != H2COwn:
+		return fmt.Errorf("the h2c server must be %q or %q, not %q", H2CNet, H2COwn, h.H2CServer)
 	}
 	return nil
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/web/h2c"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // ErrorBody is every error answer: {"error":{"code","message"}}.
@@ -281,12 +283,21 @@ func NewRegistry() *prometheus.Registry {
 // no write timeout, as event streams answer for minutes (the notifier bounds
 // each of its writes itself). With cfg.H2CMaxStreams it also serves
 // cleartext HTTP/2 with prior knowledge, that many streams a connection
-// (the idle timeout, 120 s, then applies to a connection without streams).
+// (the idle timeout, 120 s, then applies to a connection without streams),
+// by net/http or, with cfg.H2CServer H2COwn, by pkg/web/h2c.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg config.HTTP, log *zap.Logger) error {
 	drain := cfg.ShutdownTimeout
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 120 * time.Second}
-	if cfg.H2CMaxStreams > 0 {
+	var own *h2c.Server
+	switch {
+	case cfg.H2CMaxStreams > 0 && cfg.H2CServer == config.H2COwn:
+		// Ours serves the connections that open with HTTP/2's preface;
+		// net/http the others (HTTP/1.x).
+		own = &h2c.Server{Handler: h, MaxStreams: uint32(cfg.H2CMaxStreams), ReadHeaderTimeout: cfg.ReadHeaderTimeout, //nolint:gosec // bounded by config
+			IdleTimeout: srv.IdleTimeout, Log: log.Named("h2c")}
+		ln = own.Split(ln)
+	case cfg.H2CMaxStreams > 0:
 		p := new(http.Protocols)
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)
@@ -303,7 +314,12 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg config.HTTP
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	var g errgroup.Group
+	g.Go(func() error { return srv.Shutdown(sctx) })
+	if own != nil {
+		g.Go(func() error { return own.Shutdown(sctx) })
+	}
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("drain %s: %w", ln.Addr(), err)
 	}
 	log.Info("http drained", zap.String("addr", ln.Addr().String()))

@@ -43,11 +43,12 @@ func outlive(w http.ResponseWriter, r *http.Request) {
 // serve runs Serve with short read timeouts on a free port until the test ends.
 func serve(t *testing.T, h http.Handler) string {
 	t.Helper()
-	return serveH2C(t, h, 0)
+	return serveH2C(t, h, 0, "")
 }
 
-// serveH2C runs Serve as serve does, with h2c streams a connection (0: HTTP/1.1 alone).
-func serveH2C(t *testing.T, h http.Handler, h2cStreams int) string {
+// serveH2C runs Serve as serve does, with h2c streams a connection (0:
+// HTTP/1.1 alone) served by server (config.H2CNet or config.H2COwn).
+func serveH2C(t *testing.T, h http.Handler, h2cStreams int, server string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -57,7 +58,7 @@ func serveH2C(t *testing.T, h http.Handler, h2cStreams int) string {
 	// HTTP/1.1 server took for one, such as an HTTP/2 preface, runs it), and
 	// an HTTP/2 connection, which net/http closes up to 1 s after its GOAWAY.
 	// A 1 s drain raced them and lost on a loaded CI machine.
-	cfg := config.HTTP{ShutdownTimeout: 5 * time.Second, ReadHeaderTimeout: readTimeout, ReadTimeout: 2 * readTimeout, H2CMaxStreams: h2cStreams}
+	cfg := config.HTTP{ShutdownTimeout: 5 * time.Second, ReadHeaderTimeout: readTimeout, ReadTimeout: 2 * readTimeout, H2CMaxStreams: h2cStreams, H2CServer: server}
 	go func() { done <- httpserver.Serve(ctx, ln, h, cfg, zap.NewNop()) }()
 	t.Cleanup(func() {
 		cancel()
@@ -177,7 +178,13 @@ func h2cMaxStreams(t *testing.T, addr string) (uint32, error) {
 // that bound on every connection, and its answers outlive the read timeout
 // as HTTP/1.1's do; without it, HTTP/1.1 alone.
 func TestServeSpeaksH2CWithItsStreamBound(t *testing.T) {
-	addr := serveH2C(t, http.HandlerFunc(outlive), 3)
+	for _, server := range []string{config.H2CNet, config.H2COwn} {
+		t.Run(server, func(t *testing.T) { testServeSpeaksH2CWithItsStreamBound(t, server) })
+	}
+}
+
+func testServeSpeaksH2CWithItsStreamBound(t *testing.T, server string) {
+	addr := serveH2C(t, http.HandlerFunc(outlive), 3, server)
 	n, err := h2cMaxStreams(t, addr)
 	require.NoError(t, err)
 	assert.Equal(t, uint32(3), n)

@@ -109,7 +109,7 @@ func runChild() error {
 	if os.Getenv("WR_BENCH_FRONT") == "0" {
 		h = engine
 	}
-	g.Go(func() error { return httpserver.Serve(gctx, ln, h, cfg.HTTP, log) })
+	g.Go(func() error { return httpserver.Serve(gctx, ln, h, cfg.Listener(), log) })
 	return g.Wait()
 }
 
@@ -172,7 +172,8 @@ func envDur(name string, def time.Duration) time.Duration {
 //     each, the notifier's WR_HTTP_H2C_MAX_STREAMS set to streams/C rounded
 //     up, instead of a hijacked HTTP/1.1 connection each (WR_BENCH_FRONT=0:
 //     the notifier's engine served without its Front, so the streams wait
-//     on gin's handler);
+//     on gin's handler; WR_SSE_H2C_SERVER=own, read by the notifier
+//     child: served by pkg/web/h2c instead of net/http's HTTP/2);
 //   - with WR_BENCH_RECONNECT=1, reconnect-redis-cmds/stream: every stream
 //     closed and opened again with its last event id (its cursor), timed,
 //     with the Redis commands that cost (=plain: the progress alone, without

@@ -3,9 +3,11 @@ package sse_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,15 +15,29 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/foundation/config"
+	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
 	"github.com/waitroom/waitroom/topics"
 )
 
-// h2cNotifier starts a notifier that also speaks cleartext HTTP/2, at most
-// perConn streams a connection, its config changed by set (nil: none).
-func (w *world) h2cNotifier(hb time.Duration, perConn int, set func(*sse.Config)) *notifier {
+// h2cServers are the servers of h2c the tests run against (WR_SSE_H2C_SERVER).
+var h2cServers = []string{config.H2CNet, config.H2COwn}
+
+// eachH2C runs test against each of h2cServers.
+func eachH2C(t *testing.T, test func(t *testing.T, server string)) {
+	for _, server := range h2cServers {
+		t.Run(server, func(t *testing.T) { test(t, server) })
+	}
+}
+
+// h2cNotifier starts a notifier that also speaks cleartext HTTP/2 with
+// server's h2c, at most perConn streams a connection, its config changed
+// by set (nil: none).
+func (w *world) h2cNotifier(server string, hb time.Duration, perConn int, set func(*sse.Config)) *notifier {
 	w.t.Helper()
 	return w.notifierWith(hb, 0, func(c *sse.Config) {
+		c.H2CServer = server
 		c.HTTP.H2CMaxStreams = perConn
 		if set != nil {
 			set(c)
@@ -60,10 +76,14 @@ func countDials(tr *http.Transport) *atomic.Int32 {
 // and its admission as one over HTTP/1.1 does, which the same listener still
 // serves.
 func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) {
+	eachH2C(t, testH2CStreamGetsItsPositionAndAdmission)
+}
+
+func testH2CStreamGetsItsPositionAndAdmission(t *testing.T, server string) {
 	w := newWorld(t)
 	w.setItem("h2", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
 	regs := w.register("h2", 3)
-	nt := w.h2cNotifier(time.Second, 10, nil)
+	nt := w.h2cNotifier(server, time.Second, 10, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -93,11 +113,13 @@ func TestH2CStreamGetsItsPositionAndAdmission(t *testing.T) {
 // counted answered while it streams, as a hijacked stream's is, a client
 // that leaves frees it at once rather than at a heartbeat, and a stream
 // there still gets its admission.
-func TestH2CStreamWaitsOutsideGin(t *testing.T) {
+func TestH2CStreamWaitsOutsideGin(t *testing.T) { eachH2C(t, testH2CStreamWaitsOutsideGin) }
+
+func testH2CStreamWaitsOutsideGin(t *testing.T, server string) {
 	w := newWorld(t)
 	w.setItem("h2front", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
 	regs := w.register("h2front", 2)
-	nt := w.h2cNotifier(time.Minute, 10, nil) // no heartbeat within the test
+	nt := w.h2cNotifier(server, time.Minute, 10, nil) // no heartbeat within the test
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	client := h2cClient(t, nil)
@@ -128,10 +150,14 @@ func TestH2CStreamWaitsOutsideGin(t *testing.T) {
 // write timeout that bounds each write (net/http's HTTP/2 write deadline,
 // left armed after a write, would reset it once passed).
 func TestH2CIdleStreamOutlivesTheWriteTimeout(t *testing.T) {
+	eachH2C(t, testH2CIdleStreamOutlivesTheWriteTimeout)
+}
+
+func testH2CIdleStreamOutlivesTheWriteTimeout(t *testing.T, server string) {
 	w := newWorld(t)
 	w.setItem("h2idle", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
 	me := w.register("h2idle", 1)[0]
-	nt := w.h2cNotifier(250*time.Millisecond, 10, func(c *sse.Config) { c.WriteTimeout = 100 * time.Millisecond })
+	nt := w.h2cNotifier(server, 250*time.Millisecond, 10, func(c *sse.Config) { c.WriteTimeout = 100 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 
@@ -151,13 +177,15 @@ func TestH2CIdleStreamOutlivesTheWriteTimeout(t *testing.T) {
 // full the notifier's write to it waits, the others' admissions arrive
 // meanwhile, and the stuck stream is reset at its write timeout, its slot
 // given back.
-func TestH2CSlowReaderDoesNotHoldOthers(t *testing.T) {
+func TestH2CSlowReaderDoesNotHoldOthers(t *testing.T) { eachH2C(t, testH2CSlowReaderDoesNotHoldOthers) }
+
+func testH2CSlowReaderDoesNotHoldOthers(t *testing.T, server string) {
 	const n = 100
 	w := newWorld(t)
 	w.setItem("h2slow", -1, true, topics.AdmissionPolicy{RatePerSecond: 400, SessionTTLSeconds: 60})
 	regs := w.register("h2slow", n+1)
 	stuck, others := regs[0], regs[1:]
-	nt := w.h2cNotifier(20*time.Millisecond, 2*n, func(c *sse.Config) { c.WriteTimeout = 3 * time.Second })
+	nt := w.h2cNotifier(server, 20*time.Millisecond, 2*n, func(c *sse.Config) { c.WriteTimeout = 3 * time.Second })
 	// 512 bytes a stream unread: the stuck stream's retry, position and ~45
 	// heartbeats of 8 bytes.
 	tr := h2cTransport(&http.HTTP2Config{MaxReceiveBufferPerStream: 512})
@@ -224,11 +252,13 @@ func TestH2CSlowReaderDoesNotHoldOthers(t *testing.T) {
 // The bounds hold over h2c: a connection carries at most
 // WR_HTTP_H2C_MAX_STREAMS streams (the client opens another connection for
 // more), and a token's streams are capped whatever connections they share.
-func TestH2CBounds(t *testing.T) {
+func TestH2CBounds(t *testing.T) { eachH2C(t, testH2CBounds) }
+
+func testH2CBounds(t *testing.T, server string) {
 	w := newWorld(t)
 	w.setItem("h2cap", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
 	regs := w.register("h2cap", 4)
-	nt := w.h2cNotifier(time.Second, 2, func(c *sse.Config) { c.StreamsPerToken = 2 })
+	nt := w.h2cNotifier(server, time.Second, 2, func(c *sse.Config) { c.StreamsPerToken = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	tr := h2cTransport(nil)
@@ -260,4 +290,73 @@ func TestH2CBounds(t *testing.T) {
 	again := open(regs[0])
 	defer again.close()
 	assert.Equal(t, int64(1), firstPosition(t, again), "the slot came back")
+}
+
+// The notifier's other routes work over the own h2c server as over
+// HTTP/1.1 on the same listener, and a request with a body is refused as
+// JSON (the notifier's routes are GETs).
+func TestH2COwnServesTheOtherRoutes(t *testing.T) {
+	w := newWorld(t)
+	nt := w.h2cNotifier(config.H2COwn, time.Second, 10, nil)
+	cl := h2cClient(t, nil)
+	get := func(c *http.Client, path string) (*http.Response, string) {
+		t.Helper()
+		resp, err := c.Get(nt.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	resp, body := get(cl, "/readyz")
+	assert.Equal(t, 2, resp.ProtoMajor)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, body, `"status":"ready"`)
+	resp, body = get(cl, "/metrics")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, body, "waitroom_notifier_open_streams")
+	resp, body = get(cl, "/nowhere")
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Contains(t, body, `"code":"NOT_FOUND"`)
+	resp, body = get(w.http, "/readyz")
+	assert.Equal(t, 1, resp.ProtoMajor, "HTTP/1.1 on the same listener")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err := cl.Post(nt.URL+"/readyz", "application/json", strings.NewReader(`{"x":1}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	var e httpserver.ErrorBody
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+	assert.Equal(t, "BODY_NOT_ALLOWED", e.Error.Code)
+}
+
+// When the notifier stops, its h2c streams end (the client reads their
+// end, no timeout) and it stops within its drain.
+func TestH2CShutdownEndsTheStreams(t *testing.T) { eachH2C(t, testH2CShutdownEndsTheStreams) }
+
+func testH2CShutdownEndsTheStreams(t *testing.T, server string) {
+	w := newWorld(t)
+	w.setItem("h2stop", -1, true, topics.AdmissionPolicy{RatePerSecond: 0, SessionTTLSeconds: 60})
+	regs := w.register("h2stop", 2)
+	nt := w.h2cNotifier(server, time.Minute, 10, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := h2cClient(t, nil)
+	var conns []*sseConn
+	for i, r := range regs {
+		c, err := openWith(ctx, cl, nt.eventsURL("h2stop", r.Token), nil)
+		require.NoError(t, err)
+		defer c.close()
+		require.Equal(t, 2, c.Resp.ProtoMajor)
+		assert.Equal(t, int64(i+1), firstPosition(t, c))
+		conns = append(conns, c)
+	}
+	stopped := time.Now()
+	nt.stop()
+	for _, c := range conns {
+		_, err := c.all()
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "the stream outlived the notifier")
+	}
+	t.Logf("streams ended and the notifier stopped in %s", time.Since(stopped).Round(time.Millisecond))
 }

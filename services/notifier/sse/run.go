@@ -62,6 +62,13 @@ type Config struct {
 	Clock          config.Clock
 	HTTP           config.HTTP
 
+	// H2CServer is what serves cleartext HTTP/2 on the listener:
+	// config.H2CNet, net/http's, or config.H2COwn, pkg/web/h2c, where an
+	// open stream costs about half as much memory (BENCHMARKS: issue 28,
+	// session 11) and a request with a body is refused 413 (the
+	// notifier's routes are GETs).
+	H2CServer string `env:"WR_SSE_H2C_SERVER" envDefault:"net"`
+
 	// SeenFlush is how often the open streams of waiting places of items
 	// with an idleTimeout reach Redis as signs of life (one ZADD per item).
 	SeenFlush time.Duration `env:"WR_SEEN_FLUSH" envDefault:"5s"`
@@ -88,6 +95,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SSE_MAX_STREAMS must not be negative (0: no cap), not %d", c.MaxStreams)
 	case c.OpenRate < 0:
 		return fmt.Errorf("WR_SSE_OPEN_RATE must not be negative (0: no cap), not %d", c.OpenRate)
+	case c.H2CServer != "" && c.H2CServer != config.H2CNet && c.H2CServer != config.H2COwn:
+		return fmt.Errorf("WR_SSE_H2C_SERVER must be %q or %q, not %q", config.H2CNet, config.H2COwn, c.H2CServer)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
 	}
@@ -182,6 +191,14 @@ func newNotifier(ctx context.Context, cfg Config, rdb redis.UniversalClient, bas
 	seen := liveness.New(queue.New(rdb), cfg.SeenFlush, srv.wantsSeen, log.Named("seen"))
 	srv.SetSeen(seen)
 	return &Notifier{hub: hub, srv: srv, items: items, blocks: blocks, follow: follow, rdb: rdb, view: watch, seen: seen, m: m, opt: srv.Options(), log: log}, nil
+}
+
+// Listener is the config of the notifier's listener: HTTP, served over h2c
+// by H2CServer's server.
+func (c Config) Listener() config.HTTP {
+	h := c.HTTP
+	h.H2CServer = c.H2CServer
+	return h
 }
 
 // options are the server's Options from cfg.
@@ -288,7 +305,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, log *zap.Logger, read
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	a, err := service.Start(ctx, service.Parts{Name: "notifier", Addr: cfg.Addr, Kafka: cfg.Kafka, Redis: cfg.Redis, HTTP: cfg.HTTP}, ln, log, ready)
+	a, err := service.Start(ctx, service.Parts{Name: "notifier", Addr: cfg.Addr, Kafka: cfg.Kafka, Redis: cfg.Redis, HTTP: cfg.Listener()}, ln, log, ready)
 	if err != nil {
 		return err
 	}

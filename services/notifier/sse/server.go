@@ -245,8 +245,9 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 // Where the stream then waits sets what it costs (BENCHMARKS: h2c memory): a
 // hijacked HTTP/1.1 stream goes on in a goroutine of its own and this
 // handler returns; one that cannot be hijacked (HTTP/2) is handed back to
-// the Front, when one serves this engine, to wait below net/http's frames
-// alone; else it waits here, below gin's. The open's deep work (the token,
+// the Front, when one serves this engine, to wait below the HTTP/2 server's
+// frames alone (net/http's, or pkg/web/h2c's, which also drops the request
+// and keeps no buffer: WR_SSE_H2C_SERVER); else it waits here, below gin's. The open's deep work (the token,
 // Redis, JSON, logs) runs in functions that have returned before the wait,
 // so the frames under the waiting loop stay small: the runtime halves a
 // parked goroutine's stack at a GC only while less than a quarter of it is
@@ -262,7 +263,7 @@ func (s *Server) events(c *gin.Context) {
 		s.goHijacked(o, conn)
 		return
 	}
-	o.hw = openStream(c, s.now)
+	o.hw = openStream(c, s.now, s.opt.WriteTimeout)
 	if h, ok := c.Request.Context().Value(handoffKey{}).(**opened); ok {
 		*h = o.handOn() // the Front waits with it once gin has returned
 		return
@@ -409,7 +410,7 @@ var (
 // Front returns next (the engine that serves Routes) behind a handler that
 // serves the waiting part of the event streams itself. A stream that cannot
 // be hijacked (HTTP/2) opens in next as any does (gin: every check and
-// refusal, the request metrics), then waits below net/http's frames alone,
+// refusal, the request metrics), then waits below the HTTP/2 server's frames alone,
 // gin's Context back in its pool: its goroutine's stack shrinks to 4 KiB
 // (below gin's frames, to 8; BENCHMARKS: h2c memory). Serve it in place of
 // next; every other request goes to next as it came, a stream's request
@@ -505,8 +506,9 @@ func (connFlusher) Flush() error { return nil }
 
 // openStream writes the stream's headers and returns the writer to stream on:
 // the server's own (so write errors reach us), its writes bounded by
-// handlerWriter.
-func openStream(c *gin.Context, now func() time.Time) *handlerWriter {
+// handlerWriter, or by the server when it bounds each write itself
+// (pkg/web/h2c's SetWriteTimeout: no timer per stream between writes).
+func openStream(c *gin.Context, now func() time.Time, timeout time.Duration) *handlerWriter {
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -517,8 +519,18 @@ func openStream(c *gin.Context, now func() time.Time) *handlerWriter {
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		w = u.Unwrap() // gin's Flush swallows errors; the server's FlushError does not
 	}
-	return &handlerWriter{w: w, rc: http.NewResponseController(w), now: now}
+	hw := &handlerWriter{w: w, rc: http.NewResponseController(w), now: now}
+	if b, ok := w.(writeBounder); ok {
+		b.SetWriteTimeout(timeout)
+		hw.bounded = true
+	}
+	return hw
 }
+
+// writeBounder is a response writer that fails and resets a write that
+// waits longer than the timeout set, and leaves an idle stream alone
+// (pkg/web/h2c's).
+type writeBounder interface{ SetWriteTimeout(d time.Duration) }
 
 // handlerWriter is a stream's writer on net/http's handler (HTTP/2, or
 // HTTP/1.1 with NoHijack). A write is bounded by a timer of its own, stopped
@@ -533,9 +545,10 @@ type handlerWriter struct {
 	rc  *http.ResponseController
 	now func() time.Time
 
-	mu    sync.Mutex // orders expire against stop
-	timer *time.Timer
-	done  bool // the handler returned: the writer is net/http's again
+	mu      sync.Mutex // orders expire against stop
+	timer   *time.Timer
+	done    bool // the handler returned: the writer is net/http's again
+	bounded bool // the writer bounds each write itself (writeBounder): no timer here
 }
 
 // Write writes b to the response (buffered until Flush on HTTP/2).
@@ -543,6 +556,9 @@ func (h *handlerWriter) Write(b []byte) (int, error) { return h.w.Write(b) }
 
 // SetWriteDeadline arms the timer that fails the write unless Flush comes before t.
 func (h *handlerWriter) SetWriteDeadline(t time.Time) error {
+	if h.bounded {
+		return nil
+	}
 	d := t.Sub(h.now())
 	if h.timer == nil {
 		h.timer = time.AfterFunc(d, h.expire)
