@@ -151,8 +151,12 @@ func (c *conn) readLoop() (err error, flush bool) {
 				continue
 			}
 			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				c.goAway(http2.ErrCode(ce), true)
+			if errors.As(err, &ce) || errors.Is(err, http2.ErrFrameTooLarge) {
+				code := http2.ErrCodeFrameSize // the Framer's error for a frame past our SETTINGS_MAX_FRAME_SIZE
+				if errors.As(err, &ce) {
+					code = http2.ErrCode(ce)
+				}
+				c.goAway(code, true)
 				return fmt.Errorf("read a frame from %s: %w", c.remote, err), true
 			}
 			return fmt.Errorf("read a frame from %s: %w", c.remote, err), false
@@ -207,10 +211,14 @@ func (c *conn) apply(f http2.Frame) http2.ErrCode {
 		c.peerGoAway = true
 		c.closeIfDoneLocked()
 		c.mu.Unlock()
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID { // RFC 9113 5.3.1
+			c.resetStream(f.StreamID, http2.ErrCodeProtocol)
+		}
 	case *http2.PushPromiseFrame:
 		return http2.ErrCodeProtocol // a client does not push
 	}
-	return http2.ErrCodeNo // PRIORITY, unknown frames: ignored
+	return http2.ErrCodeNo // PRIORITY otherwise, unknown frames: ignored
 }
 
 func (c *conn) onSettings(f *http2.SettingsFrame) http2.ErrCode {
@@ -339,10 +347,25 @@ func (c *conn) onData(f *http2.DataFrame) http2.ErrCode {
 		c.recvUsed = 0
 		c.pokeLocked()
 	}
-	if st := c.streams[f.StreamID]; st != nil && f.StreamEnded() {
+	switch st := c.streams[f.StreamID]; {
+	case st == nil || st.reset || !st.remoteOpen:
+		// A closed stream (RFC 9113 5.1: STREAM_CLOSED), told so without
+		// a record of closed streams, as net/http's server: a stream error,
+		// which a client whose DATA was in flight to a stream reset here
+		// ignores.
+		c.rstLocked(f.StreamID, http2.ErrCodeStreamClosed)
+	case st.waitBody:
+		st.firstBodyLocked(len(f.Data()), f.StreamEnded())
+	case f.StreamEnded():
 		st.remoteOpen = false
 	}
 	return http2.ErrCodeNo
+}
+
+// rstLocked tells the client stream id is reset (code), with no record of it.
+func (c *conn) rstLocked(id uint32, code http2.ErrCode) {
+	_ = c.wf.WriteRSTStream(id, code)
+	c.pokeLocked()
 }
 
 // resetStream resets stream id after a stream error the Framer found.
@@ -356,8 +379,7 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	if id > c.maxID {
 		c.maxID = id // a refused stream is closed, not idle
 	}
-	_ = c.wf.WriteRSTStream(id, code)
-	c.pokeLocked()
+	c.rstLocked(id, code)
 }
 
 // goAway sends GOAWAY with code: no stream after the last one opened is

@@ -206,9 +206,46 @@ func TestRefusesAStreamPastTheBound(t *testing.T) {
 		d, ok := f.(*http2.DataFrame)
 		return ok && d.StreamID == 1 && d.StreamEnded()
 	})
-	r.get(3, "/late")  // a frame in flight to the refused stream: ignored, not a connection error
+	// DATA in flight to the refused stream: a stream error, not a connection error.
+	require.NoError(t, r.fr.WriteData(3, true, []byte("late")))
+	rst = r.until(func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
+	assert.Equal(t, uint32(3), rst.StreamID)
+	assert.Equal(t, http2.ErrCodeStreamClosed, rst.ErrCode)
 	r.get(5, "/three") // the slot came back
 	r.until(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamID == 5 })
+}
+
+// A request whose body is held for its first DATA (its 413 waits for it,
+// to check its content-length) counts as an open stream, and gives its
+// slot back when it is reset, by either side, with no handler run.
+func TestAHeldBodyGivesItsSlotBack(t *testing.T) {
+	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello), MaxStreams: 1})
+	r := dialRaw(t, addr)
+	isRST := func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }
+	post := func(id uint32) {
+		r.hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/p"}, {"content-length", "10"}} {
+			require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+		}
+		require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndHeaders: true}))
+	}
+	post(1)
+	r.get(3, "/full")
+	rst := r.until(isRST).(*http2.RSTStreamFrame)
+	assert.Equal(t, uint32(3), rst.StreamID)
+	assert.Equal(t, http2.ErrCodeRefusedStream, rst.ErrCode)
+	// Reset here: its send window past 2^31-1.
+	require.NoError(t, r.fr.WriteWindowUpdate(1, 1<<31-1))
+	rst = r.until(isRST).(*http2.RSTStreamFrame)
+	assert.Equal(t, uint32(1), rst.StreamID)
+	assert.Equal(t, http2.ErrCodeFlowControl, rst.ErrCode)
+	// Reset by the client.
+	post(5)
+	require.NoError(t, r.fr.WriteRSTStream(5, http2.ErrCodeCancel))
+	r.get(7, "/after")
+	h := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.MetaHeadersFrame); return ok }).(*http2.MetaHeadersFrame)
+	assert.Equal(t, uint32(7), h.StreamID)
+	assert.Equal(t, "200", h.PseudoValue("status"))
 }
 
 // Shutdown sends GOAWAY; the open stream goes on until it ends, then the

@@ -31,8 +31,13 @@ type stream struct {
 	// wroteHead: the HEADERS are out; reset: the stream was reset (by
 	// either side), its writes fail; remoteOpen: the client has not ended
 	// its side (a request body comes); ended: the request's context is
-	// done; noBody: a HEAD, whose writes are dropped.
-	wroteHead, reset, remoteOpen, ended, noBody bool
+	// done; noBody: a HEAD, whose writes are dropped; waitBody: a refused
+	// body's first DATA is awaited, to check it against bodyLen.
+	wroteHead, reset, remoteOpen, ended, noBody, waitBody bool
+	// bodyLen is the refused body's content-length, capped at maxBodyLen
+	// (a DATA frame is smaller), or noBodyLen: a uint16 keeps the record
+	// in 64 bytes.
+	bodyLen uint16
 }
 
 // reqContext is a stream as its request's context: done when the stream
@@ -257,6 +262,10 @@ func (st *stream) resetLocked(code http2.ErrCode, send bool) {
 		_ = st.c.wf.WriteRSTStream(st.id, code)
 		st.c.pokeLocked()
 	}
+	if st.waitBody { // no handler runs, whose end would give the slot back
+		st.waitBody = false
+		st.releaseLocked()
+	}
 	st.c.cond.Broadcast()
 }
 
@@ -331,6 +340,12 @@ func (st *stream) finish() {
 	if st.timer != nil {
 		st.timer.Stop()
 	}
+	st.releaseLocked()
+}
+
+// releaseLocked forgets the stream and gives its slot back.
+func (st *stream) releaseLocked() {
+	c := st.c
 	st.endLocked()
 	delete(c.streams, st.id)
 	c.active--
@@ -341,8 +356,9 @@ func (st *stream) finish() {
 }
 
 // onHeaders opens a stream for a request: refused past MaxStreams or after
-// a GOAWAY, answered 431 when its headers were cut at MaxHeaderListSize and
-// 413 when it has a body; else served by the Handler on a goroutine.
+// a GOAWAY, reset when malformed, answered 431 when its headers were cut at
+// MaxHeaderListSize and 413 when it has a body (once its first DATA came:
+// see awaitBody); else served by the Handler on a goroutine.
 func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -350,15 +366,23 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 	if id%2 == 0 {
 		return http2.ErrCodeProtocol // a client opens odd streams
 	}
-	if id <= c.maxID {
-		// Trailers of a body that is not read, or frames in flight to a
-		// stream already reset or refused: ignored (RFC 9113 5.4.2).
+	if st := c.streams[id]; st != nil {
+		st.trailersLocked(f)
 		return http2.ErrCodeNo
 	}
+	if id <= c.maxID {
+		// A closed stream, or an id below one the client opened (RFC 9113
+		// 5.1.1): with no record of closed streams they look alike, and
+		// both are a connection error, as in net/http's server.
+		return http2.ErrCodeProtocol
+	}
 	c.maxID = id
+	if f.HasPriority() && f.Priority.StreamDep == id { // RFC 9113 5.3.1
+		c.rstLocked(id, http2.ErrCodeProtocol)
+		return http2.ErrCodeNo
+	}
 	if c.sentGoAway || c.peerGoAway || c.active >= int(c.s.MaxStreams) {
-		_ = c.wf.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-		c.pokeLocked()
+		c.rstLocked(id, http2.ErrCodeRefusedStream)
 		return http2.ErrCodeNo
 	}
 	st := &stream{c: c, id: id, win: c.initWin, remoteOpen: !f.StreamEnded(), noBody: f.PseudoValue("method") == http.MethodHead}
@@ -366,21 +390,80 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 	r, err := c.request((*reqContext)(st), f)
 	switch {
 	case f.Truncated:
-		h = refuse(http.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "the request's headers are larger than this server takes")
-	case err != nil:
-		_ = c.wf.WriteRSTStream(id, http2.ErrCodeProtocol)
-		c.pokeLocked()
+		h, err = refuse(http.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "the request's headers are larger than this server takes"), nil
+	case err == nil && st.remoteOpen && r.Header.Get("Content-Length") != "0":
+		h, err = tooLarge, st.awaitBody(r.Header.Get("Content-Length"))
+	}
+	if err != nil { // malformed (RFC 9113 8.1.1): a stream error
+		c.rstLocked(id, http2.ErrCodeProtocol)
 		return http2.ErrCodeNo
-	case st.remoteOpen && r.Header.Get("Content-Length") != "0":
-		h = refuse(http.StatusRequestEntityTooLarge, "BODY_NOT_ALLOWED", "this server takes no request body")
 	}
 	c.streams[id] = st
 	c.active++
 	if c.idle != nil {
 		c.idle.Stop()
 	}
-	go c.run(st, h, r)
+	if !st.waitBody {
+		go c.run(st, h, r)
+	}
 	return http2.ErrCodeNo
+}
+
+var tooLarge = refuse(http.StatusRequestEntityTooLarge, "BODY_NOT_ALLOWED", "this server takes no request body")
+
+// bodyLen's bounds: a content-length past maxBodyLen is stored as
+// maxBodyLen; noBodyLen is none given.
+const (
+	maxBodyLen = 0xFFFE
+	noBodyLen  = 0xFFFF
+)
+
+// awaitBody holds the 413 of a body until its first DATA (or trailers),
+// which is checked against its content-length (a mismatch is a malformed
+// request, reset, not answered): the stream is then still open, where a
+// 413 already sent would have closed it, and the client's frames before
+// the body (RST_STREAM, WINDOW_UPDATE) find it open.
+func (st *stream) awaitBody(contentLength string) error {
+	st.waitBody, st.bodyLen = true, noBodyLen
+	if contentLength == "" {
+		return nil
+	}
+	n, err := strconv.ParseUint(contentLength, 10, 63)
+	if err != nil {
+		return errBadRequest
+	}
+	st.bodyLen = uint16(min(n, maxBodyLen))
+	return nil
+}
+
+// firstBodyLocked takes the first DATA (n bytes of payload) of a body held
+// by awaitBody: past its content-length, or short of it at its end, the
+// request is malformed (RFC 9113 8.1.1) and reset; else it is answered 413.
+func (st *stream) firstBodyLocked(n int, end bool) {
+	if st.bodyLen != noBodyLen && (n > int(st.bodyLen) || (end && n != int(st.bodyLen))) {
+		st.resetLocked(http2.ErrCodeProtocol, true)
+		return
+	}
+	st.waitBody = false
+	st.remoteOpen = !end
+	go st.c.run(st, tooLarge, nil) // tooLarge reads no request
+}
+
+// trailersLocked takes a HEADERS frame on an open stream: a body's
+// trailers (dropped) end the client's side; a HEADERS without END_STREAM
+// or with pseudo-headers is malformed (RFC 9113 8.1), and one on a stream
+// whose client side ended is on a closed stream (5.1).
+func (st *stream) trailersLocked(f *http2.MetaHeadersFrame) {
+	switch {
+	case st.reset || !st.remoteOpen:
+		st.c.rstLocked(st.id, http2.ErrCodeStreamClosed)
+	case !f.StreamEnded() || len(f.PseudoFields()) > 0:
+		st.resetLocked(http2.ErrCodeProtocol, true)
+	case st.waitBody:
+		st.firstBodyLocked(0, true) // trailers end an empty body
+	default:
+		st.remoteOpen = false
+	}
 }
 
 // run serves one request; a panic resets the stream alone.
@@ -402,7 +485,7 @@ func (c *conn) run(st *stream, h http.Handler, r *http.Request) {
 // request is the http.Request of a HEADERS frame, its context ctx.
 func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Request, error) {
 	method, path := f.PseudoValue("method"), f.PseudoValue("path")
-	if method == "" || method == http.MethodConnect || path == "" || (path[0] != '/' && !(method == http.MethodOptions && path == "*")) {
+	if method == "" || f.PseudoValue("scheme") == "" || method == http.MethodConnect || path == "" || (path[0] != '/' && !(method == http.MethodOptions && path == "*")) {
 		return nil, errBadRequest
 	}
 	u, err := url.ParseRequestURI(path)
@@ -413,6 +496,9 @@ func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Re
 	h := make(http.Header, len(fields))
 	var cookies []string
 	for _, hf := range fields {
+		if connectionSpecific(hf.Name) || (hf.Name == "te" && hf.Value != "trailers") {
+			return nil, errBadRequest // RFC 9113 8.2.2
+		}
 		if hf.Name == "cookie" { // split for compression (RFC 9113 8.2.3): one again
 			cookies = append(cookies, hf.Value)
 			continue
@@ -432,7 +518,7 @@ func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Re
 	return r.WithContext(ctx), nil
 }
 
-var errBadRequest = errors.New("h2c: malformed request pseudo-headers")
+var errBadRequest = errors.New("h2c: malformed request")
 
 // refuse answers every request status with the services' JSON error body.
 func refuse(status int, code, message string) http.Handler {
