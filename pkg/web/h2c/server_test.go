@@ -248,6 +248,25 @@ func TestAHeldBodyGivesItsSlotBack(t *testing.T) {
 	assert.Equal(t, "200", h.PseudoValue("status"))
 }
 
+// A body announced and never sent holds its slot for ReadHeaderTimeout at
+// most: then the stream is reset (CANCEL) and the slot given back.
+func TestABodyThatNeverComesIsReset(t *testing.T) {
+	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello), MaxStreams: 1, ReadHeaderTimeout: 300 * time.Millisecond})
+	r := dialRaw(t, addr)
+	r.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/p"}, {"content-length", "10"}} {
+		require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.hbuf.Bytes(), EndHeaders: true}))
+	rst := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
+	assert.Equal(t, uint32(1), rst.StreamID)
+	assert.Equal(t, http2.ErrCodeCancel, rst.ErrCode)
+	r.get(3, "/after")
+	h := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.MetaHeadersFrame); return ok }).(*http2.MetaHeadersFrame)
+	assert.Equal(t, uint32(3), h.StreamID)
+	assert.Equal(t, "200", h.PseudoValue("status"))
+}
+
 // Shutdown sends GOAWAY; the open stream goes on until it ends, then the
 // connection closes; no new stream is taken meanwhile.
 func TestShutdownGoesAwayThenDrains(t *testing.T) {

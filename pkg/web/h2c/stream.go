@@ -403,10 +403,24 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) http2.ErrCode {
 	if c.idle != nil {
 		c.idle.Stop()
 	}
-	if !st.waitBody {
+	if st.waitBody {
+		// No handler runs yet, and the slot is held: a body that never
+		// comes is reset, as net/http bounds a body by its read timeout.
+		st.timer = time.AfterFunc(c.s.ReadHeaderTimeout, st.bodyLate)
+	} else {
 		go c.run(st, h, r)
 	}
 	return http2.ErrCodeNo
+}
+
+// bodyLate resets a stream whose refused body's first DATA did not come
+// within ReadHeaderTimeout, giving its slot back.
+func (st *stream) bodyLate() {
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	if st.waitBody {
+		st.resetLocked(http2.ErrCodeCancel, true)
+	}
 }
 
 var tooLarge = refuse(http.StatusRequestEntityTooLarge, "BODY_NOT_ALLOWED", "this server takes no request body")
@@ -445,6 +459,7 @@ func (st *stream) firstBodyLocked(n int, end bool) {
 		return
 	}
 	st.waitBody = false
+	st.timer.Stop() // bodyLate's
 	st.remoteOpen = !end
 	go st.c.run(st, tooLarge, nil) // tooLarge reads no request
 }
