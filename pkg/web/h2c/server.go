@@ -50,8 +50,16 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	shutdown bool
-	done     chan struct{} // closed by Shutdown
 	wg       sync.WaitGroup
+}
+
+// initLocked sets the defaults and the connection set on first use (s.mu
+// held): a Server is usable as a literal.
+func (s *Server) initLocked() {
+	if s.conns == nil {
+		s.defaults()
+		s.conns = map[*conn]struct{}{}
+	}
 }
 
 func (s *Server) defaults() {
@@ -98,11 +106,7 @@ func (s *Server) serveConn(nc net.Conn, prefaceRead bool) error {
 func (s *Server) add(nc net.Conn) (*conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conns == nil {
-		s.defaults()
-		s.conns = map[*conn]struct{}{}
-		s.done = make(chan struct{})
-	}
+	s.initLocked()
 	if s.shutdown {
 		return nil, ErrServerClosed
 	}
@@ -123,15 +127,8 @@ func (s *Server) remove(c *conn) {
 // then closes what is left (their streams' contexts canceled).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.conns == nil {
-		s.defaults()
-		s.conns = map[*conn]struct{}{}
-		s.done = make(chan struct{})
-	}
-	if !s.shutdown {
-		s.shutdown = true
-		close(s.done)
-	}
+	s.initLocked()
+	s.shutdown = true
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

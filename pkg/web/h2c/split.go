@@ -18,11 +18,7 @@ import (
 // closes ln.
 func (s *Server) Split(ln net.Listener) net.Listener {
 	s.mu.Lock()
-	if s.conns == nil {
-		s.defaults()
-		s.conns = map[*conn]struct{}{}
-		s.done = make(chan struct{})
-	}
+	s.initLocked()
 	s.mu.Unlock()
 	l := &splitListener{Listener: ln, s: s, conns: make(chan net.Conn), closed: make(chan struct{})}
 	go l.accept()
