@@ -259,8 +259,7 @@ func (st *stream) resetLocked(code http2.ErrCode, send bool) {
 	st.reset = true
 	st.endLocked()
 	if send && !st.c.dead {
-		_ = st.c.wf.WriteRSTStream(st.id, code)
-		st.c.pokeLocked()
+		st.c.rstLocked(st.id, code)
 	}
 	if st.waitBody { // no handler runs, whose end would give the slot back
 		st.waitBody = false
@@ -331,10 +330,10 @@ func (st *stream) finish() {
 		} else {
 			_ = c.wf.WriteData(st.id, true, nil)
 		}
-		if st.remoteOpen {
-			_ = c.wf.WriteRSTStream(st.id, http2.ErrCodeNo) // the body is not read
-		}
 		c.pokeLocked()
+		if st.remoteOpen {
+			c.rstLocked(st.id, http2.ErrCodeNo) // the body is not read
+		}
 	}
 	st.reset = true // no write after the end
 	if st.timer != nil {
