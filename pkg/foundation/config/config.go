@@ -84,8 +84,15 @@ func (h HTTP) Validate() error {
 		return fmt.Errorf("WR_HTTP_READ_TIMEOUT (%s) must be at least WR_HTTP_READ_HEADER_TIMEOUT (%s): it bounds the headers too", h.ReadTimeout, h.ReadHeaderTimeout)
 	case h.H2CMaxStreams < 0:
 		return fmt.Errorf("WR_HTTP_H2C_MAX_STREAMS must not be negative (0: HTTP/1.1 alone), not %d", h.H2CMaxStreams)
-	case h.H2CServer != "" && h.H2CServer != H2CNet && h.H2CServer != H2COwn:
-		return fmt.Errorf("the h2c server must be %q or %q, not %q", H2CNet, H2COwn, h.H2CServer)
+	}
+	return CheckH2CServer("the h2c server", h.H2CServer)
+}
+
+// CheckH2CServer is nil when v names a server of h2c (H2CNet, H2COwn; ""
+// is H2CNet), else an error that calls it what (the setting it came from).
+func CheckH2CServer(what, v string) error {
+	if v != "" && v != H2CNet && v != H2COwn {
+		return fmt.Errorf("%s must be %q or %q, not %q", what, H2CNet, H2COwn, v)
 	}
 	return nil
 }

@@ -95,10 +95,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_SSE_MAX_STREAMS must not be negative (0: no cap), not %d", c.MaxStreams)
 	case c.OpenRate < 0:
 		return fmt.Errorf("WR_SSE_OPEN_RATE must not be negative (0: no cap), not %d", c.OpenRate)
-	case c.H2CServer != "" && c.H2CServer != config.H2CNet && c.H2CServer != config.H2COwn:
-		return fmt.Errorf("WR_SSE_H2C_SERVER must be %q or %q, not %q", config.H2CNet, config.H2COwn, c.H2CServer)
 	case len(c.Kafka.Brokers) == 0:
 		return errors.New("WR_KAFKA_BROKERS is empty")
+	}
+	if err := config.CheckH2CServer("WR_SSE_H2C_SERVER", c.H2CServer); err != nil {
+		return err
 	}
 	return c.TokenConfig.Validate()
 }
