@@ -401,7 +401,7 @@ func growth(samples []sample, limit float64, unjudged map[string]bool) []string 
 			}
 			was, now := value(base, get, name), value(last, get, name)
 			if was > 0 && now > limit*was && now-was > float64(growthSlack[what]) {
-				bad = append(bad, fmt.Sprintf("%s: %s %.0f at %s, %.0f at %s (more than x%.2f, and %d above)",
+				bad = append(bad, fmt.Sprintf("%s: %s %.0f at %s, %.0f at %s (more than x%.2f, and more than %d above)",
 					name, what, now, last[len(last)-1].At.Round(time.Second), was, base[len(base)-1].At.Round(time.Second), limit, growthSlack[what]))
 			}
 		}
