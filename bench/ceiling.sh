@@ -253,8 +253,10 @@ for r in $(seq "$ROUNDS"); do
         "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$asys" "$aerr"
       awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" -v w=$who \
         'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (%s / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc, w}'
-      [ -n "$hcpu" ] && awk -v ac="$acpu" -v hc="$hcpu" -v p="$path" -v w=$who \
-        'BEGIN{printf "%-8s held     %12s %9s %10.2f  (%s / held ceiling: CPU per request)\n", p, "", "", ac / hc, w}'
+      if [ -n "$hcpu" ]; then
+        awk -v ac="$acpu" -v hc="$hcpu" -v p="$path" -v w=$who \
+          'BEGIN{printf "%-8s held     %12s %9s %10.2f  (%s / held ceiling: CPU per request)\n", p, "", "", ac / hc, w}'
+      fi
     done
   done
 done
