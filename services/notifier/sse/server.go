@@ -247,11 +247,11 @@ func (s *Server) openAt(c *gin.Context, q token.Queue, str *stream, raw string) 
 // handler returns; one that cannot be hijacked (HTTP/2) is handed back to
 // the Front, when one serves this engine, to wait below the HTTP/2 server's
 // frames alone (net/http's, or pkg/web/h2c's, which also drops the request
-// and keeps no buffer: WR_SSE_H2C_SERVER); else it waits here, below gin's. The open's deep work (the token,
-// Redis, JSON, logs) runs in functions that have returned before the wait,
-// so the frames under the waiting loop stay small: the runtime halves a
-// parked goroutine's stack at a GC only while less than a quarter of it is
-// in use.
+// and keeps no buffer: WR_SSE_H2C_SERVER); else it waits here, below
+// gin's. The open's deep work (the token, Redis, JSON, logs) runs in
+// functions that have returned before the wait, so the frames under the
+// waiting loop stay small: the runtime halves a parked goroutine's stack at
+// a GC only while less than a quarter of it is in use.
 func (s *Server) events(c *gin.Context) {
 	o := s.accept(c)
 	if o == nil {
