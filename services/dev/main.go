@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,7 +38,10 @@ type Config struct {
 	Schedulers []string `env:"WR_DEV_SCHEDULER_ADDRS" envDefault:"127.0.0.1:8082,127.0.0.1:8083,127.0.0.1:8084" envSeparator:","`
 	AdminToken string   `env:"WR_ADMIN_TOKEN" envDefault:"dev-admin-token" secret:"true"`
 	FrontAddr  string   `env:"WR_DEV_FRONT_ADDR" envDefault:"127.0.0.1:8000"`
-	Log        config.Log
+	// Consumer false leaves the consumer out of the stack, for one run as its
+	// own process (bench/ceiling.sh reads its CPU per record that way).
+	Consumer bool `env:"WR_DEV_CONSUMER" envDefault:"true"`
+	Log      config.Log
 }
 
 func main() {
@@ -112,7 +116,7 @@ func runStack(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// holds only what the dev stack itself adds.
 	s, err := stack.Start(ctx, stack.Options{Env: true, Brokers: brokers, RedisAddr: rds.Addr, Log: log,
 		Schedulers: len(cfg.Schedulers), SchedulerAddrs: cfg.Schedulers, AdminToken: cfg.AdminToken,
-		FrontAddr: cfg.FrontAddr})
+		FrontAddr: cfg.FrontAddr, NoConsumer: !cfg.Consumer})
 	if err != nil {
 		return err
 	}
@@ -155,5 +159,5 @@ Operate it (admin token %[7]q): the console %[8]s/admin, or
   curl -s -XPUT -H 'Authorization: Bearer %[7]s' %[8]s/internal/admin/v1/items/concert-2026/admission -d '{"paused":true}'
 
 Ctrl-C stops everything; .data/ keeps the queue for the next run.
-`, s.APIURL, s.ConsumerURL, brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0], s.URL, s.NotifierURL)
+`, s.APIURL, cmp.Or(s.ConsumerURL, "none in this stack (WR_DEV_CONSUMER=false)"), brokers, rds.Addr, rds.Kind, s.SchedulerURLs, adminToken, s.SchedulerURLs[0], s.URL, s.NotifierURL)
 }

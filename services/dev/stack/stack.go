@@ -36,6 +36,10 @@ type Options struct {
 	Redis        *config.Redis
 	APIAddr      string // "127.0.0.1:0" picks a free port
 	ConsumerAddr string
+	// NoConsumer leaves the consumer out: one runs as its own process
+	// against the same Kafka and Redis (bench/ceiling.sh, to read its CPU
+	// per record apart from the broker's). ConsumerURL is then empty.
+	NoConsumer bool
 	// Env loads each service's config from the environment over its defaults,
 	// as the deployed service would (make run); off, the services get their
 	// bare defaults (the tests: nothing in the environment leaks in). Either
@@ -113,11 +117,17 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	running := 4 + o.Schedulers
+	if o.NoConsumer {
+		running--
+	}
 	s := &Stack{
-		URL:    "http://" + lns.front.Addr().String(),
-		APIURL: "http://" + lns.api.Addr().String(), ConsumerURL: "http://" + lns.consumer.Addr().String(),
+		URL: "http://" + lns.front.Addr().String(), APIURL: "http://" + lns.api.Addr().String(),
 		NotifierURL: "http://" + lns.notifier.Addr().String(),
-		done:        make(chan error, 4+o.Schedulers), running: 4 + o.Schedulers, cancel: cancel,
+		done:        make(chan error, running), running: running, cancel: cancel,
+	}
+	if lns.consumer != nil {
+		s.ConsumerURL = "http://" + lns.consumer.Addr().String()
 	}
 	for _, l := range lns.schedulers {
 		s.SchedulerURLs = append(s.SchedulerURLs, "http://"+l.Addr().String())
@@ -185,8 +195,10 @@ func listen(o Options, cfgs serviceConfigs) (*listeners, error) {
 	if err := open(&l.api, "api", addr(o.APIAddr, cfgs.api.Addr)); err != nil {
 		return nil, err
 	}
-	if err := open(&l.consumer, "consumer", addr(o.ConsumerAddr, cfgs.consumer.Addr)); err != nil {
-		return nil, err
+	if !o.NoConsumer {
+		if err := open(&l.consumer, "consumer", addr(o.ConsumerAddr, cfgs.consumer.Addr)); err != nil {
+			return nil, err
+		}
 	}
 	for i := range l.schedulers {
 		at := "127.0.0.1:0"
@@ -206,15 +218,20 @@ func listen(o Options, cfgs serviceConfigs) (*listeners, error) {
 	return l, nil
 }
 
-// run starts the api, the consumer, the schedulers and the notifier, each
-// reporting its end on s.done, and returns whether all of them are ready.
+// run starts the api, the consumer (unless o.NoConsumer), the schedulers and
+// the notifier, each reporting its end on s.done, and returns whether all of
+// them are ready.
 func (s *Stack) run(ctx context.Context, o Options, cfgs serviceConfigs, lns *listeners) (allReady func() bool) {
 	var apiReady, conReady, notReady httpserver.Readiness
 	schReady := make([]httpserver.Readiness, o.Schedulers)
 	go func() { s.done <- wrap("api", httpapi.Run(ctx, cfgs.api, lns.api, o.Log.Named("api"), &apiReady)) }()
-	go func() {
-		s.done <- wrap("consumer", ingest.Run(ctx, cfgs.consumer, lns.consumer, o.Log.Named("consumer"), &conReady))
-	}()
+	if o.NoConsumer {
+		conReady.Set(true) // its own process: not this stack's to wait for
+	} else {
+		go func() {
+			s.done <- wrap("consumer", ingest.Run(ctx, cfgs.consumer, lns.consumer, o.Log.Named("consumer"), &conReady))
+		}()
+	}
 	for i, l := range lns.schedulers {
 		name := fmt.Sprintf("scheduler-%d", i+1)
 		go func() {
@@ -224,13 +241,20 @@ func (s *Stack) run(ctx context.Context, o Options, cfgs serviceConfigs, lns *li
 	go func() {
 		s.done <- wrap("notifier", sse.Run(ctx, cfgs.notifier, lns.notifier, o.Log.Named("notifier"), &notReady))
 	}()
+	// Without its consumer the stack waits for each service to have started,
+	// not for /readyz: the view the services require is built by the
+	// consumer apart, which starts after the stack.
+	ok := (*httpserver.Readiness).Healthy
+	if o.NoConsumer {
+		ok = (*httpserver.Readiness).Ready
+	}
 	return func() bool {
 		for i := range schReady {
-			if !schReady[i].Healthy() {
+			if !ok(&schReady[i]) {
 				return false
 			}
 		}
-		return apiReady.Healthy() && conReady.Healthy() && notReady.Healthy()
+		return ok(&apiReady) && ok(&conReady) && ok(&notReady)
 	}
 }
 
