@@ -5,20 +5,30 @@
 # the ceiling plus the CPU µs per request of each server process.
 #
 # The api runs as its own process (bin/waitroom-api), so its CPU is its own.
-# Kafka (kfake, 3 brokers), Redis, the consumer, the schedulers and the
-# notifier come from a dev stack (bin/waitroom-dev) on ports of their own
-# (19092-19094, 16379, 181xx), so neither `make run` nor bench/run.sh is
-# disturbed. The dev stack's own api is idle; the measured api is on 18080.
+# Kafka (kfake, 3 brokers), Redis, the schedulers and the notifier come from
+# a dev stack (bin/waitroom-dev) on ports of their own (19092-19094, 16379,
+# 181xx), so neither `make run` nor bench/run.sh is disturbed. The dev stack's
+# own api is idle; the measured api is on 18080. The consumer runs as its own
+# process (bin/waitroom-consumer, WR_DEV_CONSUMER=false in the stack), so its
+# CPU per record applied is its own too: after each register run of an api,
+# the script waits until the consumer has applied every record and prints
+# that CPU over the records (waitroom_consumer_applied_total) on a
+# "consumer" row. With STACK=1 the consumer stays inside the stack, as in
+# `make run`, and has no row.
 #
 # Knobs (environment): DUR (wrk duration, 10s), THREADS (2), CONNS (64),
 # TOKENS (waiting registrations the status run cycles through, 1000),
 # ITEM (ceiling-bench), PPROF=1 (take a CPU profile of the api and of the dev
 # stack during each run into $OUT/{register,status}-N.prof and
-# $OUT/stack-{register,status}-N.prof; the profiles cost a little CPU),
+# $OUT/stack-{register,status}-N.prof, and of the consumer apart during each
+# register run of an api into $OUT/consumer-register-N.prof; the profiles
+# cost a little CPU),
 # OUT (where logs and profiles go: a temp dir, printed), ROUNDS (1: each
 # pair of runs repeated, ceiling and api alternating), API_ENV (more
 # environment for the api, e.g. API_ENV="WR_STATUS_EXACT_EVERY=0": every
-# status read exact), PORT_BASE (every port the script opens moved into
+# status read exact), CONSUMER_ENV (more environment for the consumer apart,
+# e.g. CONSUMER_ENV="WR_CONSUMER_FETCH_MIN_BYTES=1": a fetch answered as
+# soon as one record is there, not gathered), PORT_BASE (every port the script opens moved into
 # PORT_BASE..PORT_BASE+999, for a shared machine: PORT_BASE=25000 puts the
 # api on 25080), OPENLOOP (fixed-rate runs after the wrk rounds, e.g.
 # OPENLOOP="status:5000 register:3000": bench/openloop at that rate for DUR
@@ -84,6 +94,7 @@ CEIL_ADDR=127.0.0.1:$((PB + 99))
 HELD_ADDR=127.0.0.1:$((PB + 98))
 PPROF_ADDR=127.0.0.1:$((PB + 60))
 STACK_PPROF_ADDR=127.0.0.1:$((PB + 61))
+CONSUMER_PPROF_ADDR=127.0.0.1:$((PB + 63))
 REDIS_PORT=$([ -n "${PORT_BASE:-}" ] && echo $((PB + 379)) || echo 16379)
 KAFKA_PORTS=$([ -n "${PORT_BASE:-}" ] && echo $((PB + 92)),$((PB + 93)),$((PB + 94)) || echo 19092,19093,19094)
 KAFKA_BROKERS=$(echo "$KAFKA_PORTS" | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
@@ -101,6 +112,7 @@ log "building into $OUT/bin"
 mkdir -p "$OUT/bin"
 go build -o "$OUT/bin/waitroom-dev" ./services/dev
 go build -o "$OUT/bin/waitroom-api" ./services/api
+go build -o "$OUT/bin/waitroom-consumer" ./services/consumer
 go build -o "$OUT/bin/waitroomctl" ./services/ctl
 (cd bench/ceiling && GOWORK=off go build -o "$OUT/bin/ceiling" .)
 (cd bench/openloop && GOWORK=off go build -o "$OUT/bin/openloop" .)
@@ -108,17 +120,28 @@ go build -o "$OUT/bin/waitroomctl" ./services/ctl
 # shellcheck source=bench/procs.sh
 . "$root/bench/procs.sh"
 
-log "starting the dev stack (Kafka, Redis, consumer, schedulers, notifier)"
+apart=1 # the consumer as its own process
 stack_env=()
-[ "${STACK:-0}" = 1 ] && read -r -a stack_env <<<"${API_ENV:-}"
-env "${stack_env[@]}" WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=$KAFKA_PORTS \
+[ "${STACK:-0}" = 1 ] && apart=0 && read -r -a stack_env <<<"${API_ENV:-}"
+log "starting the dev stack (Kafka, Redis, schedulers, notifier$([ $apart = 0 ] && echo ", consumer"))"
+env "${stack_env[@]}" WR_DEV_CONSUMER=$([ $apart = 1 ] && echo false || echo true) WR_TOKEN_KEY=$TOKEN_KEY WR_ADMISSION_KEY=$ADMISSION_KEY WR_LOG_LEVEL=warn WR_DEV_DATA_DIR="$OUT/data" WR_DEV_KAFKA_PORTS=$KAFKA_PORTS \
   WR_DEV_REDIS_PORT=$REDIS_PORT WR_DEV_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $STACK_PPROF_ADDR) WR_API_ADDR=$STACK_API_ADDR \
   WR_CONSUMER_ADDR=127.0.0.1:$((PB + 181)) WR_DEV_SCHEDULER_ADDRS=127.0.0.1:$((PB + 182)),127.0.0.1:$((PB + 183)) \
   WR_NOTIFIER_ADDR=127.0.0.1:$((PB + 190)) WR_DEV_FRONT_ADDR=127.0.0.1:$((PB + 100)) \
   "${pin_rest[@]}" "$OUT/bin/waitroom-dev" >"$OUT/dev.log" 2>&1 &
 stack_pid=$!
 pids+=($stack_pid)
-wait_http http://$STACK_API_ADDR/readyz 120
+CONSUMER_URL=http://127.0.0.1:$((PB + 181))
+consumer_pid=
+if [ $apart = 1 ]; then
+  wait_http http://$STACK_API_ADDR/healthz 120 # Kafka's topics and Redis are there
+  log "starting the consumer as its own process on ${CONSUMER_URL#http://}"
+  env WR_LOG_LEVEL=warn WR_CONSUMER_ADDR=${CONSUMER_URL#http://} WR_KAFKA_BROKERS=$KAFKA_BROKERS \
+    WR_REDIS_ADDR=127.0.0.1:$REDIS_PORT WR_PPROF_ADDR=$([ "${PPROF:-0}" = 1 ] && echo $CONSUMER_PPROF_ADDR) ${CONSUMER_ENV:-} "${pin_rest[@]}" "$OUT/bin/waitroom-consumer" >"$OUT/consumer.log" 2>&1 &
+  consumer_pid=$!
+  pids+=($consumer_pid)
+fi
+wait_http http://$STACK_API_ADDR/readyz 120 || { [ $apart = 1 ] && tail -3 "$OUT/consumer.log" >&2; exit 1; }
 redis_pid=$(redis-cli -p $REDIS_PORT info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
 
 log "an item that admits nobody during the run: $ITEM"
@@ -185,18 +208,40 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 sys_counts() {
   echo "$(awk '/^syscr|^syscw/ {printf "%s ", $2}' "/proc/$1/io")$(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}')"
 }
+# applied: the records the consumer apart has applied (every outcome) and
+# the batches it applied them in.
+applied() {
+  curl -fs "$CONSUMER_URL/metrics" | awk '/^waitroom_consumer_applied_total/ {n += $2}
+    /^waitroom_consumer_enqueue_batch_size_count/ {b += $2} END {printf "%d %d\n", n, b}'
+}
+# settled: the consumer's counts once they stop moving (every record
+# applied; read every 200 ms, at most 30 s).
+settled() {
+  local last now
+  last=$(applied)
+  for _ in $(seq 150); do
+    sleep 0.2
+    now=$(applied)
+    [ "$now" = "$last" ] && break
+    last=$now
+  done
+  echo "$last"
+}
 redis_calls() { redis-cli -p $REDIS_PORT info commandstats | sed -n 's/.*:calls=\([0-9]*\),.*/\1/p' | awk '{n += $1} END {print n + 0}'; }
 hz=$(getconf CLK_TCK)
 
 # run NAME PID URL SCRIPT [ARGS]: one wrk run; prints "rate p99 us_per_req
-# redis_calls stack/redis/wrk_us_per_req requests errors" (the CPU of the dev
-# stack's process, kfake and the consumer among it, of redis-server and of
-# wrk itself, over the same requests).
+# redis_calls stack/redis/wrk_us_per_req rd/wr/cs consumer requests errors"
+# (the CPU of the dev stack's process, kfake among it, of redis-server and
+# of wrk itself, over the same requests; consumer is
+# "records/µs-per-record/records-per-batch" of the consumer apart for an
+# api's register run, from the run's start until it applied the last
+# record, else "-").
 run() {
   local name=$1 pid=$2 url=$3 script=$4
   shift 4
   local before after rbefore rafter sbefore safter dbefore dafter out rate p99 n bad prof="" paddr=$PPROF_ADDR
-  local rdb wrb csb rda wra csa
+  local rdb wrb csb rda wra csa cons=- cbefore cafter abefore aafter bbefore bafter
   [ "$pid" = "$base_pid" ] && paddr=$BASE_PPROF_ADDR
   if [ "${PPROF:-0}" = 1 ] && [ "$pid" != "$ceil_pid" ]; then
     curl -s -o "$OUT/$name.prof" "http://$paddr/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
@@ -210,6 +255,18 @@ run() {
   read -r rdb wrb csb <<<"$(sys_counts "$pid")"
   sbefore=$(cpu_ticks "$stack_pid")
   dbefore=$(cpu_ticks "$redis_pid")
+  local counted=0
+  case $name in # an api's register run: what the consumer applies is its
+    *register*) [ -n "$consumer_pid" ] && [ "$pid" != "$ceil_pid" ] && [ "$pid" != "${held_pid:-}" ] && counted=1 ;;
+  esac
+  if [ $counted = 1 ]; then
+    cbefore=$(cpu_ticks "$consumer_pid")
+    read -r abefore bbefore <<<"$(applied)"
+    if [ "${PPROF:-0}" = 1 ]; then
+      curl -s -o "$OUT/consumer-$name.prof" "http://$CONSUMER_PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
+      prof="$prof $!"
+    fi
+  fi
   out=$({ TIMEFORMAT='%U %S'; time "${pin_rest[@]}" wrk -t"$THREADS" -c"$CONNS" -d"$DUR" -s "$script" "$url" ${1:+-- "$@"}; } 2>"$OUT/$name.wrk-cpu")
   after=$(cpu_ticks "$pid")
   read -r rda wra csa <<<"$(sys_counts "$pid")"
@@ -217,6 +274,12 @@ run() {
   dafter=$(cpu_ticks "$redis_pid")
   rafter=$(redis_calls)
   redis-cli -p $REDIS_PORT info commandstats >"$OUT/$name.redis-after.txt"
+  if [ $counted = 1 ]; then
+    read -r aafter bafter <<<"$(settled)"
+    cafter=$(cpu_ticks "$consumer_pid")
+    cons=$(awk -v t=$((cafter - cbefore)) -v hz="$hz" -v n=$((aafter - abefore)) -v b=$((bafter - bbefore)) \
+      'BEGIN{if (n > 0 && b > 0) printf "%d/%.1f/%.1f", n, t / hz * 1e6 / n, n / b; else print "0/-/-"}')
+  fi
   [ -n "$prof" ] && wait $prof
   echo "$out" >"$OUT/$name.txt"
   rate=$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p')
@@ -228,31 +291,37 @@ run() {
   wrk_us=$(awk -v n="$n" '{printf "%.1f", ($1 + $2) * 1e6 / n}' "$OUT/$name.wrk-cpu")
   local sys
   sys=$(awk -v n="$n" -v r=$((rda - rdb)) -v w=$((wra - wrb)) -v c=$((csa - csb)) 'BEGIN{printf "%.2f/%.2f/%.2f", r / n, w / n, c / n}')
-  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore)))/$(us $((dafter - dbefore)))/$wrk_us $sys $n $bad"
+  echo "$rate $p99 $(us $((after - before))) $((rafter - rbefore)) $(us $((safter - sbefore)))/$(us $((dafter - dbefore)))/$wrk_us $sys $cons $n $bad"
 }
 
 echo "(Redis cmd/req of the api: gross/net, see the header)"
-echo "(stack/redis/wrk: CPU µs per request of the dev stack's process, kfake and the consumer among it, of redis-server and of wrk)"
+echo "(stack/redis/wrk: CPU µs per request of the dev stack's process, kfake among it$([ $apart = 0 ] && echo " and the consumer"), of redis-server and of wrk)"
+[ $apart = 1 ] && echo "(consumer: the consumer process's CPU µs per record applied, from the api's register run's start until it applied the last record)"
 echo "(rd/wr/cs: the server's read and write system calls and its threads' context switches per request)"
 printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' path server "req/s" "p99 ms" "CPU µs/req" "Redis cmd/req" "stack/redis/wrk" "rd/wr/cs" errors
 for r in $(seq "$ROUNDS"); do
   [ "${WRK:-1}" = 0 ] && break
   for path in register status; do
     if [ $path = register ]; then args=(services/ctl/wrk/register.lua "$ITEM"); else args=(services/ctl/wrk/status.lua "$OUT/tokens.txt"); fi
-    read -r crate cp99 ccpu credis cothers csys cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
+    read -r crate cp99 ccpu credis cothers csys _ cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
     printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "$csys" "(the ceiling's answers are not checked)"
     hcpu=
     if [ -n "$held_pid" ] && [ "$path" = register ]; then
-      read -r hrate hp99 hcpu hredis hothers hsys hn herr <<<"$(run "held-$path-$r" "$held_pid" "http://$HELD_ADDR" "${args[0]}" "${args[1]}")" || true
+      read -r hrate hp99 hcpu hredis hothers hsys _ hn herr <<<"$(run "held-$path-$r" "$held_pid" "http://$HELD_ADDR" "${args[0]}" "${args[1]}")" || true
       printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" held "$hrate" "$hp99" "$hcpu" "" "$hothers" "$hsys" "(answers after $HOLD)"
     fi
     for who in api ${base_pid:+base}; do
       if [ $who = api ]; then pid=$api_pid addr=$API_ADDR name=$path-$r; else pid=$base_pid addr=$BASE_ADDR name=base-$path-$r; fi
-      read -r arate ap99 acpu aredis aothers asys an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
+      read -r arate ap99 acpu aredis aothers asys acons an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
       printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" $who "$arate" "$ap99" "$acpu" \
         "$(awk -v a="$aredis" -v c="$credis" -v n="$an" 'BEGIN{printf "%.3f/%.3f", a / n, (a - c) / n}')" "$aothers" "$asys" "$aerr"
       awk -v a="$arate" -v c="$crate" -v ac="$acpu" -v cc="$ccpu" -v p="$path" -v w=$who \
         'BEGIN{printf "%-8s ratio    %12.2f %9s %10.2f  (%s / ceiling: throughput, CPU per request)\n", p, a / c, "", ac / cc, w}'
+      if [ "$acons" != - ]; then
+        IFS=/ read -r crec cus cbatch <<<"$acons"
+        printf '%-8s %-8s %12s %9s %10s  %s\n' "$path" consumer "$crec rec" "" "$cus" \
+          "(the consumer apart: CPU µs per record applied during $who's run, $cbatch records a batch)"
+      fi
       if [ -n "$hcpu" ]; then
         awk -v ac="$acpu" -v hc="$hcpu" -v p="$path" -v w=$who \
           'BEGIN{printf "%-8s held     %12s %9s %10.2f  (%s / held ceiling: CPU per request)\n", p, "", "", ac / hc, w}'
