@@ -44,7 +44,9 @@ import (
 // behind schedule at worst (sender-behind-ms), and the CPU per record of
 // redis-server's main thread and of this process (the consumer, kfake and the
 // producer together). The sampler's resolution (~1 ms plus a Redis round
-// trip) is in every figure.
+// trip) is in every figure. WR_BENCH_FETCH_MIN_BYTES, when set, is the
+// consumer's WR_CONSUMER_FETCH_MIN_BYTES (1: every fetch answered at once,
+// against the default's gathering).
 func BenchmarkSpikePending(b *testing.B) {
 	n, rate := envInt("WR_BENCH_SPIKE_N", 500_000), envInt("WR_BENCH_SPIKE_RATE", 50_000)
 	config.TuneGC() // as service.Main does
@@ -151,6 +153,7 @@ func startConsumer(ctx context.Context, b *testing.B, brokers []string, redisAdd
 	}
 	cfg.Kafka.Brokers, cfg.Kafka.ClientID = brokers, "bench"
 	cfg.Redis.Addr = redisAddr
+	cfg.FetchMinBytes = int32(envInt("WR_BENCH_FETCH_MIN_BYTES", int(cfg.FetchMinBytes)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
