@@ -28,9 +28,9 @@
 # environment for the api, e.g. API_ENV="WR_STATUS_EXACT_EVERY=0": every
 # status read exact), CONSUMER_ENV (more environment for the consumer apart,
 # e.g. CONSUMER_ENV="WR_CONSUMER_FETCH_MIN_BYTES=1": a fetch answered as
-# soon as one record is there, not gathered), PORT_BASE (every port the script opens moved into
-# PORT_BASE..PORT_BASE+999, for a shared machine: PORT_BASE=25000 puts the
-# api on 25080), OPENLOOP (fixed-rate runs after the wrk rounds, e.g.
+# soon as one record is there, not gathered), PORT_BASE (every port the
+# script opens moved into PORT_BASE..PORT_BASE+999, for a shared machine:
+# PORT_BASE=25000 puts the api on 25080), OPENLOOP (fixed-rate runs after the wrk rounds, e.g.
 # OPENLOOP="status:5000 register:3000": bench/openloop at that rate for DUR
 # against the ceiling then the api, latency counted from when each request
 # was due), WRK=0 (skip the wrk rounds: only the OPENLOOP runs),
