@@ -18,7 +18,6 @@ func TestTheRegistrationsConsumerBoundsItsFetches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:27001")} // never dialled: clients connect lazily
 	for _, tc := range []struct {
 		name            string
 		fetch, part     int32
@@ -29,12 +28,7 @@ func TestTheRegistrationsConsumerBoundsItsFetches(t *testing.T) {
 		{"set", 4 << 20, 256 << 10, 4 << 20, 256 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			regs, items, err := groupConsumers(Config{Group: "g", ItemsGroup: "i", FetchMaxBytes: tc.fetch, FetchMaxPartitionBytes: tc.part}, base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer regs.Close()
-			defer items.Close()
+			regs, _ := clients(t, Config{Group: "g", ItemsGroup: "i", FetchMaxBytes: tc.fetch, FetchMaxPartitionBytes: tc.part})
 			if got, gotPart := regs.OptValue(kgo.FetchMaxBytes), regs.OptValue(kgo.FetchMaxPartitionBytes); got != tc.wantFetch || gotPart != tc.want {
 				t.Fatalf("registrations consumer fetches %v per broker, %v per partition; want %d, %d", got, gotPart, tc.wantFetch, tc.want)
 			}
@@ -57,7 +51,6 @@ func TestTheRegistrationsConsumerGathersItsBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:27001")} // never dialled
 	for _, tc := range []struct {
 		name     string
 		min      int32
@@ -71,12 +64,7 @@ func TestTheRegistrationsConsumerGathersItsBatches(t *testing.T) {
 		{"set", 64 << 10, 50 * time.Millisecond, 64 << 10, 50 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			regs, items, err := groupConsumers(Config{Group: "g", ItemsGroup: "i", FetchMinBytes: tc.min, FetchWait: tc.wait}, base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer regs.Close()
-			defer items.Close()
+			regs, items := clients(t, Config{Group: "g", ItemsGroup: "i", FetchMinBytes: tc.min, FetchWait: tc.wait})
 			if got, wait := regs.OptValue(kgo.FetchMinBytes), regs.OptValue(kgo.FetchMaxWait); got != tc.wantMin || wait != tc.wantWait {
 				t.Fatalf("registrations consumer waits for %v bytes or %v; want %d or %s", got, wait, tc.wantMin, tc.wantWait)
 			}
@@ -101,4 +89,17 @@ func TestTheRegistrationsConsumerGathersItsBatches(t *testing.T) {
 			t.Fatalf("min bytes %d and wait %s were accepted", c.FetchMinBytes, c.FetchWait)
 		}
 	}
+}
+
+// clients are the two group consumers groupConsumers builds from cfg, closed
+// when the test ends (never dialled: clients connect lazily).
+func clients(t *testing.T, cfg Config) (regs, items *kgo.Client) {
+	t.Helper()
+	regs, items, err := groupConsumers(cfg, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:27001")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(regs.Close)
+	t.Cleanup(items.Close)
+	return regs, items
 }
