@@ -100,7 +100,8 @@ type Stack struct {
 	cancel        context.CancelFunc
 }
 
-// Start starts the api and the consumer and returns once both are ready.
+// Start starts the services and returns once every one is ready (with
+// NoConsumer, once every one has started: see run).
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
