@@ -90,11 +90,7 @@ func TestServesARequestBesideHTTP1(t *testing.T) {
 func TestHeadHasNoBody(t *testing.T) {
 	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello)})
 	r := dialRaw(t, addr)
-	r.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "HEAD"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/h"}} {
-		require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
-	}
-	require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.hbuf.Bytes(), EndStream: true, EndHeaders: true}))
+	r.open(1, http.MethodHead, "/h", true)
 	h := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.MetaHeadersFrame); return ok }).(*http2.MetaHeadersFrame)
 	assert.Equal(t, "200", h.PseudoValue("status"))
 	d := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.DataFrame); return ok }).(*http2.DataFrame)
@@ -144,12 +140,19 @@ func dialRaw(t *testing.T, addr string) *raw {
 // get opens stream id with a GET of path and extra header fields (name, value, ...).
 func (r *raw) get(id uint32, path string, fields ...string) {
 	r.t.Helper()
+	r.open(id, http.MethodGet, path, true, fields...)
+}
+
+// open opens stream id with a request of method and path and extra header
+// fields (name, value, ...); end: END_STREAM, no body follows.
+func (r *raw) open(id uint32, method, path string, end bool, fields ...string) {
+	r.t.Helper()
 	r.hbuf.Reset()
-	all := append([]string{":method", "GET", ":scheme", "http", ":authority", "x", ":path", path}, fields...)
+	all := append([]string{":method", method, ":scheme", "http", ":authority", "x", ":path", path}, fields...)
 	for i := 0; i < len(all); i += 2 {
 		require.NoError(r.t, r.enc.WriteField(hpack.HeaderField{Name: all[i], Value: all[i+1]}))
 	}
-	require.NoError(r.t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndStream: true, EndHeaders: true}))
+	require.NoError(r.t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndStream: end, EndHeaders: true}))
 }
 
 // until reads frames until match accepts one, and returns it.
@@ -222,13 +225,7 @@ func TestAHeldBodyGivesItsSlotBack(t *testing.T) {
 	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello), MaxStreams: 1})
 	r := dialRaw(t, addr)
 	isRST := func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }
-	post := func(id uint32) {
-		r.hbuf.Reset()
-		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/p"}, {"content-length", "10"}} {
-			require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
-		}
-		require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndHeaders: true}))
-	}
+	post := func(id uint32) { r.open(id, http.MethodPost, "/p", false, "content-length", "10") }
 	post(1)
 	r.get(3, "/full")
 	rst := r.until(isRST).(*http2.RSTStreamFrame)
@@ -253,11 +250,7 @@ func TestAHeldBodyGivesItsSlotBack(t *testing.T) {
 func TestABodyThatNeverComesIsReset(t *testing.T) {
 	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello), MaxStreams: 1, ReadHeaderTimeout: 300 * time.Millisecond})
 	r := dialRaw(t, addr)
-	r.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/p"}, {"content-length", "10"}} {
-		require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
-	}
-	require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.hbuf.Bytes(), EndHeaders: true}))
+	r.open(1, http.MethodPost, "/p", false, "content-length", "10")
 	rst := r.until(func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
 	assert.Equal(t, uint32(1), rst.StreamID)
 	assert.Equal(t, http2.ErrCodeCancel, rst.ErrCode)
@@ -417,11 +410,7 @@ func TestWriteTimeoutBoundsAWaitingWrite(t *testing.T) {
 func TestSmallDataFramesAskNoAnswerEach(t *testing.T) {
 	addr := start(t, &h2c.Server{Handler: http.HandlerFunc(hello)})
 	r := dialRaw(t, addr)
-	r.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/p"}} {
-		require.NoError(t, r.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
-	}
-	require.NoError(t, r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.hbuf.Bytes(), EndHeaders: true}))
+	r.open(1, http.MethodPost, "/p", false)
 	// updates counts the connection's WINDOW_UPDATEs up to the answer of a PING.
 	updates := func(ping byte) (n int, inc uint32) {
 		require.NoError(t, r.fr.WritePing(false, [8]byte{ping}))
