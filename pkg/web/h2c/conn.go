@@ -150,12 +150,14 @@ func (c *conn) readLoop() (err error, flush bool) {
 				c.resetStream(se.StreamID, se.Code)
 				continue
 			}
+			// The Framer's connection errors, and a frame past our
+			// SETTINGS_MAX_FRAME_SIZE, which it reports apart.
 			var ce http2.ConnectionError
-			if errors.As(err, &ce) || errors.Is(err, http2.ErrFrameTooLarge) {
-				code := http2.ErrCodeFrameSize // the Framer's error for a frame past our SETTINGS_MAX_FRAME_SIZE
-				if errors.As(err, &ce) {
-					code = http2.ErrCode(ce)
-				}
+			code, connErr := http2.ErrCodeFrameSize, errors.Is(err, http2.ErrFrameTooLarge)
+			if errors.As(err, &ce) {
+				code, connErr = http2.ErrCode(ce), true
+			}
+			if connErr {
 				c.goAway(code, true)
 				return fmt.Errorf("read a frame from %s: %w", c.remote, err), true
 			}
