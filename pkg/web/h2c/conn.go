@@ -350,7 +350,7 @@ func (c *conn) onData(f *http2.DataFrame) http2.ErrCode {
 		c.pokeLocked()
 	}
 	switch st := c.streams[f.StreamID]; {
-	case st == nil || st.reset || !st.remoteOpen:
+	case st == nil || st.remoteClosed():
 		// A closed stream (RFC 9113 5.1: STREAM_CLOSED), told so without
 		// a record of closed streams, as net/http's server: a stream error,
 		// which a client whose DATA was in flight to a stream reset here

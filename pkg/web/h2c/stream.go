@@ -463,13 +463,18 @@ func (st *stream) firstBodyLocked(n int, end bool) {
 	go st.c.run(st, tooLarge, nil) // tooLarge reads no request
 }
 
+// remoteClosed reports a stream the client may send no more on (RFC 9113
+// 5.1): reset, or its side ended; a DATA or HEADERS on it is answered
+// STREAM_CLOSED. c.mu is held.
+func (st *stream) remoteClosed() bool { return st.reset || !st.remoteOpen }
+
 // trailersLocked takes a HEADERS frame on an open stream: a body's
 // trailers (dropped) end the client's side; a HEADERS without END_STREAM
 // or with pseudo-headers is malformed (RFC 9113 8.1), and one on a stream
 // whose client side ended is on a closed stream (5.1).
 func (st *stream) trailersLocked(f *http2.MetaHeadersFrame) {
 	switch {
-	case st.reset || !st.remoteOpen:
+	case st.remoteClosed():
 		st.c.rstLocked(st.id, http2.ErrCodeStreamClosed)
 	case !f.StreamEnded() || len(f.PseudoFields()) > 0:
 		st.resetLocked(http2.ErrCodeProtocol, true)
