@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
-	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/consumer/ingest"
 	"github.com/waitroom/waitroom/services/dev/stack"
@@ -42,9 +41,8 @@ func TestAStackWithoutItsConsumerLeavesTheLineToOneApart(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	var ready httpserver.Readiness
 	done := make(chan error, 1)
-	go func() { done <- ingest.Run(ctx, cfg, ln, zaptest.NewLogger(t).Named("consumer"), &ready) }()
+	go func() { done <- ingest.Run(ctx, cfg, ln, zaptest.NewLogger(t).Named("consumer"), nil) }()
 
 	require.Eventually(t, func() bool { // 503 VIEW_REBUILDING until the view is built and read as trusted
 		a := e.do(http.MethodGet, "/api/v1/items/apart/registrations/"+r.Token, nil)
