@@ -66,7 +66,7 @@ compose-check: ## deploy/ without Docker: the compose file against the services'
 
 # The bench tools are modules of their own, outside go.work (no dependency
 # of theirs reaches the services): vetted and tested on their own.
-BENCH_MODULES = bench/openloop bench/capacity
+BENCH_MODULES = bench/openloop bench/capacity bench/ceiling
 
 vet:
 	$(GO) vet $(PKGS)

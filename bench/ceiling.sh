@@ -54,7 +54,11 @@
 # that long after reading it, as a handler waiting for a broker's ack does,
 # measured in the register wrk rounds right after the ceiling, and each api's CPU
 # per request also given over the held ceiling's: what waiting itself costs
-# a plain server, apart from the api's own work).
+# a plain server, apart from the api's own work), FASTHTTP=1 (the same
+# ceiling, and with HOLD the held one too, also served by fasthttp, as
+# "fast" and "fastheld" in the register rounds: what another HTTP/1.1
+# server costs a request and what waiting costs it, beside net/http's; a
+# comparison only, the api runs on net/http and gin).
 #
 # "make run" at a fixed rate (status 5,000/s, register 3,000/s), beside the
 # ceiling and the api as its own process (the status bucket raised: at its
@@ -92,6 +96,8 @@ STACK_API_ADDR=127.0.0.1:$((PB + 180))
 BASE_PPROF_ADDR=127.0.0.1:$((PB + 62))
 CEIL_ADDR=127.0.0.1:$((PB + 99))
 HELD_ADDR=127.0.0.1:$((PB + 98))
+FAST_ADDR=127.0.0.1:$((PB + 97))
+FASTHELD_ADDR=127.0.0.1:$((PB + 96))
 PPROF_ADDR=127.0.0.1:$((PB + 60))
 STACK_PPROF_ADDR=127.0.0.1:$((PB + 61))
 CONSUMER_PPROF_ADDR=127.0.0.1:$((PB + 63))
@@ -177,9 +183,23 @@ if [ -n "${HOLD:-}" ]; then
   held_pid=$!
   pids+=($held_pid)
 fi
+# The register rounds' other plain servers, measured after the ceiling:
+# "NAME PID ADDR NOTE" each.
+others=()
+[ -n "$held_pid" ] && others+=("held $held_pid $HELD_ADDR answers-after-$HOLD")
+if [ "${FASTHTTP:-0}" = 1 ]; then
+  "${pin_sut[@]}" "$OUT/bin/ceiling" -server fasthttp -addr $FAST_ADDR >"$OUT/fast.log" 2>&1 &
+  pids+=($!)
+  others+=("fast $! $FAST_ADDR the-ceiling-on-fasthttp")
+  if [ -n "$held_pid" ]; then
+    "${pin_sut[@]}" "$OUT/bin/ceiling" -server fasthttp -addr $FASTHELD_ADDR -hold "$HOLD" >"$OUT/fastheld.log" 2>&1 &
+    pids+=($!)
+    others+=("fastheld $! $FASTHELD_ADDR the-held-ceiling-on-fasthttp")
+  fi
+fi
 wait_http http://$API_ADDR/readyz 60
 wait_http http://$CEIL_ADDR/ 10
-[ -n "$held_pid" ] && wait_http http://$HELD_ADDR/ 10
+for o in "${others[@]}"; do wait_http "http://$(echo "$o" | cut -d' ' -f3)/" 10; done
 [ -n "$base_pid" ] && wait_http http://$BASE_ADDR/readyz 60
 for addr in $API_ADDR ${base_pid:+$BASE_ADDR} $([ "${STACK:-0}" = 1 ] && echo $STACK_API_ADDR); do
   for _ in $(seq 1 100); do # each api's item cache has the bench item
@@ -242,8 +262,10 @@ run() {
   shift 4
   local before after rbefore rafter sbefore safter dbefore dafter out rate p99 n bad prof="" paddr=$PPROF_ADDR
   local rdb wrb csb rda wra csa cons=- cbefore cafter abefore aafter bbefore bafter
+  local an_api=0 # the api or the base api: profiled, and the consumer counted on register
+  [ "$pid" = "$api_pid" ] || [ "$pid" = "$base_pid" ] && an_api=1
   [ "$pid" = "$base_pid" ] && paddr=$BASE_PPROF_ADDR
-  if [ "${PPROF:-0}" = 1 ] && [ "$pid" != "$ceil_pid" ]; then
+  if [ "${PPROF:-0}" = 1 ] && [ $an_api = 1 ]; then
     curl -s -o "$OUT/$name.prof" "http://$paddr/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
     prof=$!
     curl -s -o "$OUT/stack-$name.prof" "http://$STACK_PPROF_ADDR/debug/pprof/profile?seconds=$((${DUR%s} - 1))" &
@@ -255,10 +277,8 @@ run() {
   read -r rdb wrb csb <<<"$(sys_counts "$pid")"
   sbefore=$(cpu_ticks "$stack_pid")
   dbefore=$(cpu_ticks "$redis_pid")
-  local counted=0
-  case $name in # an api's register run: what the consumer applies is its
-    *register*) [ -n "$consumer_pid" ] && [ "$pid" != "$ceil_pid" ] && [ "$pid" != "${held_pid:-}" ] && counted=1 ;;
-  esac
+  local counted=0 # an api's register run: what the consumer applies is its
+  [[ $name == *register* ]] && [ -n "$consumer_pid" ] && [ $an_api = 1 ] && counted=1
   if [ $counted = 1 ]; then
     cbefore=$(cpu_ticks "$consumer_pid")
     read -r abefore bbefore <<<"$(applied)"
@@ -306,10 +326,13 @@ for r in $(seq "$ROUNDS"); do
     read -r crate cp99 ccpu credis cothers csys _ cn cerr <<<"$(run "ceiling-$path-$r" "$ceil_pid" "http://$CEIL_ADDR" "${args[0]}" "${args[1]}")" || true
     printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" ceiling "$crate" "$cp99" "$ccpu" "($credis in all)" "$cothers" "$csys" "(the ceiling's answers are not checked)"
     hcpu=
-    if [ -n "$held_pid" ] && [ "$path" = register ]; then
-      read -r hrate hp99 hcpu hredis hothers hsys _ hn herr <<<"$(run "held-$path-$r" "$held_pid" "http://$HELD_ADDR" "${args[0]}" "${args[1]}")" || true
-      printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" held "$hrate" "$hp99" "$hcpu" "" "$hothers" "$hsys" "(answers after $HOLD)"
-    fi
+    for o in "${others[@]}"; do
+      [ "$path" = register ] || break
+      read -r oname opid oaddr onote <<<"$o"
+      read -r orate op99 ocpu _ oothers osys _ <<<"$(run "$oname-$path-$r" "$opid" "http://$oaddr" "${args[0]}" "${args[1]}")" || true
+      printf '%-8s %-8s %12s %9s %10s %14s %18s %16s  %s\n' "$path" "$oname" "$orate" "$op99" "$ocpu" "" "$oothers" "$osys" "(${onote//-/ })"
+      [ "$oname" = held ] && hcpu=$ocpu
+    done
     for who in api ${base_pid:+base}; do
       if [ $who = api ]; then pid=$api_pid addr=$API_ADDR name=$path-$r; else pid=$base_pid addr=$BASE_ADDR name=base-$path-$r; fi
       read -r arate ap99 acpu aredis aothers asys acons an aerr <<<"$(run "$name" "$pid" "http://$addr" "${args[0]}" "${args[1]}")" || true
