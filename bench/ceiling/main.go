@@ -51,9 +51,11 @@ func serveNet(addr string, hold time.Duration) error {
 		// Read the body as a real handler must (the register path sends one).
 		_, _ = io.Copy(io.Discard, r.Body)
 		if hold > 0 {
-			// A waiting handler parks, and net/http's background read of the
-			// connection (started once the body is read) then makes its own
-			// read and is woken again at the answer: what waiting costs.
+			// A waiting handler parks. What that costs is mostly the
+			// runtime's: a process whose handlers all wait is often idle,
+			// and its threads sleep and are woken again. net/http adds a
+			// read: its background read of the connection (started once the
+			// body is read) runs, finds nothing and is woken at the answer.
 			time.Sleep(hold)
 		}
 		hd := w.Header()
