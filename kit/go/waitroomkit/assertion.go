@@ -149,10 +149,11 @@ func (k *Kit) RedirectURL(r *http.Request, item string) string {
 	return u + "?" + AssertionParam + "=" + url.QueryEscape(jwt)
 }
 
-const maxIDLen = 128
+const maxIDLen = 64
 
-// validID is waitroom's rule for ids: 1-128 characters of [A-Za-z0-9._:-]
-// (topics.ValidID, restated: the kit depends on nothing of waitroom).
+// validID is waitroom's rule for ids: 1-64 characters of [A-Za-z0-9._:-]
+// (topics.ValidID, restated: the kit depends on nothing of waitroom; the dev
+// stack's TestTheKitAssertsOnlyWhatTheRoomAccepts holds the two together).
 func validID(s string) bool {
 	if len(s) == 0 || len(s) > maxIDLen {
 		return false

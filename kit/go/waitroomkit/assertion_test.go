@@ -99,7 +99,8 @@ func TestAsserterRefuses(t *testing.T) {
 		"a zero TTL":               func() error { _, err := NewAsserter("shop", secret, WithAssertionTTL(0)); return err },
 		"an empty user":            func() error { _, err := valid.Assert("", "gig"); return err },
 		"a user with a space":      func() error { _, err := valid.Assert("al ice", "gig"); return err },
-		"a user of 129 characters": func() error { _, err := valid.Assert(strings.Repeat("a", 129), "gig"); return err },
+		"a user of 65 characters":  func() error { _, err := valid.Assert(strings.Repeat("a", 65), "gig"); return err },
+		"an item of 65 characters": func() error { _, err := valid.Assert("alice", strings.Repeat("a", 65)); return err },
 		"an item with a slash":     func() error { _, err := valid.Assert("alice", "a/b"); return err },
 		"WithAssertions without a user function": func() error {
 			_, err := New("https://queue.example", WithAssertions(valid, nil))
@@ -110,7 +111,7 @@ func TestAsserterRefuses(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := valid.Assert(strings.Repeat("a", 128), "x.y_z:1-2"); err != nil {
+	if _, err := valid.Assert(strings.Repeat("a", 64), "x.y_z:1-2"); err != nil {
 		t.Errorf("the longest user id: %v", err)
 	}
 }
