@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/docs"
 	"github.com/waitroom/waitroom/pkg/foundation/config"
 	"github.com/waitroom/waitroom/pkg/web/httpserver"
 	"github.com/waitroom/waitroom/services/notifier/sse"
@@ -329,6 +330,22 @@ func TestH2COwnServesTheOtherRoutes(t *testing.T) {
 	var e httpserver.ErrorBody
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
 	assert.Equal(t, "BODY_NOT_ALLOWED", e.Error.Code)
+
+	// The stream's route refuses a body the same way, as docs/openapi.yaml
+	// says (the request, which sends one, is not the spec's to validate).
+	c, err := docs.NewContract(context.Background(), nt.URL)
+	require.NoError(t, err)
+	path := "/api/v1/items/any/registrations/tok/events"
+	req, err := http.NewRequest(http.MethodGet, nt.URL+path, strings.NewReader(`{"x":1}`))
+	require.NoError(t, err)
+	resp, err = cl.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	assert.Contains(t, string(b), `"code":"BODY_NOT_ALLOWED"`)
+	require.NoError(t, c.Check(context.Background(), req, []byte(`{"x":1}`), true, resp.StatusCode, resp.Header, b))
 }
 
 // When the notifier stops, its h2c streams end (the client reads their
