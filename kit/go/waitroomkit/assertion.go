@@ -90,7 +90,7 @@ func NewAsserter(issuer string, key any, opts ...AsserterOption) (*Asserter, err
 
 // Assert signs an assertion that userID is the user registering for itemID,
 // valid for the Asserter's TTL and once (its jti is 128 random bits).
-// userID and itemID must be 1-128 characters of [A-Za-z0-9._:-].
+// userID and itemID must be 1-64 characters of [A-Za-z0-9._:-].
 func (a *Asserter) Assert(userID, itemID string) (string, error) {
 	if !validID(userID) {
 		return "", fmt.Errorf("waitroomkit: assert: userId %q is not 1-%d characters of [A-Za-z0-9._:-]", userID, maxIDLen)
@@ -131,7 +131,7 @@ func WithAssertions(as *Asserter, userOf func(*http.Request) (userID string, ok 
 
 // RedirectURL is where Protect sends a refused request: the item's waiting
 // page, with ?assertion= for the user when WithAssertions names one. A user
-// id that cannot be asserted (not 1-128 characters of [A-Za-z0-9._:-])
+// id that cannot be asserted (not 1-64 characters of [A-Za-z0-9._:-])
 // gets the plain page, as an anonymous user would.
 func (k *Kit) RedirectURL(r *http.Request, item string) string {
 	u := k.WaitURL(item)

@@ -85,7 +85,7 @@ func BodyTooLarge(limit int64) *Error {
 }
 
 // ErrNoPublicKey answers a JWKS request when admission tokens are signed
-// with a shared secret (404).
+// with a shared secret (409, as every _DISABLED refusal).
 var ErrNoPublicKey = Disabled("JWKS_DISABLED", "admission tokens are signed with a shared secret")
 
 // ErrShuttingDown asks a client to reconnect elsewhere: this replica is

@@ -32,7 +32,7 @@ func (e *RequestError) Error() string { return e.Code + ": " + e.Message }
 // error names the offending field.
 func (r *AdmissionRequest) Apply(p topics.AdmissionPolicy) (topics.AdmissionPolicy, *RequestError) {
 	if r.Empty() {
-		return p, &RequestError{Code: "INVALID_POLICY", Message: "give at least one of ratePerSecond, maxActive, sessionTTLSeconds, paused"}
+		return p, &RequestError{Code: "INVALID_POLICY", Message: "give at least one of ratePerSecond, maxActive, sessionTTLSeconds, paused, minRate, maxRate, steer, unsteer"}
 	}
 	next, err := r.Policy.Apply(p)
 	if err != nil {
