@@ -2,6 +2,7 @@ package sse_test
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,14 +51,17 @@ func TestAStreamReopensFromItsCursorWithoutRedis(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first := func(tok, lastID string) (sse.Position, event, int64) {
+	// firstAt opens tok's stream with lastID as Last-Event-ID, or with query
+	// ("?lastEventId=..."), and returns its first event, its position and
+	// the Redis commands the open ran.
+	firstAt := func(tok, lastID, query string) (sse.Position, event, int64) {
 		t.Helper()
 		hdr := map[string]string{}
 		if lastID != "" {
 			hdr["Last-Event-ID"] = lastID
 		}
 		before := w.redisCalls()
-		c, err := w.open(ctx, n.eventsURL("cur", tok), hdr)
+		c, err := w.open(ctx, n.eventsURL("cur", tok)+query, hdr)
 		require.NoError(t, err)
 		defer c.close()
 		require.Equal(t, 200, c.Resp.StatusCode)
@@ -66,6 +70,7 @@ func TestAStreamReopensFromItsCursorWithoutRedis(t *testing.T) {
 		require.Equal(t, sse.EventPosition, ev.Type, ev.Data)
 		return ev.position(t), ev, w.redisCalls() - before
 	}
+	first := func(tok, lastID string) (sse.Position, event, int64) { t.Helper(); return firstAt(tok, lastID, "") }
 	me, other := regs[5], regs[7] // seq 6 and 8
 
 	p, ev, calls := first(me.Token, "")
@@ -80,6 +85,11 @@ func TestAStreamReopensFromItsCursorWithoutRedis(t *testing.T) {
 	assert.Zero(t, calls, "an open with a valid cursor runs no Redis command")
 	assert.Equal(t, ev.ID, ev2.ID, "and hands on the same cursor")
 	assert.Equal(t, 1.0, w.metric(n, "waitroom_notifier_cursor_opens_total"))
+	// The same, as ?lastEventId= (a client that cannot set the header).
+	p, _, calls = firstAt(me.Token, "", "?lastEventId="+url.QueryEscape(ev.ID))
+	assert.Equal(t, int64(6), p.Position)
+	assert.Zero(t, calls, "a cursor in ?lastEventId= opens without Redis too")
+	assert.Equal(t, 2.0, w.metric(n, "waitroom_notifier_cursor_opens_total"))
 
 	// Another token's cursor: that token's own place, read from Redis.
 	p, _, calls = first(other.Token, ev.ID)
@@ -96,7 +106,7 @@ func TestAStreamReopensFromItsCursorWithoutRedis(t *testing.T) {
 		assert.Equal(t, int64(6), p.Position, forged)
 		assert.GreaterOrEqual(t, calls, int64(2), "a forged cursor %q is ignored", forged)
 	}
-	assert.Equal(t, 1.0, w.metric(n, "waitroom_notifier_cursor_opens_total"), "only the valid cursor opened without Redis")
+	assert.Equal(t, 2.0, w.metric(n, "waitroom_notifier_cursor_opens_total"), "only the valid cursor opened without Redis")
 }
 
 // A cursor from a view generation rebuilt since is stale: the open reads
