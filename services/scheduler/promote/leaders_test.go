@@ -5,13 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // Two replicas share 4 shards: ShardLeaders names, for every shard, the
 // replica whose lock it is, with what that replica said about itself, from
-// either replica; once one stops, the other leads them all.
+// either replica; once one stops, the other leads them all. Their
+// waitroom_scheduler_leader sum to waitroom_scheduler_shards while every
+// shard is led, as the alert WaitroomSchedulerShardUnled expects.
 func TestShardLeadersNameTheReplicas(t *testing.T) {
 	w := newWorld(t)
 	opt := func(name string) Options {
@@ -36,6 +39,15 @@ func TestShardLeadersNameTheReplicas(t *testing.T) {
 		}
 		return len(ls) == 4 && n[a.ID()] == 2 && n[b.ID()] == 2
 	}, 10*time.Second, 20*time.Millisecond, "two shards each")
+	led := func(ss ...*Scheduler) (n float64) {
+		for _, s := range ss {
+			n += testutil.ToFloat64(s.m.leader)
+		}
+		return n
+	}
+	assert.Equal(t, 4.0, testutil.ToFloat64(a.m.shards))
+	assert.Equal(t, 4.0, testutil.ToFloat64(b.m.shards))
+	require.Eventually(t, func() bool { return led(a, b) == 4 }, 5*time.Second, 20*time.Millisecond, "the replicas export 4 shards led")
 	ls, err := b.ShardLeaders(ctx)
 	require.NoError(t, err)
 	for i, l := range ls {
@@ -56,6 +68,7 @@ func TestShardLeadersNameTheReplicas(t *testing.T) {
 		}
 		return true
 	}, 10*time.Second, 20*time.Millisecond, "b leads every shard after a stopped")
+	require.Eventually(t, func() bool { return led(b) == 4 }, 5*time.Second, 20*time.Millisecond, "b exports the 4 shards led")
 	stopB()
 	require.NoError(t, <-bdone)
 	ls, err = b.ShardLeaders(ctx)

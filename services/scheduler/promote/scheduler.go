@@ -189,9 +189,11 @@ func New(rdb redis.UniversalClient, prod Producer, opt Options, reg prometheus.R
 	opt.Steer = opt.Steer.withDefaults(opt.Tick)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
+	m := NewMetrics(reg)
+	m.shards.Set(float64(opt.Shards))
 	return &Scheduler{
 		rdb: rdb, ep: &epochs{rdb: rdb}, line: queue.New(rdb), rs: redsync.New(goredis.NewPool(rdb)), prod: prod,
-		opt: opt, log: log, m: NewMetrics(reg), now: opt.Clock, id: hex.EncodeToString(b[:]),
+		opt: opt, log: log, m: m, now: opt.Clock, id: hex.EncodeToString(b[:]),
 		steer: newSteering(rdb, opt.Steer, reg), txns: map[int]*fence.Producer{},
 	}
 }
@@ -696,7 +698,8 @@ func admissionEvents(ev topics.AdmissionEvent, page []queue.Admit, maxBytes int)
 
 // Metrics of the scheduler.
 type Metrics struct {
-	leader, epoch, items      prometheus.Gauge
+	leader, shards            prometheus.Gauge
+	epoch, items              prometheus.Gauge
 	tick, shardTick           prometheus.Histogram
 	admitted, expired, fenced prometheus.Counter
 	publishErrors             prometheus.Counter
@@ -709,8 +712,10 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_leader", Help: "Shards this replica leads (holds the lock of)."}),
-		epoch:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_epoch", Help: "Fencing epoch of this replica's last leadership of a shard."}),
-		items:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_active_items", Help: "Items of this replica's shards promoted in the last tick."}),
+		shards: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_shards",
+			Help: "Shards the items are divided into (WR_SCHEDULER_SHARDS): the replicas' waitroom_scheduler_leader sum to it when every shard is led."}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_epoch", Help: "Fencing epoch of this replica's last leadership of a shard."}),
+		items: prometheus.NewGauge(prometheus.GaugeOpts{Name: "waitroom_scheduler_active_items", Help: "Items of this replica's shards promoted in the last tick."}),
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "waitroom_scheduler_tick_duration_seconds", Help: "Time of one tick over the active items of this replica's shards.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}}),
 		admitted:      prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_admitted_total", Help: "People admitted."}),
@@ -723,7 +728,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.shardTick)
 	m.viewSkipped = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_view_skipped_ticks_total", Help: "Ticks that admitted nobody because the Redis view was not trusted (being rebuilt)."})
 	reg.MustRegister(m.viewSkipped)
-	reg.MustRegister(m.leader, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)
+	reg.MustRegister(m.leader, m.shards, m.epoch, m.items, m.tick, m.admitted, m.expired, m.fenced, m.publishErrors)
 	m.draws = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_draws_total", Help: "Draw records published (pre-queue and random-mode windows)."})
 	m.drawErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_scheduler_draw_errors_total", Help: "Draws that could not be made or published (no key, no commitment, chain used up, Kafka)."})
 	reg.MustRegister(m.draws, m.drawErrors)
