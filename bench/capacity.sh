@@ -27,7 +27,7 @@
 #             stream open; units: the people admitted (the sizing takes
 #             their cost out of the updates window's)
 # The consumer runs with WR_SNAPSHOT_INTERVAL=0: a snapshot of the line
-# (each minute by default, ~0.2 µs of Redis a waiting place) would land in
+# (each minute by default, ~0.8 µs of Redis a waiting place) would land in
 # whichever phase it fell in.
 # It writes $OUT/measured.txt (a line a phase: wall seconds, units, CPU
 # seconds of api, consumer, scheduler, notifier, redis-server, the broker)
