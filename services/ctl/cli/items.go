@@ -118,7 +118,7 @@ func (o *setItemOpts) flags(cmd *cobra.Command) {
 	f.StringVar(&o.tplFile, "template-file", "", `the item's own waiting page: an HTML template with placeholders (docs/waiting-page.md), checked before it is sent ("" returns to the install's page)`)
 	f.StringArrayVar(&o.tplLang, "template-lang", nil, `LANG=FILE: the item's own waiting page for readers of one language (en, ko, ja, de, es), checked before it is sent; repeatable; LANG= removes it`)
 	f.StringVar(&o.notice, "notice", "", `a message to everyone waiting, shown on every open page within seconds ("" clears it)`)
-	f.IntVar(&o.powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 is about a second in a browser)")
+	f.IntVar(&o.powBits, "pow-difficulty", 0, "proof-of-work a registration must carry, in leading zero bits (0 off; 18 took about 0.2 s in headless Chromium here)")
 	f.DurationVar(&o.idle, "idle-timeout", 0, "release a waiting place whose holder neither polls nor holds an event stream for this long (ABANDONED; whole seconds, 0 off)")
 	f.StringVar(&o.opensAt, "opens-at", "", "schedule the sale (RFC 3339 time or unix ms; 0: open now): registrations before it are pre-queued and placed by a committed-seed draw at that time (needs the admin API: it makes the commitment)")
 	f.DurationVar(&o.drawWindow, "draw-window", 0, "random mode's lottery window (whole seconds; 0: 60s)")
