@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -36,4 +38,47 @@ func TestTheKitAssertsOnlyWhatTheRoomAccepts(t *testing.T) {
 	}
 	_, err = kit.Assert("alice", strings.Repeat("i", topics.MaxIDLen+1))
 	require.Error(t, err, "the kit signs an itemId the room refuses")
+}
+
+// The kit signs HS256 assertions with the bytes the shop gives it, and its
+// example gives it the very string set on waitroom as WR_ASSERTION_SECRET
+// ("≥ 32 bytes, also set on waitroom"). The room must take those
+// assertions for every secret it accepts: a hex secret (openssl rand -hex
+// 32) or a base64 one (openssl rand -base64 32) is also valid base64 of 32
+// bytes or more, which the room decodes, and a shop that gave the kit the
+// decoded bytes must still be heard too.
+func TestTheRoomTakesTheKitsAssertionsWithTheSameSecret(t *testing.T) {
+	decoded := make([]byte, 32)
+	for i := range decoded {
+		decoded[i] = byte(i * 7)
+	}
+	for name, c := range map[string]struct {
+		room string // WR_ASSERTION_SECRET
+		kit  []byte // what the shop gives NewAsserter
+	}{
+		"plain text":         {"a-site-secret-of-at-least-32-bytes!!", []byte("a-site-secret-of-at-least-32-bytes!!")},
+		"hex, as set":        {hex.EncodeToString(decoded), []byte(hex.EncodeToString(decoded))},
+		"base64, as set":     {base64.StdEncoding.EncodeToString(decoded), []byte(base64.StdEncoding.EncodeToString(decoded))},
+		"base64, decoded":    {base64.StdEncoding.EncodeToString(decoded), decoded},
+		"48 letters, as set": {strings.Repeat("Abcd", 12), []byte(strings.Repeat("Abcd", 12))},
+	} {
+		kit, err := waitroomkit.NewAsserter("shop", c.kit)
+		require.NoError(t, err, name)
+		room, err := assertion.New(context.Background(), assertion.Config{Issuer: "shop", Secret: c.room, MaxTTL: 10 * time.Minute})
+		require.NoError(t, err, name)
+		raw, err := kit.Assert("alice", "gig")
+		require.NoError(t, err, name)
+		got, err := room.Verify(raw, "gig")
+		require.NoError(t, err, "%s: the room refuses the kit's assertion signed with the secret it was given", name)
+		require.Equal(t, "alice", got.UserID, name)
+	}
+	// Another secret is still refused.
+	kit, err := waitroomkit.NewAsserter("shop", []byte(strings.Repeat("x", 32)))
+	require.NoError(t, err)
+	room, err := assertion.New(context.Background(), assertion.Config{Issuer: "shop", Secret: hex.EncodeToString(decoded), MaxTTL: 10 * time.Minute})
+	require.NoError(t, err)
+	raw, err := kit.Assert("alice", "gig")
+	require.NoError(t, err)
+	_, err = room.Verify(raw, "gig")
+	require.ErrorIs(t, err, assertion.ErrInvalid)
 }

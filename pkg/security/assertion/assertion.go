@@ -37,7 +37,8 @@ var (
 type Config struct {
 	// Issuer is the iss claim the site signs with.
 	Issuer string `env:"WR_ASSERTION_ISSUER"`
-	// Secret verifies HS256 assertions (at least 32 bytes, raw or base64).
+	// Secret verifies HS256 assertions (at least 32 bytes, raw or base64):
+	// signed with its base64 decoding or with its text, either passes.
 	Secret string `env:"WR_ASSERTION_SECRET" secret:"true"`
 	// PublicKey verifies EdDSA assertions: a base64 Ed25519 public key.
 	PublicKey string `env:"WR_ASSERTION_PUBLIC_KEY"`
@@ -75,7 +76,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WR_ASSERTION_JWKS_URL must be https (plain http only on loopback), not %q", c.JWKSURL)
 	}
 	if c.Secret != "" {
-		if _, err := secretOf(c.Secret); err != nil {
+		if _, err := secretsOf(c.Secret); err != nil {
 			return fmt.Errorf("WR_ASSERTION_SECRET: %w", err)
 		}
 	}
@@ -96,14 +97,24 @@ func loopbackHTTP(u string) bool {
 	return false
 }
 
-func secretOf(s string) ([]byte, error) {
+// secretsOf is the HS256 keys of the secret s: its base64 decoding when it
+// is one of at least 32 bytes, and s itself when it is at least 32 bytes
+// long. Both are taken: a hex secret (openssl rand -hex 32) or a base64 one
+// is valid base64, yet a site may sign with its text, as the kit's example
+// does with the string it shares with the room (services/dev's
+// TestTheRoomTakesTheKitsAssertionsWithTheSameSecret).
+func secretsOf(s string) ([][]byte, error) {
+	var keys [][]byte
 	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) >= 32 {
-		return b, nil
+		keys = append(keys, b)
 	}
-	if len(s) < 32 {
+	if len(s) >= 32 {
+		keys = append(keys, []byte(s))
+	}
+	if len(keys) == 0 {
 		return nil, fmt.Errorf("the secret is %d bytes, need at least 32", len(s))
 	}
-	return []byte(s), nil
+	return keys, nil
 }
 
 func publicKeyOf(s string) (ed25519.PublicKey, error) {
@@ -150,8 +161,12 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	methods := []string{}
 	switch {
 	case cfg.Secret != "":
-		secret, _ := secretOf(cfg.Secret)
-		v.key, methods = func(*jwt.Token) (any, error) { return secret, nil }, []string{"HS256"}
+		secrets, _ := secretsOf(cfg.Secret)
+		set := jwt.VerificationKeySet{}
+		for _, k := range secrets {
+			set.Keys = append(set.Keys, k)
+		}
+		v.key, methods = func(*jwt.Token) (any, error) { return set, nil }, []string{"HS256"}
 	case cfg.PublicKey != "":
 		pub, _ := publicKeyOf(cfg.PublicKey)
 		v.key, methods = func(*jwt.Token) (any, error) { return pub, nil }, []string{"EdDSA"}
