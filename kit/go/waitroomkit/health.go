@@ -13,6 +13,15 @@ import (
 	"time"
 )
 
+// The window of a report the api's signal route takes (its
+// sitehealth.MinWindow and MaxWindow, restated: the kit depends on nothing
+// of waitroom; the dev stack's TestTheKitsHealthReportsPassTheSignalRoute
+// holds them together).
+const (
+	minWindow = 100 * time.Millisecond
+	maxWindow = time.Minute
+)
+
 // DefaultBoundsMs are the latency buckets Health reports (ms; +Inf beyond).
 var DefaultBoundsMs = []float64{5, 10, 25, 50, 75, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000}
 
@@ -81,7 +90,7 @@ func (k *Kit) Health(item, signalToken string, opts ...HealthOption) *Health {
 	for _, o := range opts {
 		o(h)
 	}
-	h.every = min(max(h.every, 100*time.Millisecond), time.Minute)
+	h.every = min(max(h.every, minWindow), maxWindow)
 	h.counts = make([]uint64, len(h.bounds)+1)
 	h.since = k.now()
 	return h
@@ -143,7 +152,10 @@ func (h *Health) Report() SignalReport {
 			delete(h.arrived, tok) // its admission ended: it cannot come back
 		}
 	}
-	r := SignalReport{Instance: h.instance, WindowMs: max(now.Sub(h.since).Milliseconds(), 100), BoundsMs: h.bounds,
+	// The api takes a window of minWindow to maxWindow: a tick of Run a
+	// little late, or a first report long after Health, is told as maxWindow.
+	window := min(max(now.Sub(h.since), minWindow), maxWindow)
+	r := SignalReport{Instance: h.instance, WindowMs: window.Milliseconds(), BoundsMs: h.bounds,
 		Counts: h.counts, Errors: h.errors, Arrivals: h.arrivals, ArrivalDelayMsSum: h.delaySum, Active: int64(len(h.seen))}
 	h.counts, h.errors, h.arrivals, h.delaySum, h.since = make([]uint64, len(h.bounds)+1), 0, 0, 0, now
 	return r
