@@ -43,11 +43,14 @@ import (
 
 // What an admission token is refused for; callers branch on them with errors.Is.
 var (
-	ErrNoToken     = errors.New("waitroomkit: no admission token")
-	ErrInvalid     = errors.New("waitroomkit: admission token invalid")
-	ErrExpired     = errors.New("waitroomkit: admission token expired")
-	ErrOtherItem   = errors.New("waitroomkit: admission token is for another item")
-	ErrEnded       = errors.New("waitroomkit: admission ended (completed or expired)")
+	ErrNoToken   = errors.New("waitroomkit: no admission token")
+	ErrInvalid   = errors.New("waitroomkit: admission token invalid")
+	ErrExpired   = errors.New("waitroomkit: admission token expired")
+	ErrOtherItem = errors.New("waitroomkit: admission token is for another item")
+	ErrEnded     = errors.New("waitroomkit: admission ended (completed or expired)")
+	// ErrBlocked: the operator blocked the admission's user (the api's
+	// 403 BLOCKED, online only).
+	ErrBlocked     = errors.New("waitroomkit: user blocked by the operator")
 	ErrUnavailable = errors.New("waitroomkit: waitroom api unavailable")
 )
 
@@ -376,8 +379,8 @@ func (k *Kit) Verify(ctx context.Context, raw, item string) (Admission, error) {
 
 // VerifyOnline asks the api whether raw's admission for item is still live
 // (POST /api/v1/admissions/verify): ErrEnded once it was completed or ran
-// out, ErrUnavailable (wrapping an *APIError or the network error) when the
-// api cannot say.
+// out, ErrBlocked once the operator blocked its user, ErrUnavailable
+// (wrapping an *APIError or the network error) when the api cannot say.
 func (k *Kit) VerifyOnline(ctx context.Context, raw, item string) (Admission, error) {
 	var out struct {
 		ItemID    string `json:"itemId"`
@@ -434,6 +437,8 @@ func (k *Kit) call(ctx context.Context, path, raw, item string, out any) error {
 	switch {
 	case ae.Status == http.StatusGone:
 		return fmt.Errorf("%w: %w", ErrEnded, ae)
+	case ae.Status == http.StatusForbidden && ae.Code == "BLOCKED":
+		return fmt.Errorf("%w: %w", ErrBlocked, ae)
 	case ae.Status == http.StatusForbidden:
 		return fmt.Errorf("%w: %w", ErrOtherItem, ae)
 	case ae.Status == http.StatusUnauthorized && ae.Code == "TOKEN_EXPIRED":

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/pkg/security/token"
 	"github.com/waitroom/waitroom/services/api/httpapi"
 	"github.com/waitroom/waitroom/services/dev/stack"
+	"github.com/waitroom/waitroom/services/scheduler/admin"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -212,6 +214,44 @@ func TestKitFollowsKeyRotation(t *testing.T) {
 	require.NoError(t, err, "and completes it")
 	_, err = kit.Complete(ctx, t2, "rot")
 	require.NoError(t, err)
+}
+
+// A user the operator blocks after their admission is refused by the api's
+// verify and complete with 403 BLOCKED, which shares its status with
+// TOKEN_ITEM_MISMATCH: the kit must tell the two apart, not say that the
+// blocked user's token is for another item.
+func TestKitTellsABlockedUserFromAnotherItem(t *testing.T) {
+	e := newEnv(t, policy("gig", 50, 10, 60))
+	e.start()
+	ctx := context.Background()
+	kit, err := waitroomkit.New(e.stack.APIURL, waitroomkit.WithOnlineVerify())
+	require.NoError(t, err)
+	mallory := e.admit("gig", "mallory")
+	_, err = kit.Verify(ctx, mallory, "gig")
+	require.NoError(t, err)
+
+	req, err := http.NewRequest(http.MethodPost, e.stack.SchedulerURLs[0]+admin.Prefix+"/blocks",
+		strings.NewReader(`{"subject":"user:mallory","reason":"ticket bot"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := e.http.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Eventually(t, func() bool {
+		return e.admissionCall("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: mallory, ItemID: "gig"}).Code == http.StatusForbidden
+	}, 15*time.Second, 50*time.Millisecond, "the api refuses the blocked user's admission")
+
+	_, err = kit.Verify(ctx, mallory, "gig")
+	assert.ErrorIs(t, err, waitroomkit.ErrBlocked)
+	assert.NotErrorIs(t, err, waitroomkit.ErrOtherItem, "a blocked user's token is not another item's")
+	var ae *waitroomkit.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, "BLOCKED", ae.Code)
+	_, err = kit.Complete(ctx, mallory, "gig")
+	assert.ErrorIs(t, err, waitroomkit.ErrBlocked)
+	_, err = kit.Verify(ctx, mallory, "other")
+	assert.ErrorIs(t, err, waitroomkit.ErrOtherItem, "another item's token is refused offline as before")
 }
 
 func mustPath(t *testing.T, loc string) string {
