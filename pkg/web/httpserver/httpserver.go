@@ -208,8 +208,8 @@ type series struct {
 	latency  prometheus.Observer // nil for event streams
 }
 
-// maxSeries bounds the resolved series kept (a client's made-up methods on
-// unmatched routes are counted, not kept).
+// maxSeries bounds the resolved series kept (methodLabel already folds a
+// client's made-up methods into one).
 const maxSeries = 512
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -233,7 +233,7 @@ func (m *metrics) middleware(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	k := seriesKey{route, c.Request.Method, c.Writer.Status()}
+	k := seriesKey{route, methodLabel(c.Request.Method), c.Writer.Status()}
 	sr, ok := series{}, false
 	if p := m.children.Load(); p != nil {
 		sr, ok = (*p)[k]
@@ -245,6 +245,19 @@ func (m *metrics) middleware(c *gin.Context) {
 	if sr.latency != nil {
 		sr.latency.Observe(time.Since(start).Seconds())
 	}
+}
+
+// methodLabel is a request's method as the metrics label it: one of
+// HTTP's own, or "OTHER" for any other token a client sends (net/http takes
+// any), which would otherwise make series of its own in the registry, kept
+// for the process's life.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
 }
 
 // resolve returns k's series, keeping it while fewer than maxSeries are.

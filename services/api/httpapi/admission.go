@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -44,7 +45,12 @@ var ErrItemIDMissing = registration.BadRequest("ITEM_ID_MISSING", `field "itemId
 func (s *Server) admission(c *gin.Context) (token.Admission, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.opt.MaxBodyBytes))
 	if err != nil {
-		httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpserver.Abort(c, registration.BodyTooLarge(s.opt.MaxBodyBytes))
+			return token.Admission{}, false
+		}
+		httpserver.Abort(c, registration.BadRequest("INVALID_BODY", "reading request body: "+err.Error()))
 		return token.Admission{}, false
 	}
 	var req AdmissionRequest

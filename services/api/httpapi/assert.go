@@ -63,10 +63,14 @@ func (s *Server) identify(c *gin.Context, item string, req RegisterRequest) (use
 	return proof.UserID, topics.HolderUser, proof, true
 }
 
-// spend marks a's jti used, so each assertion registers once; on a refusal
-// it has answered (401 ASSERTION_REUSED, or 503 when Redis cannot say).
-func (s *Server) spend(ctx context.Context, c *gin.Context, a assertion.Claims) bool {
-	first, err := s.opt.Guard.Spent.Mark(ctx, s.opt.Guard.Assertions.SpentKey(a), a.ExpiresAt)
+// spend marks a's jti used by the registration whose tokenId is place, so
+// each assertion registers once; on a refusal it has answered (401
+// ASSERTION_REUSED, or 503 when Redis cannot say). A registration that
+// names itself (a requestId: place is derived from it) may send the
+// assertion again, as a retry whose answer was lost does: it names the same
+// place, so it is the same use (tokenIDFor). place "" (no requestId): never.
+func (s *Server) spend(ctx context.Context, c *gin.Context, a assertion.Claims, place string) bool {
+	first, err := s.opt.Guard.Spent.MarkFor(ctx, s.opt.Guard.Assertions.SpentKey(a), place, a.ExpiresAt)
 	if err != nil {
 		s.log.Warn("mark assertion used", zap.Error(err))
 		httpserver.Abort(c, registration.Unavailable("the assertion cannot be checked right now; retry shortly"))

@@ -142,3 +142,36 @@ func TestES256AdmissionsOverTheAPI(t *testing.T) {
 	a := s.post("/api/v1/admissions/verify", httpapi.AdmissionRequest{Token: st.AdmissionToken, ItemID: "tix"})
 	assert.Equal(t, http.StatusOK, a.Code, "%s", a.Body)
 }
+
+// A proven registration whose answer was lost is sent again as it was (the
+// same assertion and requestId: waitroom.js does so after a network error or
+// a 503) and gets its place back, as an unproven one does: the assertion was
+// spent by the first try, yet the retry names the same place, so it is no
+// second use. The assertion with another requestId, or with none, is.
+func TestARetriedProvenRegistrationKeepsItsPlace(t *testing.T) {
+	jwks, sign := siteJWKS(t)
+	s := newAPIWith(t, func(c *httpapi.Config) {
+		c.Assertion = assertion.Config{Issuer: "shop", JWKSURL: jwks, MaxTTL: 10 * time.Minute}
+	}, item("tix"))
+	const reg = "/api/v1/items/tix/registrations"
+	raw := sign(siteClaims("carol", "tix"))
+	body := map[string]any{"assertion": raw, "requestId": "r-0123456789abcdef"}
+	first := s.post(reg, body)
+	require.Equal(t, http.StatusAccepted, first.Code, "%s", first.Body)
+	retry := s.post(reg, body)
+	require.Equal(t, http.StatusAccepted, retry.Code, "the retry of a lost answer: %s", retry.Body)
+	var a, b httpapi.RegisterResponse
+	first.decode(t, &a)
+	retry.decode(t, &b)
+	assert.Equal(t, a.TokenID, b.TokenID, "the same place")
+
+	for _, other := range []map[string]any{{"assertion": raw, "requestId": "r-fedcba9876543210"}, {"assertion": raw}} {
+		r := s.post(reg, other)
+		assert.Equal(t, http.StatusUnauthorized, r.Code, "%v: %s", other, r.Body)
+		assert.Equal(t, "ASSERTION_REUSED", r.errCode(t), "%v", other)
+	}
+	once := sign(siteClaims("carol", "tix"))
+	require.Equal(t, http.StatusAccepted, s.post(reg, map[string]any{"assertion": once}).Code)
+	r := s.post(reg, map[string]any{"assertion": once})
+	assert.Equal(t, "ASSERTION_REUSED", r.errCode(t), "without a requestId every second use is refused")
+}

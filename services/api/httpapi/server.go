@@ -202,10 +202,10 @@ func (s *Server) register(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if proof.ID != "" && !s.spend(c.Request.Context(), c, proof) {
+	tokenID := tokenIDFor(item, user, req.RequestID)
+	if proof.ID != "" && !s.spend(c.Request.Context(), c, proof, derivedID(tokenID, req.RequestID)) {
 		return
 	}
-	tokenID := tokenIDFor(item, user, req.RequestID)
 	if user == "" {
 		user = "anon-" + strings.ToLower(tokenIDFor(item, "anon", req.RequestID))
 	}
@@ -355,6 +355,15 @@ func tokenIDFor(item, user, requestID string) string {
 	var in [512]byte // what a registration's body allows fits: no allocation
 	h := sha256.Sum256(append(append(append(append(append(in[:0], item...), 0), user...), 0), requestID...))
 	return tokenIDEncoding.EncodeToString(h[:16])
+}
+
+// derivedID is tokenID when it was derived from requestID (tokenIDFor),
+// "" when it is random (no requestId).
+func derivedID(tokenID, requestID string) string {
+	if requestID == "" {
+		return ""
+	}
+	return tokenID
 }
 
 // tokenIDEncoding writes a derived tokenId (WithPadding copies the encoding
