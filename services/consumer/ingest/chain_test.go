@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,7 +192,24 @@ func TestChainReportCountsLettersOfABatchDone(t *testing.T) {
 	h := newTestRegistrations(t, testenv.Redis(t), &letterBox{})
 	b := &regBatch{ops: make([]queue.Op, 4), letters: []dlq.Letter{{Record: &kgo.Record{}, Err: topics.ErrInvalid}}}
 	require.Error(t, h.report(func(context.Context, *regBatch) error { return errors.New("down") })(context.Background(), b))
-	assert.Zero(t, testutil.CollectAndCount(h.m.deadLetters), "a failed batch reports nothing")
+	assert.Zero(t, testutil.ToFloat64(h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(topics.ErrInvalid))), "a failed batch reports nothing")
 	require.NoError(t, h.report(func(context.Context, *regBatch) error { return nil })(context.Background(), b))
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(topics.ErrInvalid))))
+}
+
+// Every topic and error type is exported at 0 before any letter: the first
+// letter is then an increase (WaitroomDeadLettersGrowing), not a series
+// born at 1 that increase() never sees.
+func TestDeadLettersAreExportedAtZeroFromTheStart(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	want := `# HELP waitroom_consumer_dead_letters_total Records sent to a DLQ, by source topic and error type.
+# TYPE waitroom_consumer_dead_letters_total counter
+waitroom_consumer_dead_letters_total{error_type="PARSING_ERROR",topic="waitroom.items"} 0
+waitroom_consumer_dead_letters_total{error_type="PARSING_ERROR",topic="waitroom.registrations"} 0
+waitroom_consumer_dead_letters_total{error_type="PROCESSING_ERROR",topic="waitroom.items"} 0
+waitroom_consumer_dead_letters_total{error_type="PROCESSING_ERROR",topic="waitroom.registrations"} 0
+waitroom_consumer_dead_letters_total{error_type="VALIDATION_ERROR",topic="waitroom.items"} 0
+waitroom_consumer_dead_letters_total{error_type="VALIDATION_ERROR",topic="waitroom.registrations"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(m.deadLetters, strings.NewReader(want)))
 }

@@ -391,6 +391,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.abandoned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "waitroom_consumer_abandoned_total", Help: "Waiting places released because their holder neither polled nor held a stream for the item's idleTimeout.",
 	})
+	// Every (topic, error type) a dead letter can have is exported from the
+	// start, at 0: a series born at 1 with the first letter shows no
+	// increase(), and WaitroomDeadLettersGrowing would miss that letter.
+	for _, t := range []string{topics.Registrations, topics.Items} {
+		for _, e := range []string{topics.ErrorTypeParsing, topics.ErrorTypeValidation, topics.ErrorTypeProcessing} {
+			m.deadLetters.WithLabelValues(t, e)
+		}
+	}
 	reg.MustRegister(m.batch, m.applied, m.deadLetters, m.retries, m.recordRetries, m.lag, m.abandoned)
 	return m
 }
