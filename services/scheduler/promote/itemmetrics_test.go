@@ -36,6 +36,30 @@ func TestItemMetricsFollowTheLeader(t *testing.T) {
 	assert.Equal(t, 3.0, testutil.ToFloat64(per.admitted.WithLabelValues("m")), "counters stay")
 }
 
+// A steered item's gauges go with the leadership of its shard: a replica
+// that stopped leading exports no signal age or pin of its last step, which
+// max by (item) would otherwise read beside the new leader's (for ever,
+// WaitroomSteerSignalMissing with +Inf).
+func TestSteerMetricsFollowTheLeader(t *testing.T) {
+	w := newWorld(t)
+	w.fill("paced", 20, topics.AdmissionPolicy{RatePerSecond: 5, SessionTTLSeconds: 60, MinRate: 1, MaxRate: 10,
+		Steer: &topics.SteerPolicy{TargetP95Ms: 300}})
+	reg := prometheus.NewRegistry()
+	s := New(w.rdb, w.prod, Options{Tick: 20 * time.Millisecond, LockExpiry: 2 * time.Second,
+		Steer: SteerOptions{Every: 20 * time.Millisecond}}, reg, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	m := s.steer.m
+	require.Eventually(t, func() bool {
+		return testutil.CollectAndCount(m.signalAge) == 1
+	}, 20*time.Second, 10*time.Millisecond, "the leader exports the item's signal age")
+	cancel()
+	require.NoError(t, <-done)
+	assert.Zero(t, testutil.CollectAndCount(m.signalAge), "a replica that stopped leading exports no signal age")
+	assert.Zero(t, testutil.CollectAndCount(m.pinned), "nor a pin")
+}
+
 type itemMap map[string]topics.ItemState
 
 func (m itemMap) All() map[string]topics.ItemState { return m }

@@ -347,6 +347,7 @@ func (s *Scheduler) drop(ctx context.Context, held map[int]*lease, sh int, relea
 	if l == nil {
 		return
 	}
+	s.steer.leave(l.epoch)
 	l.release()
 	if release {
 		s.unlock(ctx, l.mu)

@@ -91,6 +91,20 @@ func (st *steering) due(epoch int64, now time.Time) bool {
 	return true
 }
 
+// leave forgets the items steered under epoch, a leadership that ended:
+// their gauges go with it (steerItems forgets only the items of a
+// leadership still ticking), or a replica that handed a shard over would
+// export its last signal age and pin for ever beside the new leader's.
+func (st *steering) leave(epoch int64) {
+	for item, it := range st.items {
+		if it.epoch == epoch {
+			delete(st.items, item)
+			st.m.forget(item)
+		}
+	}
+	delete(st.next, epoch)
+}
+
 // count adds a tick's admissions to its item's total (what arrivals are
 // compared with to learn the no-show share).
 func (st *steering) count(item string, admitted int) {
