@@ -95,7 +95,7 @@ func TestTheRegistrationsConsumerGathersItsBatches(t *testing.T) {
 // when the test ends (never dialled: clients connect lazily).
 func clients(t *testing.T, cfg Config) (regs, items *kgo.Client) {
 	t.Helper()
-	regs, items, err := groupConsumers(cfg, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:27001")})
+	regs, items, err := groupConsumers(cfg, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:27001")}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -363,6 +364,22 @@ type Metrics struct {
 	lag           *prometheus.GaugeVec
 	// abandoned counts idle places released (abandon records applied).
 	abandoned prometheus.Counter
+}
+
+// forgetLag drops the lag of partitions this member no longer holds (revoked
+// or lost): the member that takes one over reports it, and a series left at
+// its last value would be summed beside that member's for ever.
+func (m *Metrics) forgetLag(parts map[string][]int32) {
+	for t, ps := range parts {
+		for _, p := range ps {
+			m.lag.DeleteLabelValues(t, strconv.Itoa(int(p)))
+		}
+	}
+}
+
+// forgetLagOf is forgetLag as a group callback.
+func (m *Metrics) forgetLagOf(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	m.forgetLag(parts)
 }
 
 // NewMetrics registers the consumer's metrics on reg.

@@ -148,7 +148,8 @@ func build(ctx context.Context, cfg Config, a *service.App) error {
 		return err
 	}
 	own := &owned{parts: map[int32]bool{}}
-	regs, itemsCl, err := groupConsumers(cfg, base, own.opts()...)
+	regs, itemsCl, err := groupConsumers(cfg, base, own.opts(m.forgetLag),
+		[]kgo.Opt{kgo.OnPartitionsRevoked(m.forgetLagOf), kgo.OnPartitionsLost(m.forgetLagOf)})
 	if err != nil {
 		return err
 	}
@@ -220,8 +221,8 @@ const (
 )
 
 // groupConsumers are the group members that consume waitroom.registrations
-// (cfg.Group, with regsOpts) and waitroom.items (cfg.ItemsGroup).
-func groupConsumers(cfg Config, base []kgo.Opt, regsOpts ...kgo.Opt) (regs, items *kgo.Client, err error) {
+// (cfg.Group, with regsOpts) and waitroom.items (cfg.ItemsGroup, with itemsOpts).
+func groupConsumers(cfg Config, base, regsOpts, itemsOpts []kgo.Opt) (regs, items *kgo.Client, err error) {
 	// Zero (a config built by hand) takes the defaults of the env tags.
 	session, heartbeat := cmp.Or(cfg.SessionTimeout, 6*time.Second), cmp.Or(cfg.Heartbeat, time.Second)
 	member := func(suffix string) []kgo.Opt {
@@ -240,7 +241,7 @@ func groupConsumers(cfg Config, base []kgo.Opt, regsOpts ...kgo.Opt) (regs, item
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka registrations consumer: %w", err)
 	}
-	items, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items), member("-items"))...)
+	items, err = kgo.NewClient(slices.Concat(base, consume.GroupOpts(cfg.ItemsGroup, topics.Items), member("-items"), itemsOpts)...)
 	if err != nil {
 		regs.Close()
 		return nil, nil, fmt.Errorf("kafka items consumer: %w", err)

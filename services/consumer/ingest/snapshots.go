@@ -21,8 +21,9 @@ type owned struct {
 	n     int // partitions of the topic (0: not read yet)
 }
 
-// opts are the group callbacks that keep o current.
-func (o *owned) opts() []kgo.Opt {
+// opts are the group callbacks that keep o current; gone (may be nil) is
+// told the partitions revoked or lost too.
+func (o *owned) opts(gone func(map[string][]int32)) []kgo.Opt {
 	set := func(on bool) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			o.mu.Lock()
@@ -33,6 +34,9 @@ func (o *owned) opts() []kgo.Opt {
 				} else {
 					delete(o.parts, p)
 				}
+			}
+			if !on && gone != nil {
+				gone(m)
 			}
 		}
 	}
