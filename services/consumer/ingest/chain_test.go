@@ -197,10 +197,11 @@ func TestChainReportCountsLettersOfABatchDone(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(topics.ErrInvalid))))
 }
 
-// Every topic and error type is exported at 0 before any letter: the first
-// letter is then an increase (WaitroomDeadLettersGrowing), not a series
-// born at 1 that increase() never sees.
-func TestDeadLettersAreExportedAtZeroFromTheStart(t *testing.T) {
+// Every topic and error type is exported at 0 before any letter, and every
+// topic's batch retries before any retry: the first is then an increase
+// (WaitroomDeadLettersGrowing, WaitroomConsumerStuck), not a series born at
+// 1 that increase() never sees.
+func TestDeadLettersAndRetriesAreExportedAtZeroFromTheStart(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	want := `# HELP waitroom_consumer_dead_letters_total Records sent to a DLQ, by source topic and error type.
 # TYPE waitroom_consumer_dead_letters_total counter
@@ -212,4 +213,10 @@ waitroom_consumer_dead_letters_total{error_type="VALIDATION_ERROR",topic="waitro
 waitroom_consumer_dead_letters_total{error_type="VALIDATION_ERROR",topic="waitroom.registrations"} 0
 `
 	require.NoError(t, testutil.CollectAndCompare(m.deadLetters, strings.NewReader(want)))
+	want = `# HELP waitroom_consumer_batch_retries_total Failed batch attempts that were retried (Redis or Kafka trouble).
+# TYPE waitroom_consumer_batch_retries_total counter
+waitroom_consumer_batch_retries_total{topic="waitroom.items"} 0
+waitroom_consumer_batch_retries_total{topic="waitroom.registrations"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(m.retries, strings.NewReader(want)), "so is every topic's batch retries (WaitroomConsumerStuck)")
 }

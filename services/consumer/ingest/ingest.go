@@ -408,13 +408,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.abandoned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "waitroom_consumer_abandoned_total", Help: "Waiting places released because their holder neither polled nor held a stream for the item's idleTimeout.",
 	})
-	// Every (topic, error type) a dead letter can have is exported from the
-	// start, at 0: a series born at 1 with the first letter shows no
-	// increase(), and WaitroomDeadLettersGrowing would miss that letter.
+	// Every (topic, error type) a dead letter can have, and every topic's
+	// batch retries, are exported from the start, at 0: a series born at 1
+	// with the first letter or retry shows no increase(), and
+	// WaitroomDeadLettersGrowing or WaitroomConsumerStuck would miss it.
 	for _, t := range []string{topics.Registrations, topics.Items} {
 		for _, e := range []string{topics.ErrorTypeParsing, topics.ErrorTypeValidation, topics.ErrorTypeProcessing} {
 			m.deadLetters.WithLabelValues(t, e)
 		}
+		m.retries.WithLabelValues(t)
 	}
 	reg.MustRegister(m.batch, m.applied, m.deadLetters, m.retries, m.recordRetries, m.lag, m.abandoned)
 	return m
