@@ -10,12 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/pkg/store/queue"
 	"github.com/waitroom/waitroom/topics"
 	"go.uber.org/zap/zaptest"
 )
 
 // The leader's per-item figures follow its ticks (what the alert "admission
-// below the set rate while people wait" reads), and go when it stops leading.
+// below the set rate while people wait" reads), and go when it stops leading;
+// its count of active items falls to 0 when none is left.
 func TestItemMetricsFollowTheLeader(t *testing.T) {
 	w := newWorld(t)
 	w.fill("m", 20, topics.AdmissionPolicy{RatePerSecond: 100, MaxActive: 3, SessionTTLSeconds: 60})
@@ -30,6 +32,10 @@ func TestItemMetricsFollowTheLeader(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 	assert.Equal(t, 17.0, testutil.ToFloat64(per.waiting.WithLabelValues("m")), "maxActive 3 of 20: 17 wait")
 	assert.Equal(t, 3.0, testutil.ToFloat64(per.admitted.WithLabelValues("m")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(s.m.items))
+	require.NoError(t, w.rdb.SRem(ctx, queue.ActiveItems, "m").Err()) // the line is no longer active
+	require.Eventually(t, func() bool { return testutil.ToFloat64(s.m.items) == 0 }, 20*time.Second, 10*time.Millisecond,
+		"no active item left: the replica's count says 0, not its last tick's 1")
 	cancel()
 	require.NoError(t, <-done)
 	assert.Zero(t, testutil.CollectAndCount(per.waiting), "a replica that stopped leading exports no line figures")

@@ -402,6 +402,7 @@ func (s *Scheduler) tickLeases(ctx context.Context, held map[int]*lease) {
 	}
 	if n == 0 {
 		s.m.perItem.reset() // none of the items is this replica's
+		s.m.items.Set(0)
 		return
 	}
 	now := s.now() // one line time for the whole tick, read only when there is work
