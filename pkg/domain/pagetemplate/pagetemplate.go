@@ -127,7 +127,42 @@ func check(src string) (*Template, string, error) {
 	if err := checkHTML(out, src); err != nil {
 		return nil, "", err
 	}
+	if err := checkTree(out, src); err != nil {
+		return nil, "", err
+	}
 	return &Template{t: t}, out, nil
+}
+
+// checkTree checks the elements and attributes of the page as a browser
+// builds it. The tokenizer of checkHTML reads <style>, <title>, <textarea>,
+// <xmp>… as raw text wherever they stand, but inside <svg> or <math> they
+// hold markup, and an <img onerror> there breaks out into the page.
+func checkTree(out, src string) error {
+	doc, err := html.Parse(strings.NewReader(out))
+	if err != nil {
+		return problem(0, "HTML: %v", err)
+	}
+	var walk func(n *html.Node) error
+	walk = func(n *html.Node) error {
+		if n.Type == html.ElementNode {
+			tag := strings.ToLower(n.Data)
+			if why, bad := forbidden[tag]; bad {
+				return problem(srcLine(src, "<"+tag), "<%s> is not allowed: %s", tag, why)
+			}
+			for _, a := range n.Attr {
+				if err := checkAttr(src, tag, strings.ToLower(a.Key), a.Val, map[string]int{}); err != nil {
+					return err
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(doc)
 }
 
 // parseProbe parses src, allows bare placeholders only, and renders it with

@@ -93,6 +93,12 @@ func TestCheckRefusesWhatCouldRunAScript(t *testing.T) {
 		"svg animate href":      {body(`<svg><a><animate attributeName="href" values="x;javascript:steal()"/><text>go</text></a></svg>`), "<animate> is not allowed"},
 		"script URL in a list":  {body(`<a href="x" data-x="a, java&#x09;script:steal()">x</a>`), "script and data URLs are not allowed"},
 		"entity-encoded URL":    {body(`<a href="&#106;avascript:steal()">x</a>`), "script and data URLs are not allowed"},
+		// In SVG and MathML, <style>, <xmp>, <noscript> hold markup, not raw
+		// text: an <img> there breaks out into the page as an element.
+		"svg style breakout":    {body(`<svg><style><img src=x onerror=steal()></style></svg>`), "<img onerror=…>: event-handler attributes"},
+		"math style breakout":   {body(`<math><style><img src=x onerror=steal()></style></math>`), "event-handler attributes are not allowed"},
+		"svg noscript breakout": {body(`<svg><noscript><img src=x onerror=steal()></noscript></svg>`), "event-handler attributes are not allowed"},
+		"svg xmp javascript":    {body(`<svg><xmp><a href="javascript:steal()">x</a></xmp></svg>`), "script and data URLs are not allowed"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Check(tc.src)
