@@ -3,7 +3,9 @@ package admin
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -101,6 +103,9 @@ func (s *Server) addBlock(c *gin.Context) {
 		return
 	case req.ForSeconds < 0:
 		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", "forSeconds must not be negative"))
+		return
+	case req.ForSeconds > (math.MaxInt64-now.UnixMilli())/1000: // its until would wrap around
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BLOCK", "forSeconds "+strconv.FormatInt(req.ForSeconds, 10)+" is too large"))
 		return
 	case req.ForSeconds > 0:
 		b.Until = now.UnixMilli() + req.ForSeconds*1000

@@ -37,6 +37,8 @@ func TestBlockRoutes(t *testing.T) {
 		`{"subject":"user:a","until":1}`:                             "in the past",
 		`{"subject":"user:a","until":99999999999999,"forSeconds":5}`: "not both",
 		`{"subject":"user:a","forSeconds":-1}`:                       "negative",
+		// 18446744073709552 s is 384 ms past 2^64 ms: no block of a moment.
+		`{"subject":"user:a","forSeconds":18446744073709552}`: "forSeconds 18446744073709552 is too large",
 	} {
 		code, ed := e.do(http.MethodPost, admin.Prefix+"/blocks", body, nil)
 		assert.Equal(t, http.StatusBadRequest, code, body)
