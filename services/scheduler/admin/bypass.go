@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -54,6 +55,10 @@ func (s *Server) issueBypass(c *gin.Context) {
 	}
 	if _, known := s.items.Get(item); !known {
 		httpserver.Abort(c, registration.Refuse(http.StatusNotFound, "ITEM_NOT_FOUND", "no item "+item))
+		return
+	}
+	if maxTTL := int64(bypass.MaxTTL / time.Second); req.TTLSeconds < 1 || req.TTLSeconds > maxTTL { // in seconds, before a Duration wraps
+		httpserver.Abort(c, registration.Refuse(http.StatusBadRequest, "INVALID_BYPASS", "ttlSeconds "+strconv.FormatInt(req.TTLSeconds, 10)+" is not in 1.."+strconv.FormatInt(maxTTL, 10)))
 		return
 	}
 	code, raw, err := bypass.Issue(s.bypassKey, item, req.Count, time.Duration(req.TTLSeconds)*time.Second, s.now())

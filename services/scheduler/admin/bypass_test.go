@@ -44,6 +44,8 @@ func TestIssueBypass(t *testing.T) {
 		{"/items/nope/bypass", `{"count":1,"ttlSeconds":60}`, "ITEM_NOT_FOUND", http.StatusNotFound},
 		{"/items/gala/bypass", `{"count":0,"ttlSeconds":60}`, "INVALID_BYPASS", http.StatusBadRequest},
 		{"/items/gala/bypass", `{"count":1,"ttlSeconds":0}`, "INVALID_BYPASS", http.StatusBadRequest},
+		// 18446744075 s in nanoseconds wraps past 2^64 to 1.29 s: no code of a moment.
+		{"/items/gala/bypass", `{"count":1,"ttlSeconds":18446744075}`, "INVALID_BYPASS", http.StatusBadRequest},
 		{"/items/gala/bypass", `{"count":1,"ttl":60}`, "INVALID_JSON", http.StatusBadRequest},
 	} {
 		if code, ed := e.do(http.MethodPost, admin.Prefix+tc.path, tc.body, nil); code != tc.status || ed.Code != tc.code {
