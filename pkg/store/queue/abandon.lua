@@ -23,7 +23,7 @@ redis.call('ZSCORE', KEYS[4], ARGV[3]) -- type-check every set before writing
 redis.call('ZSCORE', KEYS[5], ARGV[3])
 local waiting = waits(ARGV[3], KEYS[3], KEYS[4], KEYS[5])
 local n = redis.call('HGET', KEYS[6], 'abandoned')
-if n and not tonumber(n) then
+if not counter(n) then
   return redis.error_reply('ERR corrupt ' .. KEYS[6] .. ': abandoned is not an integer')
 end
 if cur ~= ARGV[3] or not waiting then

@@ -284,7 +284,8 @@ local function one(i)
       redis.call('ZSCORE', KEYS[9], tok)
       expressOK = true
     end
-    uses = tonumber(redis.call('HGET', KEYS[10], code) or '0')
+    local v = redis.call('HGET', KEYS[10], code)
+    uses = counter(v) and tonumber(v or '0')
     if not uses then
       return 'ERR', 0, 'ERR corrupt ' .. KEYS[10] .. ': uses of ' .. code .. ' not a number'
     end

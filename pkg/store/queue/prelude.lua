@@ -14,6 +14,15 @@ local function replayed(applied, part, off)
   return last ~= false and tonumber(last) >= tonumber(off)
 end
 
+-- counter reports whether v (a value read, false: none) is a count
+-- HINCRBY and INCR take: none, or a decimal integer (no sign but '-', no
+-- leading zero, no fraction or exponent, no space), that tonumber reads
+-- exactly. tonumber alone takes "1.5", "1e3" or " 1", which they refuse:
+-- a script that checked with it would fail at that write, after others.
+local function counter(v)
+  return not v or ((v == '0' or string.match(v, '^%-?[1-9]%d*$') ~= nil) and #v <= 17)
+end
+
 -- waits reports whether tok holds a place that still waits for admission:
 -- in the line (waiting), in the pool of a draw to come, or placed behind it
 -- (late). Each lookup also type-checks its key. score(key, tok), when given,

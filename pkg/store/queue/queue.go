@@ -767,14 +767,15 @@ func (scriptError) RedisError() {}
 
 // IsRecordError tells a refusal of one command (a reply error such as
 // WRONGTYPE) from trouble with Redis itself (network, restart, failover,
-// memory), which must pause consumption rather than fail a record.
+// memory, a disk it cannot persist to: MISCONF), which must pause
+// consumption rather than fail a record.
 func IsRecordError(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
 	}
 	msg := re.Error()
-	for _, transient := range []string{"NOSCRIPT", "EXECABORT", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
+	for _, transient := range []string{"NOSCRIPT", "EXECABORT", "LOADING", "BUSY", "READONLY", "MISCONF", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM", "NOREPLICAS", "MOVED", "ASK"} {
 		if strings.HasPrefix(msg, transient) {
 			return false
 		}

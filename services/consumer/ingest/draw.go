@@ -89,8 +89,15 @@ func (h *Registrations) draw(ctx context.Context, r *kgo.Record) error {
 	return nil
 }
 
-// deadLetterDraw records r's offset as handled and sends r to the DLQ.
+// deadLetterDraw sends r to the DLQ, then records its offset as handled.
+// The letter goes first: a mark written before a failed letter would make
+// the batch's next attempt find the draw applied (REPLAY) and pass it over,
+// neither drawn nor dead-lettered. A mark that fails after the letter only
+// lets the draw be tried (and, refused again, dead-lettered) once more.
 func (h *Registrations) deadLetterDraw(ctx context.Context, r *kgo.Record, cause error, tries int) error {
+	if err := h.dlq.Send(ctx, dlq.Letter{Record: r, Err: cause, Attempts: tries}); err != nil {
+		return err
+	}
 	if item := string(r.Key); topics.ValidID(item) {
 		res, err := h.line.Apply(ctx, []queue.Op{{Kind: queue.OpMark, ItemID: item, Partition: r.Partition, Offset: r.Offset}})
 		if err != nil {
@@ -99,9 +106,6 @@ func (h *Registrations) deadLetterDraw(ctx context.Context, r *kgo.Record, cause
 		if res[0].Err != nil {
 			return fmt.Errorf("mark dead-lettered draw: %w", res[0].Err)
 		}
-	}
-	if err := h.dlq.Send(ctx, dlq.Letter{Record: r, Err: cause, Attempts: tries}); err != nil {
-		return err
 	}
 	h.m.deadLetters.WithLabelValues(topics.Registrations, dlq.ErrorType(cause)).Inc()
 	h.log.Warn("draw dead-lettered", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(cause))
