@@ -143,17 +143,7 @@ func TestScriptsWriteNothingWhenRefused(t *testing.T) {
 	l := queue.New(rdb)
 	snapshot := func(item string) map[string]string {
 		k := queue.KeysFor(item)
-		out := map[string]string{}
-		for _, key := range []string{k.Seq, k.Waiting, k.Admitted, k.Users, k.Head, k.State, k.Applied, k.Epoch, k.Pace, k.Paced, k.Unpublished} {
-			v, err := rdb.Dump(ctx, key).Result()
-			if err == redis.Nil {
-				v = "<none>"
-			} else {
-				require.NoError(t, err)
-			}
-			out[key] = v
-		}
-		return out
+		return dumpKeys(t, rdb, k.Seq, k.Waiting, k.Admitted, k.Users, k.Head, k.State, k.Applied, k.Epoch, k.Pace, k.Paced, k.Unpublished)
 	}
 
 	t.Run("promote", func(t *testing.T) {
@@ -329,4 +319,21 @@ func TestOneScriptChunksReloadAfterAFlush(t *testing.T) {
 	line, err := l.Waiting(ctx, "one", 0)
 	require.NoError(t, err)
 	assert.Equal(t, want, line)
+}
+
+// dumpKeys is each key's DUMP ("<none>" for a missing key): equal dumps
+// before and after a refused call mean it wrote nothing to them.
+func dumpKeys(t testing.TB, rdb redis.Cmdable, keys ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, key := range keys {
+		v, err := rdb.Dump(context.Background(), key).Result()
+		if err == redis.Nil {
+			v = "<none>"
+		} else {
+			require.NoError(t, err)
+		}
+		out[key] = v
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/foundation/testenv"
@@ -28,17 +27,7 @@ func TestRefusedOnACountHINCRBYCannotTakeWritesNothing(t *testing.T) {
 			require.NoError(t, rdb.HSet(ctx, k.Bypass, "staff", bad).Err())
 			require.NoError(t, rdb.HSet(ctx, k.Stats, "abandoned", bad).Err())
 			dump := func() map[string]string {
-				out := map[string]string{}
-				for _, key := range []string{k.Applied, k.Users, k.Seq, k.Waiting, k.Express, k.Bypass, k.Pool, k.Late, k.Stats, k.Changes} {
-					v, err := rdb.Dump(ctx, key).Result()
-					if err == redis.Nil {
-						v = "<none>"
-					} else {
-						require.NoError(t, err)
-					}
-					out[key] = v
-				}
-				return out
+				return dumpKeys(t, rdb, k.Applied, k.Users, k.Seq, k.Waiting, k.Express, k.Bypass, k.Pool, k.Late, k.Stats, k.Changes)
 			}
 			before := dump()
 			res, err := l.Apply(ctx, []queue.Op{

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/pkg/domain/line"
@@ -73,17 +72,7 @@ func TestAbandonWritesNothingWhenRefused(t *testing.T) {
 	setupItem(t, l, "r", 1, 0, 60, 3)
 	k := queue.KeysFor("r")
 	dump := func() map[string]string {
-		out := map[string]string{}
-		for _, key := range []string{k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats} {
-			v, err := rdb.Dump(ctx, key).Result()
-			if err == redis.Nil {
-				v = "<none>"
-			} else {
-				require.NoError(t, err)
-			}
-			out[key] = v
-		}
-		return out
+		return dumpKeys(t, rdb, k.Applied, k.Users, k.Waiting, k.Pool, k.Late, k.Stats)
 	}
 	require.NoError(t, rdb.HSet(ctx, k.Stats, "abandoned", "x").Err())
 	before := dump()
