@@ -65,10 +65,13 @@ func (p *pipeline) ctx() context.Context {
 }
 
 // start runs the consumer until the test ends.
-func (p *pipeline) start() {
+func (p *pipeline) start() { p.http = p.member() }
+
+// member runs a member of the consumer group until the test ends and
+// returns the base URL of its HTTP server (/metrics).
+func (p *pipeline) member() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(p.t, err)
-	p.http = "http://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := zaptest.NewLogger(p.t, zaptest.Level(zap.ErrorLevel))
@@ -79,26 +82,35 @@ func (p *pipeline) start() {
 			p.t.Errorf("consumer: %v", err)
 		}
 	})
+	return "http://" + ln.Addr().String()
+}
+
+// metricsOf reads the /metrics of the member at base.
+func metricsOf(base string) (string, error) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 // batchRetries reads the consumer's count of failed registration batches it
 // retried, from its /metrics.
 func (p *pipeline) batchRetries() float64 {
 	p.t.Helper()
-	resp, err := http.Get(p.http + "/metrics")
-	require.NoError(p.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := metricsOf(p.http)
 	require.NoError(p.t, err)
 	prefix := `waitroom_consumer_batch_retries_total{topic="` + topics.Registrations + `"} `
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(b, "\n") {
 		if v, ok := strings.CutPrefix(line, prefix); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			require.NoError(p.t, err)
 			return n
 		}
 	}
-	return 0 // no failure yet: the series appears with the first
+	return 0
 }
 
 func (p *pipeline) publishItem(id string) {
