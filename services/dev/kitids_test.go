@@ -22,8 +22,7 @@ func TestTheKitAssertsOnlyWhatTheRoomAccepts(t *testing.T) {
 	secret := strings.Repeat("s", 32)
 	kit, err := waitroomkit.NewAsserter("shop", []byte(secret))
 	require.NoError(t, err)
-	room, err := assertion.New(context.Background(), assertion.Config{Issuer: "shop", Secret: secret, MaxTTL: 10 * time.Minute})
-	require.NoError(t, err)
+	room := roomWith(t, secret)
 	for _, n := range []int{1, topics.MaxIDLen - 1, topics.MaxIDLen, topics.MaxIDLen + 1, 2 * topics.MaxIDLen} {
 		user := strings.Repeat("u", n)
 		raw, err := kit.Assert(user, "gig")
@@ -64,8 +63,7 @@ func TestTheRoomTakesTheKitsAssertionsWithTheSameSecret(t *testing.T) {
 	} {
 		kit, err := waitroomkit.NewAsserter("shop", c.kit)
 		require.NoError(t, err, name)
-		room, err := assertion.New(context.Background(), assertion.Config{Issuer: "shop", Secret: c.room, MaxTTL: 10 * time.Minute})
-		require.NoError(t, err, name)
+		room := roomWith(t, c.room)
 		raw, err := kit.Assert("alice", "gig")
 		require.NoError(t, err, name)
 		got, err := room.Verify(raw, "gig")
@@ -75,10 +73,18 @@ func TestTheRoomTakesTheKitsAssertionsWithTheSameSecret(t *testing.T) {
 	// Another secret is still refused.
 	kit, err := waitroomkit.NewAsserter("shop", []byte(strings.Repeat("x", 32)))
 	require.NoError(t, err)
-	room, err := assertion.New(context.Background(), assertion.Config{Issuer: "shop", Secret: hex.EncodeToString(decoded), MaxTTL: 10 * time.Minute})
-	require.NoError(t, err)
+	room := roomWith(t, hex.EncodeToString(decoded))
 	raw, err := kit.Assert("alice", "gig")
 	require.NoError(t, err)
 	_, err = room.Verify(raw, "gig")
 	require.ErrorIs(t, err, assertion.ErrInvalid)
+}
+
+// roomWith is the api's verifier of the site "shop"'s assertions, HS256
+// with secret (WR_ASSERTION_SECRET).
+func roomWith(t *testing.T, secret string) *assertion.Verifier {
+	t.Helper()
+	v, err := assertion.New(context.Background(), assertion.Config{Issuer: "shop", Secret: secret, MaxTTL: 10 * time.Minute})
+	require.NoError(t, err)
+	return v
 }
