@@ -142,6 +142,7 @@ func checkTree(out, src string) error {
 	if err != nil {
 		return problem(0, "HTML: %v", err)
 	}
+	placed := map[string]int{} // checkAttr counts placeholders; checkHTML holds their rules
 	var walk func(n *html.Node) error
 	walk = func(n *html.Node) error {
 		if n.Type == html.ElementNode {
@@ -150,7 +151,7 @@ func checkTree(out, src string) error {
 				return problem(srcLine(src, "<"+tag), "<%s> is not allowed: %s", tag, why)
 			}
 			for _, a := range n.Attr {
-				if err := checkAttr(src, tag, strings.ToLower(a.Key), a.Val, map[string]int{}); err != nil {
+				if err := checkAttr(src, tag, strings.ToLower(a.Key), a.Val, placed); err != nil {
 					return err
 				}
 			}
